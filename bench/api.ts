@@ -69,13 +69,22 @@ function wrkDuration(text: string): number | undefined {
   return Number(m[1]) * scale
 }
 
-async function runWrk(base: string, target: Target, seconds: number, o: Options): Promise<Omit<Sample, 'target' | 'round'>> {
+async function runWrk(
+  base: string,
+  target: Target,
+  seconds: number,
+  o: Options,
+): Promise<Omit<Sample, 'target' | 'round'>> {
   const args = ['wrk', `-t${o.threads}`, `-c${o.connections}`, `-d${seconds}s`, '--timeout', '5s', '--latency']
   for (const [k, v] of Object.entries(target.headers)) args.push('-H', `${k}: ${v}`)
   args.push(base + target.path)
   const proc = Bun.spawn(args, { stdout: 'pipe', stderr: 'pipe' })
   const killer = setTimeout(() => proc.kill(), (seconds + 30) * 1000)
-  const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
+  const [out, err, code] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ])
   clearTimeout(killer)
   if (code !== 0) throw new Error(`wrk exited with ${code}: ${err.trim() || out.trim()}`)
   const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1])
@@ -96,7 +105,12 @@ async function runWrk(base: string, target: Target, seconds: number, o: Options)
 }
 
 /** `connections` concurrent workers each sending one request at a time until the deadline. */
-async function runFetch(base: string, target: Target, seconds: number, o: Options): Promise<Omit<Sample, 'target' | 'round'>> {
+async function runFetch(
+  base: string,
+  target: Target,
+  seconds: number,
+  o: Options,
+): Promise<Omit<Sample, 'target' | 'round'>> {
   const url = base + target.path
   const started = performance.now()
   const deadline = started + seconds * 1000
@@ -124,22 +138,34 @@ async function runFetch(base: string, target: Target, seconds: number, o: Option
 
 /** Account, organization, API key and one registered database, all through the API. */
 async function seed(base: string): Promise<string> {
-  const signup = await call(base, 'POST', '/api/v1/auth/signup', {}, {
-    email: 'bench@example.com',
-    password: 'bench password 0123',
-    name: 'Bench',
-    org_name: 'Bench Org',
-  })
+  const signup = await call(
+    base,
+    'POST',
+    '/api/v1/auth/signup',
+    {},
+    {
+      email: 'bench@example.com',
+      password: 'bench password 0123',
+      name: 'Bench',
+      org_name: 'Bench Org',
+    },
+  )
   if (signup.status !== 201) throw new Error(`signup: ${signup.status} ${signup.text}`)
   const token = signup.json().access_token as string
   const key = await call(base, 'POST', '/api/v1/api-keys', { authorization: `Bearer ${token}` }, { name: 'bench' })
   if (key.status !== 201) throw new Error(`api key: ${key.status} ${key.text}`)
   const apiKey = key.json().key as string
-  const db = await call(base, 'POST', '/api/v1/databases', { 'x-api-key': apiKey }, {
-    name: 'bench-pg',
-    engine: 'postgres',
-    host: 'db.bench.invalid',
-  })
+  const db = await call(
+    base,
+    'POST',
+    '/api/v1/databases',
+    { 'x-api-key': apiKey },
+    {
+      name: 'bench-pg',
+      engine: 'postgres',
+      host: 'db.bench.invalid',
+    },
+  )
   if (db.status !== 201) throw new Error(`database: ${db.status} ${db.text}`)
   return apiKey
 }
@@ -148,27 +174,36 @@ async function checkTargets(base: string, targets: Target[]) {
   for (const t of targets) {
     const res = await call(base, 'GET', t.path, t.headers)
     const ok = t.name === 'hello' ? res.text === 'hello' : res.status === 200 && res.json().length === 1
-    if (res.status !== 200 || !ok) throw new Error(`${t.path}: unexpected answer ${res.status} ${res.text.slice(0, 200)}`)
+    if (res.status !== 200 || !ok)
+      throw new Error(`${t.path}: unexpected answer ${res.status} ${res.text.slice(0, 200)}`)
   }
 }
 
 // ---- report ----
 
-const fmt = (n: number | undefined, digits = 0) => (n === undefined ? 'n/a' : n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }))
+const fmt = (n: number | undefined, digits = 0) =>
+  n === undefined ? 'n/a' : n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })
 
 async function machine() {
   const bun = Bun.version
   const cpu = cpus()[0]?.model?.trim() ?? 'unknown cpu'
   const nproc = (await Bun.$`nproc`.nothrow().quiet().text()).trim() || String(cpus().length)
   let wrk: string | undefined
-  if (Bun.which('wrk')) wrk = (await Bun.$`wrk --version`.nothrow().quiet().text()).split('\n')[0]?.split(' [')[0]?.trim()
+  if (Bun.which('wrk'))
+    wrk = (await Bun.$`wrk --version`.nothrow().quiet().text()).split('\n')[0]?.split(' [')[0]?.trim()
   const head = (await Bun.$`git rev-parse --short HEAD`.nothrow().quiet().text()).trim()
   const dirty = (await Bun.$`git status --porcelain --untracked-files=no`.nothrow().quiet().text()).trim() !== ''
   const commit = head ? `${head}${dirty ? ' (with uncommitted changes)' : ''}` : 'unknown'
   return { bun, cpu, nproc, wrk, commit, os: `${process.platform}-${process.arch}` }
 }
 
-function report(samples: Sample[], o: Options, generator: 'wrk' | 'fetch', fallbackReason: string, m: Awaited<ReturnType<typeof machine>>) {
+function report(
+  samples: Sample[],
+  o: Options,
+  generator: 'wrk' | 'fetch',
+  fallbackReason: string,
+  m: Awaited<ReturnType<typeof machine>>,
+) {
   const of = (name: Target['name']) => samples.filter((s) => s.target === name)
   const hello = median(of('hello').map((s) => s.rps))
   const databases = median(of('databases').map((s) => s.rps))
@@ -190,7 +225,9 @@ function report(samples: Sample[], o: Options, generator: 'wrk' | 'fetch', fallb
     ``,
     `| round | route | req/s | p50 ms | p99 ms | errors |`,
     `|---:|---|---:|---:|---:|---:|`,
-    ...samples.map((s) => `| ${s.round} | ${s.target} | ${fmt(s.rps)} | ${fmt(s.p50Ms, 2)} | ${fmt(s.p99Ms, 2)} | ${s.errors} |`),
+    ...samples.map(
+      (s) => `| ${s.round} | ${s.target} | ${fmt(s.rps)} | ${fmt(s.p50Ms, 2)} | ${fmt(s.p99Ms, 2)} | ${s.errors} |`,
+    ),
     ``,
     `| route | median req/s |`,
     `|---|---:|`,
@@ -206,7 +243,8 @@ function report(samples: Sample[], o: Options, generator: 'wrk' | 'fetch', fallb
 async function main(): Promise<number> {
   const o = parseOptions(process.argv.slice(2))
   const hasWrk = Bun.which('wrk') !== null
-  if (o.generator === 'wrk' && !hasWrk) throw new Error('--generator wrk: wrk is not installed (apt-get install -y wrk)')
+  if (o.generator === 'wrk' && !hasWrk)
+    throw new Error('--generator wrk: wrk is not installed (apt-get install -y wrk)')
   const generator: 'wrk' | 'fetch' = o.generator === 'fetch' || !hasWrk ? 'fetch' : 'wrk'
   const run = generator === 'wrk' ? runWrk : runFetch
   const fallbackReason = o.generator === 'fetch' ? 'chosen with --generator fetch' : 'wrk not installed'

@@ -48,7 +48,20 @@ import type { BatchSections, ClickHouseContext } from '../src/agent/collectors/t
 import { createLogger } from '../src/shared/log.ts'
 import { type ClickHouseRig, startClickHouse } from '../test/support/clickhouse.ts'
 import { createSystemLogTables, seedAsynchronousMetrics } from '../test/support/clickhouse-system-tables.ts'
-import { type BenchServer, collectorWallMs, createAccount, fmt, healthz, loadLine, machine, median, parseArgs, procStat, startAgentProcess, startServer } from './common.ts'
+import {
+  type BenchServer,
+  collectorWallMs,
+  createAccount,
+  fmt,
+  healthz,
+  loadLine,
+  machine,
+  median,
+  parseArgs,
+  procStat,
+  startAgentProcess,
+  startServer,
+} from './common.ts'
 
 const AGENT_USER = 'dbm_agent'
 const AGENT_PASSWORD = 'bench-agent-password'
@@ -125,10 +138,18 @@ function partitionsOf(i: number, partsPerTable: number): number {
 }
 
 /** The table DDL and the one INSERT that writes `partsPerTable` parts over `partitions` partitions. */
-function tableStatements(i: number, partsPerTable: number): { create: string; insert: string; by: string; partitions: number } {
+function tableStatements(
+  i: number,
+  partsPerTable: number,
+): { create: string; insert: string; by: string; partitions: number } {
   const partitions = partitionsOf(i, partsPerTable)
   const by = partitions === 1 ? '' : partitions <= 12 ? 'toYYYYMM(day)' : 'day'
-  const day = partitions === 1 ? "toDate('2026-11-01')" : partitions <= 12 ? `addMonths(toDate('2026-11-01'), -toInt32(number % ${partitions}))` : `toDate('2026-11-01') - toInt32(number % ${partitions})`
+  const day =
+    partitions === 1
+      ? "toDate('2026-11-01')"
+      : partitions <= 12
+        ? `addMonths(toDate('2026-11-01'), -toInt32(number % ${partitions}))`
+        : `toDate('2026-11-01') - toInt32(number % ${partitions})`
   const blockRows = ROWS_PER_PART * partitions
   const blocks = partsPerTable / partitions
   return {
@@ -141,9 +162,17 @@ function tableStatements(i: number, partsPerTable: number): { create: string; in
 }
 
 /** Settings that keep each block of an INSERT ... SELECT a part of its own (with max_block_size rows). */
-const UNSQUASHED_INSERT = { min_insert_block_size_rows: 0, min_insert_block_size_bytes: 0, max_threads: 1, max_insert_threads: 1 }
+const UNSQUASHED_INSERT = {
+  min_insert_block_size_rows: 0,
+  min_insert_block_size_bytes: 0,
+  max_threads: 1,
+  max_insert_threads: 1,
+}
 
-async function createTables(ch: ClickHouseRig, o: Options): Promise<Omit<DataSet, 'historyRows' | 'historyFrom' | 'setupMs'>> {
+async function createTables(
+  ch: ClickHouseRig,
+  o: Options,
+): Promise<Omit<DataSet, 'historyRows' | 'historyFrom' | 'setupMs'>> {
   const databases = Math.ceil(o.tables / TABLES_PER_DATABASE)
   for (let d = 1; d <= databases; d++) await ch.command(`CREATE DATABASE bench_${d}`)
   const statements = Array.from({ length: o.tables }, (_, i) => tableStatements(i, o.partsPerTable))
@@ -158,7 +187,8 @@ async function createTables(ch: ClickHouseRig, o: Options): Promise<Omit<DataSet
     "SELECT count() AS parts, uniqExact(database, table, partition_id) AS partitions FROM system.parts WHERE active AND database LIKE 'bench\\_%'",
   )
   const activeParts = Number(counts!.parts)
-  if (activeParts !== o.tables * o.partsPerTable) throw new Error(`expected ${o.tables * o.partsPerTable} active parts, found ${activeParts} (did a merge run?)`)
+  if (activeParts !== o.tables * o.partsPerTable)
+    throw new Error(`expected ${o.tables * o.partsPerTable} active parts, found ${activeParts} (did a merge run?)`)
   const mix = PARTITION_MIX.filter((p) => o.partsPerTable % p === 0).map((p) => ({
     partitions: p,
     tables: statements.filter((s) => s.partitions === p).length,
@@ -240,8 +270,13 @@ class EngineProbe {
     let previous: Promise<unknown> = Promise.resolve()
     conn.client.query = ((params: Parameters<typeof query>[0]) => {
       const run = previous.then(async () => {
-        const result = await query({ ...params, clickhouse_settings: { ...params.clickhouse_settings, use_query_condition_cache: 0 } })
-        const summary = JSON.parse(String(result.response_headers['x-clickhouse-summary'] ?? '{}')) as { elapsed_ns?: string }
+        const result = await query({
+          ...params,
+          clickhouse_settings: { ...params.clickhouse_settings, use_query_condition_cache: 0 },
+        })
+        const summary = JSON.parse(String(result.response_headers['x-clickhouse-summary'] ?? '{}')) as {
+          elapsed_ns?: string
+        }
         probe.current.engineMs += Number(summary.elapsed_ns ?? 0) / 1e6
         probe.current.queries++
         return result
@@ -269,7 +304,10 @@ class EngineProbe {
     for (const c of clickhouseCollectors) {
       this.current = { engineMs: 0, queries: 0 }
       const sections: Partial<BatchSections> = await c.collect(ctx)
-      const rows = Object.values(sections).reduce((n, v) => n + (Array.isArray(v) ? v.length : v ? Object.keys(v).length : 0), 0)
+      const rows = Object.values(sections).reduce(
+        (n, v) => n + (Array.isArray(v) ? v.length : v ? Object.keys(v).length : 0),
+        0,
+      )
       out[c.name] = { ...this.current, rows }
     }
     return out
@@ -368,7 +406,14 @@ async function runAgent(
 
 // ---- report ----
 
-function report(o: Options, data: DataSet, version: string, r: RunResult, m: { commit: string; line: string }, loads: { before: string; after: string }): string {
+function report(
+  o: Options,
+  data: DataSet,
+  version: string,
+  r: RunResult,
+  m: { commit: string; line: string },
+  loads: { before: string; after: string },
+): string {
   const first = r.cycles[0]!
   const steady = r.cycles.slice(1)
   const med = (f: (c: CycleDelta) => number) => median(steady.map(f))
@@ -378,7 +423,10 @@ function report(o: Options, data: DataSet, version: string, r: RunResult, m: { c
   const engineSum = (c: CycleDelta) => Object.values(c.probe).reduce((a, p) => a + p.engineMs, 0)
   const commandLine = ['bun bench/clickhouse.ts', ...process.argv.slice(2)].join(' ')
   const mixText = data.mix
-    .map((x) => `${x.tables} with ${x.partitions === 1 ? 'no partitioning (one partition)' : `${x.partitions} partitions (\`PARTITION BY ${x.by}\`)`} of ${x.partsPerPartition} parts`)
+    .map(
+      (x) =>
+        `${x.tables} with ${x.partitions === 1 ? 'no partitioning (one partition)' : `${x.partitions} partitions (\`PARTITION BY ${x.by}\`)`} of ${x.partsPerPartition} parts`,
+    )
     .join(', ')
   const statementsPerCycle = median(steady.map((c) => c.probe.query_stats?.rows ?? 0))
   const lines = [
@@ -401,7 +449,10 @@ function report(o: Options, data: DataSet, version: string, r: RunResult, m: { c
     `| sum of the collectors' wall times (ms) | ${fmt(sumWall(first))} | ${fmt(med(sumWall))} | ${fmt(Math.max(...steady.map(sumWall)))} |`,
     `| engine time of the collectors' queries (ms) | ${fmt(engineSum(first), 1)} | ${fmt(med(engineSum), 1)} | ${fmt(Math.max(...steady.map(engineSum)), 1)} |`,
     `| agent CPU, user + system (ms) | ${fmt(first.cpuMs)} (incl. process start) | ${fmt(med((c) => c.cpuMs))} | ${fmt(Math.max(...steady.map((c) => c.cpuMs)))} |`,
-    `| agent VmRSS at the snapshot (MB) | ${fmt(first.rssMb, 1)} | ${fmt(med((c) => c.rssMb), 1)} | ${fmt(Math.max(...steady.map((c) => c.rssMb)), 1)} |`,
+    `| agent VmRSS at the snapshot (MB) | ${fmt(first.rssMb, 1)} | ${fmt(
+      med((c) => c.rssMb),
+      1,
+    )} | ${fmt(Math.max(...steady.map((c) => c.rssMb)), 1)} |`,
     `| ingest request body (KiB) | ${fmt(first.ingestKb)} | ${fmt(med((c) => c.ingestKb))} | ${fmt(Math.max(...steady.map((c) => c.ingestKb)))} |`,
     ``,
     `Agent peak RSS (VmHWM) over the run: **${fmt(r.hwmMb, 1)} MB**; VmRSS after the first batch: ${fmt(r.startRssMb, 1)} MB. Batches received: ${r.batches}. Warnings logged by the agent: ${r.warnings.length === 0 ? 'none' : r.warnings.length}.`,
@@ -420,7 +471,16 @@ function report(o: Options, data: DataSet, version: string, r: RunResult, m: { c
 async function main(): Promise<number> {
   const o = parseArgs<Options>(
     process.argv.slice(2),
-    { cycles: 5, interval: 10, tables: 200, partsPerTable: 50, statements: 2000, calls: 10_000, history: 5_000_000, agentCmd: '' },
+    {
+      cycles: 5,
+      interval: 10,
+      tables: 200,
+      partsPerTable: 50,
+      statements: 2000,
+      calls: 10_000,
+      history: 5_000_000,
+      agentCmd: '',
+    },
     {
       cycles: [1, 60],
       interval: [1, 60],
@@ -431,8 +491,10 @@ async function main(): Promise<number> {
       history: [0, 100_000_000],
     },
   )
-  if (o.statements > TEMPLATES.length * o.tables) throw new Error(`--statements may be at most ${TEMPLATES.length} × --tables (${TEMPLATES.length * o.tables})`)
-  if (o.calls < o.statements) throw new Error('--calls must be at least --statements (each statement runs once per interval)')
+  if (o.statements > TEMPLATES.length * o.tables)
+    throw new Error(`--statements may be at most ${TEMPLATES.length} × --tables (${TEMPLATES.length * o.tables})`)
+  if (o.calls < o.statements)
+    throw new Error('--calls must be at least --statements (each statement runs once per interval)')
   const loadBefore = loadLine()
   const dataDir = mkdtempSync(join(tmpdir(), 'dbm-bench-clickhouse-serve-'))
   let ch: ClickHouseRig | undefined

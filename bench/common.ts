@@ -67,7 +67,13 @@ export async function startServer(options: {
   }
 }
 
-export async function call(base: string, method: string, path: string, headers: Record<string, string>, body?: unknown) {
+export async function call(
+  base: string,
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+  body?: unknown,
+) {
   const res = await fetch(base + path, {
     method,
     headers: body === undefined ? headers : { ...headers, 'content-type': 'application/json' },
@@ -83,16 +89,28 @@ export async function call(base: string, method: string, path: string, headers: 
  * API key through the API.
  */
 export async function createAccount(server: BenchServer): Promise<{ apiKey: string; orgId: string }> {
-  const signup = await call(server.base, 'POST', '/api/v1/auth/signup', {}, {
-    email: 'bench@example.com',
-    password: 'bench password 0123',
-    name: 'Bench',
-    org_name: 'Bench Org',
-  })
+  const signup = await call(
+    server.base,
+    'POST',
+    '/api/v1/auth/signup',
+    {},
+    {
+      email: 'bench@example.com',
+      password: 'bench password 0123',
+      name: 'Bench',
+      org_name: 'Bench Org',
+    },
+  )
   if (signup.status !== 201) throw new Error(`signup: ${signup.status} ${signup.text}`)
   const body = signup.json()
   await server.store.markEmailVerified(body.user.id, Date.now())
-  const key = await call(server.base, 'POST', '/api/v1/api-keys', { authorization: `Bearer ${body.access_token}` }, { name: 'bench' })
+  const key = await call(
+    server.base,
+    'POST',
+    '/api/v1/api-keys',
+    { authorization: `Bearer ${body.access_token}` },
+    { name: 'bench' },
+  )
   if (key.status !== 201) throw new Error(`api key: ${key.status} ${key.text}`)
   return { apiKey: key.json().key as string, orgId: body.organization.id as string }
 }
@@ -133,19 +151,25 @@ export async function machine() {
 }
 
 /** `--flag value` options (kebab-case flags for camelCase keys) checked against a table of ranges or choices. */
-export function parseArgs<T extends object>(argv: string[], defaults: T, ranges: Partial<Record<keyof T, [number, number] | readonly string[]>>): T {
+export function parseArgs<T extends object>(
+  argv: string[],
+  defaults: T,
+  ranges: Partial<Record<keyof T, [number, number] | readonly string[]>>,
+): T {
   const o: Record<string, number | string> = { ...(defaults as Record<string, number | string>) }
   const table = ranges as Record<string, [number, number] | readonly string[] | undefined>
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i]!
     const name = flag.replace(/^--/, '').replace(/-([a-z])/g, (_, c: string) => c.toUpperCase())
     const value = argv[++i]
-    if (!flag.startsWith('--') || !(name in o) || value === undefined) throw new Error(`unknown option or missing value: ${flag}`)
+    if (!flag.startsWith('--') || !(name in o) || value === undefined)
+      throw new Error(`unknown option or missing value: ${flag}`)
     const range = table[name]
     if (typeof o[name] === 'number') {
       const n = Number(value)
       const [min, max] = (range as [number, number] | undefined) ?? [0, Number.MAX_SAFE_INTEGER]
-      if (!Number.isInteger(n) || n < min || n > max) throw new Error(`${flag} must be an integer from ${min} to ${max}`)
+      if (!Number.isInteger(n) || n < min || n > max)
+        throw new Error(`${flag} must be an integer from ${min} to ${max}`)
       o[name] = n
     } else {
       const choices = range as readonly string[] | undefined
@@ -183,7 +207,8 @@ export interface HealthDatabase {
 /** The agent's /healthz databases, or undefined while it does not answer. */
 export async function healthz(port: number): Promise<HealthDatabase[] | undefined> {
   try {
-    return ((await (await fetch(`http://127.0.0.1:${port}/healthz`)).json()) as { databases: HealthDatabase[] }).databases
+    return ((await (await fetch(`http://127.0.0.1:${port}/healthz`)).json()) as { databases: HealthDatabase[] })
+      .databases
   } catch {
     return undefined
   }
@@ -239,13 +264,20 @@ export async function startAgentProcess(o: {
     ].join('\n'),
   )
   const parts = o.agentCmd.split(/\s+/).filter(Boolean)
-  const command = !o.agentCmd ? [process.execPath, 'src/cli.ts'] : parts[0] === 'bun' ? [process.execPath, ...parts.slice(1)] : parts
+  const command = !o.agentCmd
+    ? [process.execPath, 'src/cli.ts']
+    : parts[0] === 'bun'
+      ? [process.execPath, ...parts.slice(1)]
+      : parts
   const stderr: string[] = []
   const proc = Bun.spawn([...command, 'agent', '--config', configPath, '--buffer-dir', dir, '--log-level', 'warn'], {
     cwd: repoRoot,
     stdout: 'ignore',
     stderr: 'pipe',
-    env: Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('DBM_'))) as Record<string, string>,
+    env: Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('DBM_'))) as Record<
+      string,
+      string
+    >,
   })
   void (async () => {
     const decoder = new TextDecoder()
@@ -254,12 +286,18 @@ export async function startAgentProcess(o: {
   return {
     pid: proc.pid,
     healthPort,
-    warnings: () => stderr.join('').split('\n').filter((l) => / (WARN|ERROR) /.test(l)),
+    warnings: () =>
+      stderr
+        .join('')
+        .split('\n')
+        .filter((l) => / (WARN|ERROR) /.test(l)),
     async waitForCycle(cycle, count, timeoutS, everyMs) {
       const deadline = Date.now() + timeoutS * 1000
       while ((await count()) < cycle) {
-        if (proc.exitCode !== null) throw new Error(`the agent exited with ${proc.exitCode}:\n${stderr.join('').slice(-2000)}`)
-        if (Date.now() > deadline) throw new Error(`cycle ${cycle}: no batch within ${timeoutS} s:\n${stderr.join('').slice(-2000)}`)
+        if (proc.exitCode !== null)
+          throw new Error(`the agent exited with ${proc.exitCode}:\n${stderr.join('').slice(-2000)}`)
+        if (Date.now() > deadline)
+          throw new Error(`cycle ${cycle}: no batch within ${timeoutS} s:\n${stderr.join('').slice(-2000)}`)
         await Bun.sleep(everyMs)
       }
     },

@@ -29,7 +29,13 @@ interface Asset {
 }
 
 const kindOf = (path: string, type: string): Asset['kind'] =>
-  /\.m?js$/.test(path) || type.includes('javascript') ? 'js' : /\.css$/.test(path) || type.includes('css') ? 'css' : /html/.test(type) ? 'html' : 'other'
+  /\.m?js$/.test(path) || type.includes('javascript')
+    ? 'js'
+    : /\.css$/.test(path) || type.includes('css')
+      ? 'css'
+      : /html/.test(type)
+        ? 'html'
+        : 'other'
 
 async function fetchAsset(base: string, path: string, lazy: boolean): Promise<{ asset: Asset; text: string }> {
   const res = await fetch(base + path, { headers: { 'accept-encoding': 'gzip' } })
@@ -39,7 +45,14 @@ async function fetchAsset(base: string, path: string, lazy: boolean): Promise<{ 
   const body = new Uint8Array(await res.arrayBuffer())
   const gzip = Bun.gzipSync(body, { level: 9 }).byteLength
   return {
-    asset: { path, kind: kindOf(path, res.headers.get('content-type') ?? ''), lazy, bytes: body.byteLength, gzip, served },
+    asset: {
+      path,
+      kind: kindOf(path, res.headers.get('content-type') ?? ''),
+      lazy,
+      bytes: body.byteLength,
+      gzip,
+      served,
+    },
     text: new TextDecoder().decode(body),
   }
 }
@@ -66,7 +79,8 @@ async function measure(base: string): Promise<Asset[]> {
     const { asset, text } = await fetchAsset(base, next.path, next.lazy)
     assets.push(asset)
     if (asset.kind !== 'js') continue
-    for (const m of text.matchAll(/\bimport\s*(?:[\w$*{}\s,]*?\bfrom\s*)?["']([^"']+)["']/g)) add(m[1]!, next.path, next.lazy)
+    for (const m of text.matchAll(/\bimport\s*(?:[\w$*{}\s,]*?\bfrom\s*)?["']([^"']+)["']/g))
+      add(m[1]!, next.path, next.lazy)
     for (const m of text.matchAll(/\bimport\(\s*["']([^"']+)["']\s*\)/g)) add(m[1]!, next.path, true)
   }
   return assets
@@ -144,7 +158,10 @@ try {
   if (compiled) {
     lines.push('', `#### The compiled binary (${binaryNote}, \`dbm serve\`)`, '', ...table(compiled))
   } else {
-    lines.push('', `The compiled binary was not measured: ${binary ? `\`${binary}\` does not exist (run \`bun run build\` first)` : '--binary none'}.`)
+    lines.push(
+      '',
+      `The compiled binary was not measured: ${binary ? `\`${binary}\` does not exist (run \`bun run build\` first)` : '--binary none'}.`,
+    )
   }
   console.log(lines.join('\n'))
 } finally {

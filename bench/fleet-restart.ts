@@ -27,11 +27,18 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Shipper } from '../src/agent/shipper.ts'
 import { ingestAdmissionLimits } from '../src/server/limits.ts'
-import { BATCH_AGE_HEADER, } from '../src/shared/ingest-path.ts'
+import { BATCH_AGE_HEADER } from '../src/shared/ingest-path.ts'
 import { createLogger } from '../src/shared/log.ts'
 import type { IngestBatch } from '../src/shared/wire.ts'
 import { fmt, loadLine, machine, parseArgs, percentile, procStat } from './common.ts'
-import { type Options as FleetOptions, type ServeProcess, SimulatedDatabase, account, serveCommand, startServe } from './fleet.ts'
+import {
+  type Options as FleetOptions,
+  type ServeProcess,
+  SimulatedDatabase,
+  account,
+  serveCommand,
+  startServe,
+} from './fleet.ts'
 
 const CHILD_ENV = 'DBM_BENCH_RESTART_CHILD'
 const INTERVAL_MS = 10_000
@@ -87,7 +94,15 @@ async function runChild(input: ChildInput): Promise<ChildResult> {
     const batchId = /"batch_id":"([^"]+)"/.exec(head)?.[1] ?? ''
     const collectedAt = Number(/"collected_at":(\d+)/.exec(head)?.[1] ?? 0)
     const ageHeader = (init?.headers as Record<string, string> | undefined)?.[BATCH_AGE_HEADER]
-    const post: Post = { at, ms: 0, status: 0, age: ageHeader === undefined ? -1 : Number(ageHeader), collectedAt, batchId, duplicate: false }
+    const post: Post = {
+      at,
+      ms: 0,
+      status: 0,
+      age: ageHeader === undefined ? -1 : Number(ageHeader),
+      collectedAt,
+      batchId,
+      duplicate: false,
+    }
     posts.push(post)
     try {
       const res = await realFetch(url, init)
@@ -169,19 +184,26 @@ function metric(text: string, name: string, labels = ''): number {
 }
 
 async function main(): Promise<number> {
-  const o = parseArgs(process.argv.slice(2), { agents: 300, down: 120, warmup: 30, after: 180, movingStatements: 30, serveCmd: '' }, {
-    agents: [1, 2000],
-    down: [10, 900],
-    warmup: [10, 600],
-    after: [30, 900],
-    movingStatements: [7, 200],
-  })
+  const o = parseArgs(
+    process.argv.slice(2),
+    { agents: 300, down: 120, warmup: 30, after: 180, movingStatements: 30, serveCmd: '' },
+    {
+      agents: [1, 2000],
+      down: [10, 900],
+      warmup: [10, 600],
+      after: [30, 900],
+      movingStatements: [7, 200],
+    },
+  )
   const info = await machine()
   const { cmd, label } = serveCommand({ serveCmd: o.serveCmd } as FleetOptions)
   const dir = mkdtempSync(join(tmpdir(), 'dbm-bench-restart-'))
   const port = await freePort()
   const env: Record<string, string> = {
-    ...(Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('DBM_'))) as Record<string, string>),
+    ...(Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('DBM_'))) as Record<
+      string,
+      string
+    >),
     DBM_LISTEN: `127.0.0.1:${port}`,
     DBM_DATA_DIR: join(dir, 'serve'),
     DBM_LOG_LEVEL: 'info',
@@ -206,8 +228,14 @@ async function main(): Promise<number> {
       bufferDir: join(dir, 'buffers'),
       runId: crypto.randomUUID().slice(0, 8),
     }
-    console.error(`${label} on ${serve.base}; ${o.agents} agents; warm-up ${o.warmup} s, serve down ${o.down} s, then ${o.after} s`)
-    child = Bun.spawn([process.execPath, import.meta.path], { env: { ...process.env, [CHILD_ENV]: JSON.stringify(input) }, stdout: 'pipe', stderr: 'inherit' })
+    console.error(
+      `${label} on ${serve.base}; ${o.agents} agents; warm-up ${o.warmup} s, serve down ${o.down} s, then ${o.after} s`,
+    )
+    child = Bun.spawn([process.execPath, import.meta.path], {
+      env: { ...process.env, [CHILD_ENV]: JSON.stringify(input) },
+      stdout: 'pipe',
+      stderr: 'inherit',
+    })
     const childOut = new Response(child.stdout as ReadableStream).text()
 
     await Bun.sleep(Math.max(0, stopAt - Date.now()))
@@ -216,7 +244,9 @@ async function main(): Promise<number> {
     const appliedFirst = metric(beforeStop, 'dbm_ingest_batches_total', 'result="applied"')
     const stoppedAt = Date.now()
     await serve.stop()
-    console.error(`serve stopped at +${((stoppedAt - startAt) / 1000).toFixed(0)} s (${fmt(appliedFirst)} batches applied); down for ${o.down} s`)
+    console.error(
+      `serve stopped at +${((stoppedAt - startAt) / 1000).toFixed(0)} s (${fmt(appliedFirst)} batches applied); down for ${o.down} s`,
+    )
     await Bun.sleep(Math.max(0, stoppedAt + o.down * 1000 - Date.now()))
     const spawnedAt = Date.now()
     serve = await startServe(cmd, env)
@@ -235,13 +265,19 @@ async function main(): Promise<number> {
     const cpuMs = procStat(pid).cpuMs - cpuStart
     const loadAfter = loadLine()
     const afterText = await scrape(serve.base)
-    const shed = { backlog: metric(afterText, 'dbm_ingest_shed_total', 'kind="backlog"'), current: metric(afterText, 'dbm_ingest_shed_total', 'kind="current"') }
+    const shed = {
+      backlog: metric(afterText, 'dbm_ingest_shed_total', 'kind="backlog"'),
+      current: metric(afterText, 'dbm_ingest_shed_total', 'kind="current"'),
+    }
     const appliedSecond = metric(afterText, 'dbm_ingest_batches_total', 'result="applied"')
     const duplicateSecond = metric(afterText, 'dbm_ingest_batches_total', 'result="duplicate"')
     await serve.stop()
     const store = new Database(join(dir, 'serve', 'dbm.sqlite'), { readonly: true })
     const stored = (store.query('SELECT COUNT(*) AS n FROM ingest_batches').get() as { n: number }).n
-    const alerts = store.query('SELECT rule, COUNT(*) AS n FROM alerts GROUP BY rule').all() as { rule: string; n: number }[]
+    const alerts = store.query('SELECT rule, COUNT(*) AS n FROM alerts GROUP BY rule').all() as {
+      rule: string
+      n: number
+    }[]
     const silences = (store.query('SELECT COUNT(*) AS n FROM agent_silences').get() as { n: number }).n
     store.close()
 
@@ -249,21 +285,36 @@ async function main(): Promise<number> {
     const posts = result.posts
     const acked = new Set(posts.filter((p) => p.status >= 200 && p.status < 300).map((p) => p.batchId))
     const sentIds = new Set(posts.map((p) => p.batchId))
-    const gapBatches = new Set(posts.filter((p) => p.collectedAt >= stoppedAt && p.collectedAt < readyAt).map((p) => p.batchId))
-    const lastGapAck = Math.max(0, ...posts.filter((p) => gapBatches.has(p.batchId) && p.status >= 200 && p.status < 300).map((p) => p.at + p.ms))
+    const gapBatches = new Set(
+      posts.filter((p) => p.collectedAt >= stoppedAt && p.collectedAt < readyAt).map((p) => p.batchId),
+    )
+    const lastGapAck = Math.max(
+      0,
+      ...posts.filter((p) => gapBatches.has(p.batchId) && p.status >= 200 && p.status < 300).map((p) => p.at + p.ms),
+    )
     const isCurrent = (p: Post) => p.age < BACKLOG_AGE_S
     console.log(`\n## Restart: ${o.agents} agents, serve down ${o.down} s`)
-    console.log(`machine: ${info.line}; commit ${info.commit}; load ${loadBefore} before the stop, ${loadAfter} at the end`)
+    console.log(
+      `machine: ${info.line}; commit ${info.commit}; load ${loadBefore} before the stop, ${loadAfter} at the end`,
+    )
     console.log(`command: bun bench/fleet-restart.ts ${process.argv.slice(2).join(' ')}; serve ${label}`)
     console.log(`restart: /healthz 200 ${readyAt - spawnedAt} ms after the spawn`)
-    console.log(`catch-up: every batch collected while serve was down (${gapBatches.size}) acknowledged ${fmt((lastGapAck - readyAt) / 1000, 1)} s after the start`)
+    console.log(
+      `catch-up: every batch collected while serve was down (${gapBatches.size}) acknowledged ${fmt((lastGapAck - readyAt) / 1000, 1)} s after the start`,
+    )
     console.log(
       `exactly once: generated ${result.generated}, sent ${sentIds.size}, acknowledged ${acked.size}, stored ${stored} (applied ${fmt(appliedFirst)} before the stop + ${fmt(appliedSecond)} after), ` +
         `acknowledged as duplicates ${duplicateSecond}, lost ${result.lost}, dropped ${result.dropped}, left buffered ${result.leftBuffered}`,
     )
-    console.log(`shed (503 + Retry-After): backlog ${shed.backlog}, current ${shed.current}; requests after the start ${posts.filter((p) => p.at >= readyAt).length}`)
-    console.log(`alerts opened: ${alerts.length === 0 ? 'none' : alerts.map((a) => `${a.rule} ${a.n}`).join(', ')}; agent silences recorded: ${silences}`)
-    console.log(`serve after the start: peak RSS ${fmt(peakRssKb / 1024)} MB (VmHWM), CPU ${fmt((cpuMs / Math.max(1, result.drainedAt - readyAt)) * 100)} % of a core`)
+    console.log(
+      `shed (503 + Retry-After): backlog ${shed.backlog}, current ${shed.current}; requests after the start ${posts.filter((p) => p.at >= readyAt).length}`,
+    )
+    console.log(
+      `alerts opened: ${alerts.length === 0 ? 'none' : alerts.map((a) => `${a.rule} ${a.n}`).join(', ')}; agent silences recorded: ${silences}`,
+    )
+    console.log(
+      `serve after the start: peak RSS ${fmt(peakRssKb / 1024)} MB (VmHWM), CPU ${fmt((cpuMs / Math.max(1, result.drainedAt - readyAt)) * 100)} % of a core`,
+    )
     console.log('\n| s after start | current: n | p50 ms | p99 ms | max ms | backlog: n | p99 ms | 503 |')
     console.log('|---|---|---|---|---|---|---|---|')
     let metSince: number | null = null
@@ -280,7 +331,9 @@ async function main(): Promise<number> {
           `${backlog.length} | ${backlog.length ? fmt(percentile(backlog, 0.99)) : '–'} | ${inStep.filter((p) => p.status === 503).length} |`,
       )
     }
-    console.log(`\ncurrent batches' p99 under ${GOAL.p99Ms} ms from ${metSince === null ? 'never' : `${metSince} s`} after the start (goal: within ${GOAL.withinS} s)`)
+    console.log(
+      `\ncurrent batches' p99 under ${GOAL.p99Ms} ms from ${metSince === null ? 'never' : `${metSince} s`} after the start (goal: within ${GOAL.withinS} s)`,
+    )
     return 0
   } finally {
     if (child && child.exitCode === null) child.kill()

@@ -109,7 +109,8 @@ const SECOND_INDEX = 51
 const APP_COLUMNS = ['id', 'account_id', 'status', 'amount', 'created_at']
 
 /** Table (0–99; 0–3 pgbench) that statement s touches. */
-const tableOf = (s: number) => (s < PGBENCH_STATEMENTS.length ? [0, 0, 2, 1, 3, -1, -1][s]! : 4 + ((s - PGBENCH_STATEMENTS.length) % APP_TABLES))
+const tableOf = (s: number) =>
+  s < PGBENCH_STATEMENTS.length ? [0, 0, 2, 1, 3, -1, -1][s]! : 4 + ((s - PGBENCH_STATEMENTS.length) % APP_TABLES)
 
 function appStatementText(j: number): string {
   const t = `app_t${(j % APP_TABLES) + 1}`
@@ -128,7 +129,10 @@ function appStatementText(j: number): string {
   }
 }
 
-const STATEMENT_TEXTS = [...PGBENCH_STATEMENTS, ...Array.from({ length: APP_STATEMENTS }, (_, j) => appStatementText(j))].map((t) => JSON.stringify(t))
+const STATEMENT_TEXTS = [
+  ...PGBENCH_STATEMENTS,
+  ...Array.from({ length: APP_STATEMENTS }, (_, j) => appStatementText(j)),
+].map((t) => JSON.stringify(t))
 
 interface TableDef {
   name: string
@@ -148,19 +152,53 @@ const TABLES: TableDef[] = Array.from({ length: 100 }, (_, t) => {
       live,
       tableBytes: [27_172_864, 40_960, 40_960, 3_686_400][t]!,
       indexBytes: [4_513_792, 16_384, 16_384, 0][t]!,
-      indexes: key ? [{ name: `${name}_pkey`, def: `CREATE UNIQUE INDEX ${name}_pkey ON public.${name} USING btree (${key})`, primary: true, bytes: [4_513_792, 16_384, 16_384][t]! }] : [],
+      indexes: key
+        ? [
+            {
+              name: `${name}_pkey`,
+              def: `CREATE UNIQUE INDEX ${name}_pkey ON public.${name} USING btree (${key})`,
+              primary: true,
+              bytes: [4_513_792, 16_384, 16_384][t]!,
+            },
+          ]
+        : [],
     }
   }
   const i = t - 3
   const name = `app_t${i}`
   const live = 200 + 20 * i
-  const pk = { name: `${name}_pkey`, def: `CREATE UNIQUE INDEX ${name}_pkey ON public.${name} USING btree (id)`, primary: true, bytes: 16_384 + 8_192 * Math.floor(i / 8) }
-  const second = { name: `${name}_account`, def: `CREATE INDEX ${name}_account ON public.${name} USING btree (account_id)`, primary: false, bytes: 16_384 + 8_192 * Math.floor(i / 10) }
-  return { name, live, tableBytes: 24_576 + 1_000 * i, indexBytes: pk.bytes + (i <= SECOND_INDEX ? second.bytes : 0), indexes: i <= SECOND_INDEX ? [pk, second] : [pk] }
+  const pk = {
+    name: `${name}_pkey`,
+    def: `CREATE UNIQUE INDEX ${name}_pkey ON public.${name} USING btree (id)`,
+    primary: true,
+    bytes: 16_384 + 8_192 * Math.floor(i / 8),
+  }
+  const second = {
+    name: `${name}_account`,
+    def: `CREATE INDEX ${name}_account ON public.${name} USING btree (account_id)`,
+    primary: false,
+    bytes: 16_384 + 8_192 * Math.floor(i / 10),
+  }
+  return {
+    name,
+    live,
+    tableBytes: 24_576 + 1_000 * i,
+    indexBytes: pk.bytes + (i <= SECOND_INDEX ? second.bytes : 0),
+    indexes: i <= SECOND_INDEX ? [pk, second] : [pk],
+  }
 })
 const INDEXES = TABLES.flatMap((table, t) => table.indexes.map((index) => ({ ...index, table: t })))
 
-const TABLE_COUNTERS = ['seq_scan', 'seq_tup_read', 'idx_scan', 'idx_tup_fetch', 'n_tup_ins', 'n_tup_upd', 'n_tup_del', 'n_tup_hot_upd'] as const
+const TABLE_COUNTERS = [
+  'seq_scan',
+  'seq_tup_read',
+  'idx_scan',
+  'idx_tup_fetch',
+  'n_tup_ins',
+  'n_tup_upd',
+  'n_tup_del',
+  'n_tup_hot_upd',
+] as const
 const INDEX_COUNTERS = ['idx_scan', 'idx_tup_read', 'idx_tup_fetch'] as const
 
 /** A pg_stat_statements-like queryid (signed 64-bit, as text) of statement s in database d. */
@@ -172,19 +210,67 @@ function queryHash(d: number, s: number): string {
 
 const PLAN = JSON.stringify({
   Plan: {
-    'Node Type': 'Limit', 'Parallel Aware': false, 'Async Capable': false, 'Startup Cost': 12.31, 'Total Cost': 12.34, 'Plan Rows': 10, 'Plan Width': 48,
-    Plans: [{
-      'Node Type': 'Sort', 'Parent Relationship': 'Outer', 'Parallel Aware': false, 'Async Capable': false, 'Startup Cost': 12.31, 'Total Cost': 12.36,
-      'Plan Rows': 21, 'Plan Width': 48, 'Sort Key': ['created_at DESC'],
-      Plans: [{
-        'Node Type': 'Bitmap Heap Scan', 'Parent Relationship': 'Outer', 'Parallel Aware': false, 'Async Capable': false, 'Relation Name': 'app_t7', Alias: 'app_t7',
-        'Startup Cost': 4.44, 'Total Cost': 11.85, 'Plan Rows': 21, 'Plan Width': 48, 'Recheck Cond': '(account_id = $1)',
-        Plans: [{ 'Node Type': 'Bitmap Index Scan', 'Parent Relationship': 'Outer', 'Parallel Aware': false, 'Async Capable': false, 'Index Name': 'app_t7_account', 'Startup Cost': 0, 'Total Cost': 4.43, 'Plan Rows': 21, 'Plan Width': 0, 'Index Cond': '(account_id = $1)' }],
-      }],
-    }],
+    'Node Type': 'Limit',
+    'Parallel Aware': false,
+    'Async Capable': false,
+    'Startup Cost': 12.31,
+    'Total Cost': 12.34,
+    'Plan Rows': 10,
+    'Plan Width': 48,
+    Plans: [
+      {
+        'Node Type': 'Sort',
+        'Parent Relationship': 'Outer',
+        'Parallel Aware': false,
+        'Async Capable': false,
+        'Startup Cost': 12.31,
+        'Total Cost': 12.36,
+        'Plan Rows': 21,
+        'Plan Width': 48,
+        'Sort Key': ['created_at DESC'],
+        Plans: [
+          {
+            'Node Type': 'Bitmap Heap Scan',
+            'Parent Relationship': 'Outer',
+            'Parallel Aware': false,
+            'Async Capable': false,
+            'Relation Name': 'app_t7',
+            Alias: 'app_t7',
+            'Startup Cost': 4.44,
+            'Total Cost': 11.85,
+            'Plan Rows': 21,
+            'Plan Width': 48,
+            'Recheck Cond': '(account_id = $1)',
+            Plans: [
+              {
+                'Node Type': 'Bitmap Index Scan',
+                'Parent Relationship': 'Outer',
+                'Parallel Aware': false,
+                'Async Capable': false,
+                'Index Name': 'app_t7_account',
+                'Startup Cost': 0,
+                'Total Cost': 4.43,
+                'Plan Rows': 21,
+                'Plan Width': 0,
+                'Index Cond': '(account_id = $1)',
+              },
+            ],
+          },
+        ],
+      },
+    ],
   },
-  Settings: {}, 'Planning Time': 0.412, Triggers: [], 'Execution Time': 0.087,
-  'Query Identifier': 0, Planning: { 'Shared Hit Blocks': 12, 'Shared Read Blocks': 0, 'Shared Dirtied Blocks': 0, 'Shared Written Blocks': 0 },
+  Settings: {},
+  'Planning Time': 0.412,
+  Triggers: [],
+  'Execution Time': 0.087,
+  'Query Identifier': 0,
+  Planning: {
+    'Shared Hit Blocks': 12,
+    'Shared Read Blocks': 0,
+    'Shared Dirtied Blocks': 0,
+    'Shared Written Blocks': 0,
+  },
 })
 
 /**
@@ -201,7 +287,11 @@ export class SimulatedDatabase {
   /** Base of the vacuum and analyze times, which stay put from batch to batch as they do in a quiet database. */
   private born = 0
 
-  constructor(readonly index: number, private readonly moving: number, private readonly runId: string) {
+  constructor(
+    readonly index: number,
+    private readonly moving: number,
+    private readonly runId: string,
+  ) {
     this.hashes = Array.from({ length: STATEMENTS }, (_, s) => queryHash(index, s))
     this.tableTotals = new Float64Array(TABLES.length * TABLE_COUNTERS.length)
     this.indexTotals = new Float64Array(INDEXES.length * INDEX_COUNTERS.length)
@@ -304,14 +394,29 @@ export class SimulatedDatabase {
           `"duration_ms":0.907,"blocking_pids":[],"user":"app","application_name":"pgbench","client_addr":"10.0.0.5","database":"app","backend_type":"client backend","xact_start":${now - 2}}`
     const locks =
       k % 7 === 6
-        ? ['pgbench_history', 'pgbench_branches_pkey', 'pgbench_branches', 'pgbench_tellers_pkey', 'pgbench_tellers', 'pgbench_accounts_pkey', 'pgbench_accounts_pkey', 'pgbench_accounts', 'pgbench_accounts', null]
+        ? [
+            'pgbench_history',
+            'pgbench_branches_pkey',
+            'pgbench_branches',
+            'pgbench_tellers_pkey',
+            'pgbench_tellers',
+            'pgbench_accounts_pkey',
+            'pgbench_accounts_pkey',
+            'pgbench_accounts',
+            'pgbench_accounts',
+            null,
+          ]
             .map(
               (rel, i) =>
                 `{"pid":17465,"lock_type":"${rel ? 'relation' : 'transactionid'}","mode":"${i === 5 || i === 7 ? 'AccessShareLock' : rel ? 'RowExclusiveLock' : 'ExclusiveLock'}","relation_name":${rel ? `"public.${rel}"` : 'null'},"granted":true,"blocked_by_pid":null,"duration_ms":${(8.39 + i * 0.003).toFixed(3)},"query_text":"END;"}`,
             )
             .join(',')
         : ''
-    const waits = ['', '{"wait_event_type":"Client","wait_event":"ClientRead","count":2,"total_duration_ms":2000,"minute":M}', '{"wait_event_type":"Client","wait_event":"ClientRead","count":1,"total_duration_ms":1000,"minute":M},{"wait_event_type":"LWLock","wait_event":"WALWrite","count":1,"total_duration_ms":1000,"minute":M}'][k % 3]!.replaceAll('M', String(minute))
+    const waits = [
+      '',
+      '{"wait_event_type":"Client","wait_event":"ClientRead","count":2,"total_duration_ms":2000,"minute":M}',
+      '{"wait_event_type":"Client","wait_event":"ClientRead","count":1,"total_duration_ms":1000,"minute":M},{"wait_event_type":"LWLock","wait_event":"WALWrite","count":1,"total_duration_ms":1000,"minute":M}',
+    ][k % 3]!.replaceAll('M', String(minute))
     const io = (backend: string, hits: number) =>
       `{"backend_type":"${backend}","object":"relation","context":"normal","counters":{"reads":3,"writes":0,"extends":8,"hits":${hits},"evictions":0,"reuses":null,"fsyncs":0,"writebacks":0,"read_time_ms":0,"write_time_ms":0,"extend_time_ms":0,"fsync_time_ms":0,"writeback_time_ms":0,"read_bytes":24576,"write_bytes":0,"extend_bytes":65536}}`
     const plans =
@@ -344,7 +449,7 @@ export class SimulatedDatabase {
 function sectionSizes(json: string): string {
   const b = JSON.parse(json) as Record<string, unknown>
   return Object.entries(b)
-    .filter(([, v]) => Array.isArray(v) ? v.length > 0 : typeof v === 'object' && v !== null)
+    .filter(([, v]) => (Array.isArray(v) ? v.length > 0 : typeof v === 'object' && v !== null))
     .map(([k, v]) => `${k} ${Array.isArray(v) ? `${v.length}/` : ''}${(JSON.stringify(v).length / 1024).toFixed(1)} KB`)
     .join(', ')
 }
@@ -375,7 +480,16 @@ export interface ChildResult {
 }
 
 async function runChild(input: ChildInput): Promise<ChildResult> {
-  const result: ChildResult = { latenciesMs: [], sent: 0, measured: 0, statuses: {}, failures: 0, late: 0, bytes: 0, bodyKbMedian: 0 }
+  const result: ChildResult = {
+    latenciesMs: [],
+    sent: 0,
+    measured: 0,
+    statuses: {},
+    failures: 0,
+    late: 0,
+    bytes: 0,
+    bodyKbMedian: 0,
+  }
   const windowStart = input.startAt + input.warmupMs
   const windowEnd = windowStart + input.durationMs
   const spreadMs = Math.max(INTERVAL_MS, input.warmupMs)
@@ -383,7 +497,10 @@ async function runChild(input: ChildInput): Promise<ChildResult> {
   let turn = 0
   const database = async (i: number) => {
     const db = new SimulatedDatabase(i, input.moving, input.runId)
-    const headers = { 'content-type': 'application/json', 'x-api-key': input.apiKeys[Math.floor(i / 100) % input.apiKeys.length]! }
+    const headers = {
+      'content-type': 'application/json',
+      'x-api-key': input.apiKeys[Math.floor(i / 100) % input.apiKeys.length]!,
+    }
     let next = input.startAt + Math.floor((i * spreadMs) / input.databases)
     for (;;) {
       const wait = next - Date.now()
@@ -396,7 +513,12 @@ async function runChild(input: ChildInput): Promise<ChildResult> {
       const t0 = performance.now()
       let ok = false
       try {
-        const res = await fetch(base + INGEST_PATH, { method: 'POST', headers, body, signal: AbortSignal.timeout(60_000) })
+        const res = await fetch(base + INGEST_PATH, {
+          method: 'POST',
+          headers,
+          body,
+          signal: AbortSignal.timeout(60_000),
+        })
         const text = await res.text()
         result.statuses[res.status] = (result.statuses[res.status] ?? 0) + 1
         ok = res.status >= 200 && res.status < 300
@@ -442,7 +564,11 @@ export function serveCommand(o: Options): { cmd: string[]; label: string } {
     return { cmd: parts[0] === 'bun' ? [process.execPath, ...parts.slice(1)] : parts, label: o.serveCmd }
   }
   const binary = join(repoRoot, 'dist', 'dbm')
-  if (existsSync(binary)) return { cmd: [binary], label: `dist/dbm (built ${new Date(statSync(binary).mtimeMs).toISOString().slice(0, 16)}Z)` }
+  if (existsSync(binary))
+    return {
+      cmd: [binary],
+      label: `dist/dbm (built ${new Date(statSync(binary).mtimeMs).toISOString().slice(0, 16)}Z)`,
+    }
   return { cmd: [process.execPath, 'src/cli.ts'], label: 'bun src/cli.ts' }
 }
 
@@ -477,15 +603,21 @@ export async function startServe(cmd: string[], env: Record<string, string>): Pr
   cleanups.push(stop)
   const deadline = Date.now() + 30_000
   while (port === undefined) {
-    if (proc.exitCode !== null) throw new Error(`dbm serve exited with ${proc.exitCode}:\n${lines.slice(-20).join('\n')}`)
-    if (Date.now() > deadline) throw new Error(`dbm serve logged no listening line within 30 s:\n${lines.slice(-20).join('\n')}`)
+    if (proc.exitCode !== null)
+      throw new Error(`dbm serve exited with ${proc.exitCode}:\n${lines.slice(-20).join('\n')}`)
+    if (Date.now() > deadline)
+      throw new Error(`dbm serve logged no listening line within 30 s:\n${lines.slice(-20).join('\n')}`)
     await Bun.sleep(2)
   }
   const base = `http://127.0.0.1:${port}`
   for (;;) {
-    const ok = await fetch(`${base}/healthz`).then((r) => r.status === 200, () => false)
+    const ok = await fetch(`${base}/healthz`).then(
+      (r) => r.status === 200,
+      () => false,
+    )
     if (ok) break
-    if (Date.now() > deadline) throw new Error(`dbm serve did not answer /healthz within 30 s:\n${lines.slice(-20).join('\n')}`)
+    if (Date.now() > deadline)
+      throw new Error(`dbm serve did not answer /healthz within 30 s:\n${lines.slice(-20).join('\n')}`)
     await Bun.sleep(2)
   }
   return { proc, base, startMs: performance.now() - spawned, lines, stop }
@@ -506,11 +638,19 @@ async function api(base: string, method: string, path: string, headers: Record<s
 export async function account(serve: ServeProcess, keys: number) {
   const email = 'fleet@bench.invalid'
   const password = 'fleet bench password 0123'
-  const signup = await api(serve.base, 'POST', '/api/v1/auth/signup', {}, { email, password, name: 'Fleet', org_name: 'Fleet Org' })
+  const signup = await api(
+    serve.base,
+    'POST',
+    '/api/v1/auth/signup',
+    {},
+    { email, password, name: 'Fleet', org_name: 'Fleet Org' },
+  )
   let link: string | undefined
   for (let i = 0; i < 500 && !link; i++) {
     // Log values with `=` in them are written as JSON strings.
-    const raw = serve.lines.map((l) => / mail .*link=("(?:[^"\\]|\\.)*"|\S+)/.exec(l)?.[1]).find((l) => l?.includes('verify'))
+    const raw = serve.lines
+      .map((l) => / mail .*link=("(?:[^"\\]|\\.)*"|\S+)/.exec(l)?.[1])
+      .find((l) => l?.includes('verify'))
     link = raw?.startsWith('"') ? (JSON.parse(raw) as string) : raw
     if (!link) await Bun.sleep(10)
   }
@@ -519,7 +659,8 @@ export async function account(serve: ServeProcess, keys: number) {
   await api(serve.base, 'GET', `/api/v1/auth/verify-email?token=${encodeURIComponent(token)}`, {})
   const auth = { authorization: `Bearer ${signup.access_token as string}` }
   const apiKeys: string[] = []
-  for (let i = 0; i < keys; i++) apiKeys.push((await api(serve.base, 'POST', '/api/v1/api-keys', auth, { name: `fleet ${i}` })).key as string)
+  for (let i = 0; i < keys; i++)
+    apiKeys.push((await api(serve.base, 'POST', '/api/v1/api-keys', auth, { name: `fleet ${i}` })).key as string)
   return { email, password, accessToken: signup.access_token as string, apiKeys }
 }
 
@@ -531,7 +672,15 @@ interface Timed {
 }
 
 /** Calls `path` every `everyMs` (one at a time) from `from` until `until`, round-robin over the bases. */
-async function poll(bases: string[], path: string | (() => string), headers: () => Record<string, string>, everyMs: number, from: number, until: number, on401?: () => Promise<void>): Promise<Timed> {
+async function poll(
+  bases: string[],
+  path: string | (() => string),
+  headers: () => Record<string, string>,
+  everyMs: number,
+  from: number,
+  until: number,
+  on401?: () => Promise<void>,
+): Promise<Timed> {
   const out: Timed = { latenciesMs: [], statuses: {} }
   let next = from
   for (let n = 0; ; n++) {
@@ -541,7 +690,10 @@ async function poll(bases: string[], path: string | (() => string), headers: () 
     const t0 = performance.now()
     let status = 'error'
     try {
-      const res = await fetch(bases[n % bases.length]! + (typeof path === 'string' ? path : path()), { headers: headers(), signal: AbortSignal.timeout(60_000) })
+      const res = await fetch(bases[n % bases.length]! + (typeof path === 'string' ? path : path()), {
+        headers: headers(),
+        signal: AbortSignal.timeout(60_000),
+      })
       await res.arrayBuffer()
       status = String(res.status)
       if (res.status === 401 && on401) await on401()
@@ -597,7 +749,11 @@ async function storeSize(store: SqlStore): Promise<Omit<GrowthDay, 'day'>> {
   return { bytes, tables }
 }
 
-async function growthPhase(o: Options, databaseUrl: string | undefined, dir: string): Promise<{ days: GrowthDay[]; ingestMsMedian: number; batchKb: number }> {
+async function growthPhase(
+  o: Options,
+  databaseUrl: string | undefined,
+  dir: string,
+): Promise<{ days: GrowthDay[]; ingestMsMedian: number; batchKb: number }> {
   const { store } = await openStore({ dataDir: join(dir, 'growth'), databaseUrl })
   try {
     const { user, org } = await store.createAccount({
@@ -607,7 +763,10 @@ async function growthPhase(o: Options, databaseUrl: string | undefined, dir: str
     await store.markEmailVerified(user.id, Date.now())
     const deps = benchDeps(store)
     const monitor = createMonitor(deps, { retentionDays: 30 })
-    const sims = Array.from({ length: o.growthDatabases }, (_, i) => new SimulatedDatabase(i, o.movingStatements, 'growth'))
+    const sims = Array.from(
+      { length: o.growthDatabases },
+      (_, i) => new SimulatedDatabase(i, o.movingStatements, 'growth'),
+    )
     // Days start at midnight UTC, ending well before now.
     const t0 = Math.floor(Date.now() / DAY) * DAY - (o.growthDays + 1) * DAY
     const days: GrowthDay[] = [{ day: 0, ...(await storeSize(store)) }]
@@ -630,7 +789,9 @@ async function growthPhase(o: Options, databaseUrl: string | undefined, dir: str
         if (m % 10 === 9) await monitor.runRetention(minute + 59_000)
       }
       days.push({ day, ...(await storeSize(store)) })
-      console.error(`growth: day ${day} of ${o.growthDays} in ${((performance.now() - started) / 1000).toFixed(0)} s, store ${fmt(days.at(-1)!.bytes / 1e6, 1)} MB`)
+      console.error(
+        `growth: day ${day} of ${o.growthDays} in ${((performance.now() - started) / 1000).toFixed(0)} s, store ${fmt(days.at(-1)!.bytes / 1e6, 1)} MB`,
+      )
     }
     deps.mailer.close()
     return { days, ingestMsMedian: median(ingestMs), batchKb: batchBytes / 1024 }
@@ -644,7 +805,17 @@ async function growthPhase(o: Options, databaseUrl: string | undefined, dir: str
 async function main(): Promise<number> {
   const o = parseArgs<Options>(
     process.argv.slice(2),
-    { databases: 1000, duration: 120, warmup: 30, store: 'sqlite', serves: 0, movingStatements: 30, growthDays: 2, growthDatabases: 1, serveCmd: '' },
+    {
+      databases: 1000,
+      duration: 120,
+      warmup: 30,
+      store: 'sqlite',
+      serves: 0,
+      movingStatements: 30,
+      growthDays: 2,
+      growthDatabases: 1,
+      serveCmd: '',
+    },
     {
       databases: [1, 5000],
       duration: [10, 1800],
@@ -657,7 +828,8 @@ async function main(): Promise<number> {
     },
   )
   const serves = o.serves || (o.store === 'postgres' ? 2 : 1)
-  if (o.store === 'sqlite' && serves > 1) throw new Error('--serves above 1 needs --store postgres (a SQLite data dir belongs to one serve)')
+  if (o.store === 'sqlite' && serves > 1)
+    throw new Error('--serves above 1 needs --store postgres (a SQLite data dir belongs to one serve)')
   const loadBefore = loadLine()
   const runId = `fleet-${Date.now().toString(36)}`
 
@@ -666,7 +838,10 @@ async function main(): Promise<number> {
   const first = sample.next(Date.now())
   const steady = sample.next(Date.now())
   for (const text of [first, steady]) {
-    if (!Value.Check(IngestBatch, JSON.parse(text))) throw new Error(`a generated batch does not match the wire schema: ${JSON.stringify([...Value.Errors(IngestBatch, JSON.parse(text))].slice(0, 3).map((e) => `${e.path}: ${e.message}`))}`)
+    if (!Value.Check(IngestBatch, JSON.parse(text)))
+      throw new Error(
+        `a generated batch does not match the wire schema: ${JSON.stringify([...Value.Errors(IngestBatch, JSON.parse(text))].slice(0, 3).map((e) => `${e.path}: ${e.message}`))}`,
+      )
   }
   console.error(`batch (steady cycle): ${fmt(steady.length / 1024)} KB: ${sectionSizes(steady)}`)
 
@@ -683,7 +858,10 @@ async function main(): Promise<number> {
     databaseUrl = await pg.freshDatabase()
   }
   const env: Record<string, string> = {
-    ...(Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('DBM_'))) as Record<string, string>),
+    ...(Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('DBM_'))) as Record<
+      string,
+      string
+    >),
     DBM_LISTEN: '127.0.0.1:0',
     DBM_LOG_LEVEL: 'info',
     DBM_PUBLIC_URL: 'http://127.0.0.1',
@@ -697,14 +875,29 @@ async function main(): Promise<number> {
   const acct = await account(procs[0]!, Math.ceil(o.databases / 100))
   let accessToken = acct.accessToken
   const relogin = async () => {
-    accessToken = (await api(bases[0]!, 'POST', '/api/v1/auth/login', {}, { email: acct.email, password: acct.password })).access_token
+    accessToken = (
+      await api(bases[0]!, 'POST', '/api/v1/auth/login', {}, { email: acct.email, password: acct.password })
+    ).access_token
   }
 
   const startAt = Date.now() + 1000
   const windowStart = startAt + o.warmup * 1000
   const windowEnd = windowStart + o.duration * 1000
-  const input: ChildInput = { bases, apiKeys: acct.apiKeys, databases: o.databases, moving: o.movingStatements, startAt, warmupMs: o.warmup * 1000, durationMs: o.duration * 1000, runId }
-  const child = Bun.spawn([process.execPath, import.meta.path], { env: { ...process.env, [CHILD_ENV]: JSON.stringify(input) }, stdout: 'pipe', stderr: 'inherit' })
+  const input: ChildInput = {
+    bases,
+    apiKeys: acct.apiKeys,
+    databases: o.databases,
+    moving: o.movingStatements,
+    startAt,
+    warmupMs: o.warmup * 1000,
+    durationMs: o.duration * 1000,
+    runId,
+  }
+  const child = Bun.spawn([process.execPath, import.meta.path], {
+    env: { ...process.env, [CHILD_ENV]: JSON.stringify(input) },
+    stdout: 'pipe',
+    stderr: 'inherit',
+  })
   cleanups.push(() => {
     if (child.exitCode === null) child.kill('SIGKILL')
   })
@@ -715,12 +908,17 @@ async function main(): Promise<number> {
   let readId: string | undefined
   while (!readId && Date.now() < windowStart + 30_000) {
     await Bun.sleep(500)
-    const list = (await api(bases[0]!, 'GET', '/api/v1/databases', { authorization: `Bearer ${accessToken}` }).catch(() => [])) as { id: string; name: string }[]
+    const list = (await api(bases[0]!, 'GET', '/api/v1/databases', { authorization: `Bearer ${accessToken}` }).catch(
+      () => [],
+    )) as { id: string; name: string }[]
     readId = list.find((d) => d.name === sample.name)?.id
   }
   if (!readId) throw new Error(`database ${sample.name} was not registered by its first batch`)
   const user = () => ({ authorization: `Bearer ${accessToken}` })
-  const healthProbe = await fetch(`${bases[0]}/api/v1/databases/health`, { headers: user() }).then((r) => r.status, () => 0)
+  const healthProbe = await fetch(`${bases[0]}/api/v1/databases/health`, { headers: user() }).then(
+    (r) => r.status,
+    () => 0,
+  )
   const hasBatchedHealth = healthProbe === 200
 
   const wait = windowStart - Date.now()
@@ -739,7 +937,9 @@ async function main(): Promise<number> {
   const [queries, overview, health, ...healthz] = await Promise.all([
     poll(bases, `/api/v1/databases/${readId}/queries`, user, 1000, windowStart, windowEnd, relogin),
     poll(bases, `/api/v1/databases/${readId}/overview`, user, 1000, windowStart + 500, windowEnd, relogin),
-    hasBatchedHealth ? poll(bases, '/api/v1/databases/health', user, 10_000, windowStart + 250, windowEnd, relogin) : Promise.resolve(undefined),
+    hasBatchedHealth
+      ? poll(bases, '/api/v1/databases/health', user, 10_000, windowStart + 250, windowEnd, relogin)
+      : Promise.resolve(undefined),
     ...procs.map((p) => poll([p.base], '/healthz', () => ({}), 100, windowStart, windowEnd)),
   ])
   const wallMs = performance.now() - t0
@@ -747,10 +947,23 @@ async function main(): Promise<number> {
   const cpuEnd = procs.map((p) => procStat(p.proc.pid))
   const childCpuEnd = procStat(child.pid)
   const loops = await Promise.all(
-    procs.map(async (p) => ((await fetch(`${p.base}/healthz`).then((r) => r.json(), () => ({}))) as { event_loop?: LoopFigures }).event_loop),
+    procs.map(
+      async (p) =>
+        (
+          (await fetch(`${p.base}/healthz`).then(
+            (r) => r.json(),
+            () => ({}),
+          )) as { event_loop?: LoopFigures }
+        ).event_loop,
+    ),
   )
   const hwm = procs.map((p) => procStat(p.proc.pid).hwmKb)
-  const sqliteBytes = o.store === 'sqlite' ? readdirSync(join(dir, 'serve-0')).filter((f) => f.startsWith('dbm.sqlite')).reduce((a, f) => a + statSync(join(dir, 'serve-0', f)).size, 0) : undefined
+  const sqliteBytes =
+    o.store === 'sqlite'
+      ? readdirSync(join(dir, 'serve-0'))
+          .filter((f) => f.startsWith('dbm.sqlite'))
+          .reduce((a, f) => a + statSync(join(dir, 'serve-0', f)).size, 0)
+      : undefined
   const [code] = await Promise.all([child.exited])
   if (code !== 0) throw new Error(`the load generator exited with ${code}`)
   const load = JSON.parse(await childOut) as ChildResult
@@ -760,7 +973,11 @@ async function main(): Promise<number> {
   // The scheduled monitor's line once a minute: databases diagnosed, time spent, the oldest diagnosis seen.
   const minutes = serveLines
     .filter((l) => / health monitor /.test(l))
-    .map((l) => ({ databases: Number(/diagnoses=(\d+)/.exec(l)?.[1]), busy: Number(/busy_ms=([\d.]+)/.exec(l)?.[1]), oldest: Number(/oldest_diagnosis_s=(\d+)/.exec(l)?.[1]) }))
+    .map((l) => ({
+      databases: Number(/diagnoses=(\d+)/.exec(l)?.[1]),
+      busy: Number(/busy_ms=([\d.]+)/.exec(l)?.[1]),
+      oldest: Number(/oldest_diagnosis_s=(\d+)/.exec(l)?.[1]),
+    }))
     .filter((x) => !Number.isNaN(x.busy))
   const problems = serveLines.filter((l) => / (WARN|ERROR) /.test(l))
 
@@ -773,7 +990,10 @@ async function main(): Promise<number> {
   // ---- report ----
   const m = await machine()
   const lat = load.latenciesMs
-  const non2xx = Object.entries(load.statuses).filter(([s]) => !s.startsWith('2')).reduce((a, [, n]) => a + n, 0) + load.failures
+  const non2xx =
+    Object.entries(load.statuses)
+      .filter(([s]) => !s.startsWith('2'))
+      .reduce((a, [, n]) => a + n, 0) + load.failures
   const cpuPct = procs.map((_, i) => ((cpuEnd[i]!.cpuMs - cpuStart[i]!.cpuMs) / wallMs) * 100)
   const childPct = ((childCpuEnd.cpuMs - childCpuStart.cpuMs) / wallMs) * 100
   const p = (t: Timed | undefined, q: number) => (t ? percentile(t.latenciesMs, q) : Number.NaN)
@@ -803,15 +1023,27 @@ async function main(): Promise<number> {
     `| ingest answers not 2xx and failed requests (whole run) | ${fmt(non2xx)}${load.firstFailure ? ` (first: \`${load.firstFailure.replaceAll('|', '\\|').replaceAll('\n', ' ').slice(0, 150)}\`)` : ''} | 0 |`,
     `| \`GET /queries\` p50 / p99 (ms) | ${fmt(p(queries, 0.5))} / **${fmt(p(queries, 0.99))}** (${queries.latenciesMs.length} requests, ${non200(queries)} not 200) | p99 < ${GOALS.readP99Ms} ms: ${p(queries, 0.99) < GOALS.readP99Ms ? 'met' : 'not met'} |`,
     `| \`GET /overview\` p50 / p99 (ms) | ${fmt(p(overview, 0.5))} / **${fmt(p(overview, 0.99))}** (${overview.latenciesMs.length} requests, ${non200(overview)} not 200) | p99 < ${GOALS.readP99Ms} ms: ${p(overview, 0.99) < GOALS.readP99Ms ? 'met' : 'not met'} |`,
-    ...(health ? [`| \`GET /api/v1/databases/health\` p50 / p99 (ms) | ${fmt(p(health, 0.5))} / ${fmt(p(health, 0.99))} (${health.latenciesMs.length} requests, ${non200(health)} not 200) | |`] : []),
+    ...(health
+      ? [
+          `| \`GET /api/v1/databases/health\` p50 / p99 (ms) | ${fmt(p(health, 0.5))} / ${fmt(p(health, 0.99))} (${health.latenciesMs.length} requests, ${non200(health)} not 200) | |`,
+        ]
+      : []),
     ...procs.map((_, i) => {
       const loop = loops[i]
       return loop
         ? `| serve ${i + 1}: event-loop lag over the last ${loop.window_s} s, p50 / p99 / max (ms) | ${fmt(loop.lag_p50_ms, 1)} / ${fmt(loop.lag_p99_ms, 1)} / ${fmt(loop.lag_max_ms, 1)} | |`
         : `| serve ${i + 1}: no event-loop figure in /healthz; \`/healthz\` latency every 100 ms instead, p50 / p99 / max (ms) | ${fmt(p(healthz[i], 0.5), 1)} / ${fmt(p(healthz[i], 0.99))} / ${fmt(Math.max(...healthz[i]!.latenciesMs))} | |`
     }),
-    ...(loops.some(Boolean) ? procs.map((_, i) => `| serve ${i + 1}: \`/healthz\` latency every 100 ms, p50 / p99 (ms) | ${fmt(p(healthz[i], 0.5), 1)} / ${fmt(p(healthz[i], 0.99))} | |`) : []),
-    ...procs.map((_, i) => `| serve ${i + 1}: CPU (% of one core) / RSS median, max / VmHWM (MB) | ${fmt(cpuPct[i])} % / ${fmt(median(rss[i]!) / 1024)}, ${fmt(Math.max(...rss[i]!) / 1024)} / ${fmt(hwm[i]! / 1024)} | |`),
+    ...(loops.some(Boolean)
+      ? procs.map(
+          (_, i) =>
+            `| serve ${i + 1}: \`/healthz\` latency every 100 ms, p50 / p99 (ms) | ${fmt(p(healthz[i], 0.5), 1)} / ${fmt(p(healthz[i], 0.99))} | |`,
+        )
+      : []),
+    ...procs.map(
+      (_, i) =>
+        `| serve ${i + 1}: CPU (% of one core) / RSS median, max / VmHWM (MB) | ${fmt(cpuPct[i])} % / ${fmt(median(rss[i]!) / 1024)}, ${fmt(Math.max(...rss[i]!) / 1024)} / ${fmt(hwm[i]! / 1024)} | |`,
+    ),
     `| load generator CPU (% of one core) | ${fmt(childPct)} % | |`,
     `| health monitor minutes logged (\`health monitor\`: diagnoses, busy_ms, oldest_diagnosis_s), all serves | ${minutes.length ? `${minutes.length}: ${fmt(median(minutes.map((x) => x.databases)))} diagnoses and ${fmt(median(minutes.map((x) => x.busy)))} ms busy a minute (median); oldest diagnosis at most ${fmt(Math.max(...minutes.map((x) => x.oldest)))} s` : 'none logged (the server logs it once a minute: the run was shorter)'} | oldest ≤ 60 s + a tick |`,
     `| \`serve\` start to the first 200 on /healthz (ms) | ${procs.map((x) => fmt(x.startMs)).join(', ')} | ≤ ${GOALS.startMs} ms: ${procs.every((x) => x.startMs <= GOALS.startMs) ? 'met' : 'not met'} (measured here from spawn, with the port read from the log; \`bench:startup\` measures it alone) |`,
@@ -822,7 +1054,9 @@ async function main(): Promise<number> {
     const g = growth
     const last = g.days.at(-1)!
     const prev = g.days.at(-2)!
-    const names = [...last.tables.keys()].filter((n) => (last.tables.get(n)!.bytes - (prev.tables.get(n)?.bytes ?? 0)) !== 0 || last.tables.get(n)!.rows > 0)
+    const names = [...last.tables.keys()].filter(
+      (n) => last.tables.get(n)!.bytes - (prev.tables.get(n)?.bytes ?? 0) !== 0 || last.tables.get(n)!.rows > 0,
+    )
     const perDbDay = (a: GrowthDay, b: GrowthDay) => (b.bytes - a.bytes) / o.growthDatabases
     lines.push(
       ``,
@@ -830,7 +1064,12 @@ async function main(): Promise<number> {
       ``,
       `| day | store MB | MB per database | growth per database-day (MB) |`,
       `|---:|---:|---:|---:|`,
-      ...g.days.slice(1).map((d, i) => `| ${d.day} | ${fmt(d.bytes / 1e6, 1)} | ${fmt(d.bytes / o.growthDatabases / 1e6, 1)} | **${fmt(perDbDay(g.days[i]!, d) / 1e6, 1)}** |`),
+      ...g.days
+        .slice(1)
+        .map(
+          (d, i) =>
+            `| ${d.day} | ${fmt(d.bytes / 1e6, 1)} | ${fmt(d.bytes / o.growthDatabases / 1e6, 1)} | **${fmt(perDbDay(g.days[i]!, d) / 1e6, 1)}** |`,
+        ),
       ``,
       `| table | rows at day ${last.day} | MB at day ${last.day} | growth day ${prev.day}→${last.day} per database (MB) |`,
       `|---|---:|---:|---:|`,

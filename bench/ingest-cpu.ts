@@ -159,8 +159,28 @@ function partOf(frames: Frame[]): Part | undefined {
 async function main() {
   const o = parseArgs<Options>(
     process.argv.slice(2),
-    { databases: 60, cycles: 10, warmup: 3, profileCycles: 4, sampleUs: 200, movingStatements: 30, restTop: 12, sqlCycles: 2, sqlTop: 15 },
-    { databases: [1, 2000], cycles: [1, 1000], warmup: [0, 100], profileCycles: [0, 100], sampleUs: [50, 10_000], movingStatements: [7, 200], restTop: [0, 100], sqlCycles: [0, 100], sqlTop: [1, 200] },
+    {
+      databases: 60,
+      cycles: 10,
+      warmup: 3,
+      profileCycles: 4,
+      sampleUs: 200,
+      movingStatements: 30,
+      restTop: 12,
+      sqlCycles: 2,
+      sqlTop: 15,
+    },
+    {
+      databases: [1, 2000],
+      cycles: [1, 1000],
+      warmup: [0, 100],
+      profileCycles: [0, 100],
+      sampleUs: [50, 10_000],
+      movingStatements: [7, 200],
+      restTop: [0, 100],
+      sqlCycles: [0, 100],
+      sqlTop: [1, 200],
+    },
   )
   const { commit, line } = await machine()
   const loadStart = loadLine()
@@ -176,17 +196,35 @@ async function main() {
         new Request(`http://127.0.0.1${path}`, {
           method,
           // As an agent's fetch sends it: the body's length declared.
-          headers: body === undefined ? headers : { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) },
+          headers:
+            body === undefined
+              ? headers
+              : { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) },
           body,
         }),
       )
       return { status: res.status, text: await res.text() }
     }
-    const signup = await handle('POST', '/api/v1/auth/signup', {}, JSON.stringify({ email: 'bench@example.com', password: 'bench password 0123', name: 'Bench', org_name: 'Bench Org' }))
+    const signup = await handle(
+      'POST',
+      '/api/v1/auth/signup',
+      {},
+      JSON.stringify({
+        email: 'bench@example.com',
+        password: 'bench password 0123',
+        name: 'Bench',
+        org_name: 'Bench Org',
+      }),
+    )
     if (signup.status !== 201) throw new Error(`signup: ${signup.status} ${signup.text}`)
     const account = JSON.parse(signup.text)
     await store.markEmailVerified(account.user.id, now)
-    const key = await handle('POST', '/api/v1/api-keys', { authorization: `Bearer ${account.access_token}` }, JSON.stringify({ name: 'bench' }))
+    const key = await handle(
+      'POST',
+      '/api/v1/api-keys',
+      { authorization: `Bearer ${account.access_token}` },
+      JSON.stringify({ name: 'bench' }),
+    )
     if (key.status !== 201) throw new Error(`api key: ${key.status} ${key.text}`)
     const headers = { 'x-api-key': JSON.parse(key.text).key as string }
 
@@ -202,7 +240,10 @@ async function main() {
       }
     }
 
-    const databases = Array.from({ length: o.databases }, (_, i) => new SimulatedDatabase(i, o.movingStatements, `cpu-${Date.now().toString(36)}`))
+    const databases = Array.from(
+      { length: o.databases },
+      (_, i) => new SimulatedDatabase(i, o.movingStatements, `cpu-${Date.now().toString(36)}`),
+    )
     const start = now
     let cycle = 0
     let bytes = 0
@@ -212,7 +253,8 @@ async function main() {
     /** One cycle; returns store.ingest's total ms in it. */
     const runCycle = async (measure: boolean): Promise<number> => {
       let cycleIngestMs = 0
-      const at = (db: SimulatedDatabase) => start + cycle * INTERVAL_MS + Math.floor((db.index * INTERVAL_MS) / databases.length)
+      const at = (db: SimulatedDatabase) =>
+        start + cycle * INTERVAL_MS + Math.floor((db.index * INTERVAL_MS) / databases.length)
       const texts = databases.map((db) => db.next(at(db)))
       for (const db of databases) {
         now = at(db)
@@ -267,13 +309,21 @@ async function main() {
         samples.set(part, samples.get(part)! + 1)
         sampled++
         if (part === 'the rest') {
-          const where = trace.frames.slice(0, 3).map((f) => `${f.name || '(anonymous)'}${f.sourceURL?.startsWith('/') ? ` (${f.sourceURL.replace(/^.*\/(src|node_modules)\//, '$1/')})` : ''}`).join(' < ')
+          const where = trace.frames
+            .slice(0, 3)
+            .map(
+              (f) =>
+                `${f.name || '(anonymous)'}${f.sourceURL?.startsWith('/') ? ` (${f.sourceURL.replace(/^.*\/(src|node_modules)\//, '$1/')})` : ''}`,
+            )
+            .join(' < ')
           restStacks.set(where, (restStacks.get(where) ?? 0) + 1)
         }
         if (part === 'store (every call)') {
           const at = trace.frames.findIndex((f) => f.sourceURL?.includes('/src/server/store/'))
           const own = trace.frames[at]!
-          const builtIn = trace.frames.slice(0, at).find((f) => !f.sourceURL?.startsWith('/') && f.name && !f.name.startsWith('#'))
+          const builtIn = trace.frames
+            .slice(0, at)
+            .find((f) => !f.sourceURL?.startsWith('/') && f.name && !f.name.startsWith('#'))
           const where = `${builtIn ? `${builtIn.name} in ` : ''}${own.name || '(anonymous)'} (${own.sourceURL!.replace(/^.*\/src\/server\/store\//, '')}:${own.line ?? '?'})`
           storeStacks.set(where, (storeStacks.get(where) ?? 0) + 1)
         }
@@ -282,9 +332,13 @@ async function main() {
     const loadEnd = loadLine()
 
     const out: string[] = []
-    out.push(`### ${new Date().toISOString().slice(0, 10)}: main-thread time per fleet-shaped ingest batch (SQLite store, in-process)`)
+    out.push(
+      `### ${new Date().toISOString().slice(0, 10)}: main-thread time per fleet-shaped ingest batch (SQLite store, in-process)`,
+    )
     out.push('')
-    out.push(`- Command: \`bun bench/ingest-cpu.ts${process.argv.length > 2 ? ` ${process.argv.slice(2).join(' ')}` : ''}\``)
+    out.push(
+      `- Command: \`bun bench/ingest-cpu.ts${process.argv.length > 2 ? ` ${process.argv.slice(2).join(' ')}` : ''}\``,
+    )
     out.push(`- Commit: ${commit}`)
     out.push(`- Machine: ${line}`)
     out.push(`- Load average (1/5/15 min) at start: ${loadStart}; at end: ${loadEnd}`)
@@ -294,17 +348,25 @@ async function main() {
     out.push('')
     out.push('| per batch | mean ms | p50 ms | p90 ms | p99 ms |')
     out.push('|---|---:|---:|---:|---:|')
-    out.push(`| request (app.handle, body read) | ${fmt(meanMs, 2)} | ${fmt(median(requestMs), 2)} | ${fmt(percentile(requestMs, 0.9), 2)} | ${fmt(percentile(requestMs, 0.99), 2)} |`)
-    out.push(`| ↳ store.ingest | ${fmt(meanStoreMs, 2)} | ${fmt(median(storeMs), 2)} | ${fmt(percentile(storeMs, 0.9), 2)} | ${fmt(percentile(storeMs, 0.99), 2)} |`)
+    out.push(
+      `| request (app.handle, body read) | ${fmt(meanMs, 2)} | ${fmt(median(requestMs), 2)} | ${fmt(percentile(requestMs, 0.9), 2)} | ${fmt(percentile(requestMs, 0.99), 2)} |`,
+    )
+    out.push(
+      `| ↳ store.ingest | ${fmt(meanStoreMs, 2)} | ${fmt(median(storeMs), 2)} | ${fmt(percentile(storeMs, 0.9), 2)} | ${fmt(percentile(storeMs, 0.99), 2)} |`,
+    )
     const outside = requestMs.map((ms, i) => ms - storeMs[i]!)
-    out.push(`| ↳ everything but store.ingest | ${fmt(meanMs - meanStoreMs, 2)} | ${fmt(median(outside), 2)} | ${fmt(percentile(outside, 0.9), 2)} | ${fmt(percentile(outside, 0.99), 2)} |`)
+    out.push(
+      `| ↳ everything but store.ingest | ${fmt(meanMs - meanStoreMs, 2)} | ${fmt(median(outside), 2)} | ${fmt(percentile(outside, 0.9), 2)} | ${fmt(percentile(outside, 0.99), 2)} |`,
+    )
     out.push('')
     out.push(
       `**Main-thread CPU per batch: ${fmt(threadMs, 2)} ms** (its user + system time over the measured cycles, /proc/self/task); the process's, all threads (the checkpoint worker too): ${fmt((cpu.user + cpu.system) / 1000 / batches, 2)} ms; wall ${fmt(wallMs / batches, 2)} ms per batch (more than the CPU when the machine is busy).`,
     )
     if (sampled > 0) {
       out.push('')
-      out.push(`Where the main thread's time goes (profiled cycles, ${fmt(sampled)} samples; ms = share × the main-thread CPU per batch, ${fmt(threadMs, 2)} ms):`)
+      out.push(
+        `Where the main thread's time goes (profiled cycles, ${fmt(sampled)} samples; ms = share × the main-thread CPU per batch, ${fmt(threadMs, 2)} ms):`,
+      )
       out.push('')
       out.push('| part | samples | share | ms per batch |')
       out.push('|---|---:|---:|---:|')
@@ -314,7 +376,12 @@ async function main() {
       }
       const tables = [
         ['the rest', restStacks, 'the most sampled stacks (innermost three frames)', 'stack'],
-        ['store (every call)', storeStacks, "by the store's innermost function (file:line), and the built-in it was in (run, all: SQLite executing a statement)", 'where'],
+        [
+          'store (every call)',
+          storeStacks,
+          "by the store's innermost function (file:line), and the built-in it was in (run, all: SQLite executing a statement)",
+          'where',
+        ],
       ] as const
       for (const [part, stacks, what, column] of tables) {
         const top = [...stacks].sort((a, b) => b[1] - a[1]).slice(0, o.restTop)
@@ -324,7 +391,8 @@ async function main() {
         out.push('')
         out.push(`| ${column} | samples | ms per batch |`)
         out.push('|---|---:|---:|')
-        for (const [where, n] of top) out.push(`| ${where.replaceAll('|', '\\|')} | ${fmt(n)} | ${fmt((threadMs * n) / sampled, 2)} |`)
+        for (const [where, n] of top)
+          out.push(`| ${where.replaceAll('|', '\\|')} | ${fmt(n)} | ${fmt((threadMs * n) / sampled, 2)} |`)
       }
     }
     if (sqlBatches > 0) {
@@ -339,7 +407,9 @@ async function main() {
       out.push('|---|---:|---:|---:|---:|')
       for (const [sql, e] of rows.slice(0, o.sqlTop)) {
         const text = sql.length > 110 ? `${sql.slice(0, 110)}…` : sql
-        out.push(`| \`${text.replaceAll('|', '\\|').replaceAll('`', "'")}\` | ${fmt(e.calls / sqlBatches, 2)} | ${fmt(e.ms / sqlBatches, 3)} | ${fmt((100 * e.ms) / sqlMs, 1)} % | ${fmt((1000 * e.ms) / e.calls, 0)} |`)
+        out.push(
+          `| \`${text.replaceAll('|', '\\|').replaceAll('`', "'")}\` | ${fmt(e.calls / sqlBatches, 2)} | ${fmt(e.ms / sqlBatches, 3)} | ${fmt((100 * e.ms) / sqlMs, 1)} % | ${fmt((1000 * e.ms) / e.calls, 0)} |`,
+        )
       }
     }
     console.log(out.join('\n'))

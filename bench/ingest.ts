@@ -20,7 +20,17 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { migrations } from '../src/server/store/migrations.ts'
 import { INGEST_PATH, type IngestBatch, type QueryStatDelta } from '../src/shared/wire.ts'
-import { type BenchServer, createAccount, fmt, loadLine, machine, median, parseArgs, percentile, startServer } from './common.ts'
+import {
+  type BenchServer,
+  createAccount,
+  fmt,
+  loadLine,
+  machine,
+  median,
+  parseArgs,
+  percentile,
+  startServer,
+} from './common.ts'
 
 const GOAL_RATIO = 0.5
 const POLL_INTERVAL_MS = 10_000
@@ -55,7 +65,9 @@ function queryText(agent: number, i: number): string {
     case 1:
       return `UPDATE ${table} SET status = $1, updated_at = now() WHERE id = $2 AND status <> $3 RETURNING ${cols} /* stmt ${i} */`
     case 2:
-      return `INSERT INTO ${table} (${cols}) VALUES (${COLUMNS.slice(0, 2 + (i % 7)).map((_, k) => `$${k + 1}`).join(', ')}) ON CONFLICT (id) DO NOTHING /* stmt ${i} */`
+      return `INSERT INTO ${table} (${cols}) VALUES (${COLUMNS.slice(0, 2 + (i % 7))
+        .map((_, k) => `$${k + 1}`)
+        .join(', ')}) ON CONFLICT (id) DO NOTHING /* stmt ${i} */`
     default:
       return `WITH recent AS (SELECT ${cols} FROM ${table} WHERE created_at > now() - $1::interval) SELECT status, count(*), sum(total_cents) FROM recent GROUP BY status ORDER BY 2 DESC /* stmt ${i} */`
   }
@@ -117,12 +129,26 @@ async function runChild(input: ChildInput): Promise<ChildResult> {
   const started = performance.now()
   const windowStart = started + input.warmupMs
   const windowEnd = windowStart + input.durationMs
-  const result: ChildResult = { accepted: 0, acceptedInWindow: 0, errors: 0, duplicates: 0, windowS: input.durationMs / 1000, latenciesMs: [], sentPerAgent: [] }
+  const result: ChildResult = {
+    accepted: 0,
+    acceptedInWindow: 0,
+    errors: 0,
+    duplicates: 0,
+    windowS: input.durationMs / 1000,
+    latenciesMs: [],
+    sentPerAgent: [],
+  }
   const agent = async (a: number) => {
     const rest: Omit<IngestBatch, 'batch_id' | 'collected_at'> = {
       interval_seconds: POLL_INTERVAL_MS / 1000,
       agent_version: 'bench',
-      database: { name: `bench-agent-${a}`, engine: 'postgres', engine_version: '17.6', host: `db-${a}.bench.invalid`, port: 5432 },
+      database: {
+        name: `bench-agent-${a}`,
+        engine: 'postgres',
+        engine_version: '17.6',
+        host: `db-${a}.bench.invalid`,
+        port: 5432,
+      },
       query_stats: statRows(a, input.rows),
     }
     const tail = `,${JSON.stringify(rest).slice(1)}`
@@ -184,9 +210,25 @@ function queryStatsDdl(): string {
 }
 
 const STAT_COLUMNS = [
-  'database_id', 'resolution', 'bucket', 'query_hash', 'calls', 'total_time_ms', 'rows', 'shared_blks_hit', 'shared_blks_read',
-  'shared_blks_dirtied', 'shared_blks_written', 'temp_blks_read', 'temp_blks_written', 'blk_read_time_ms', 'blk_write_time_ms',
-  'read_bytes', 'memory_bytes', 'errors', 'p99_ms',
+  'database_id',
+  'resolution',
+  'bucket',
+  'query_hash',
+  'calls',
+  'total_time_ms',
+  'rows',
+  'shared_blks_hit',
+  'shared_blks_read',
+  'shared_blks_dirtied',
+  'shared_blks_written',
+  'temp_blks_read',
+  'temp_blks_written',
+  'blk_read_time_ms',
+  'blk_write_time_ms',
+  'read_bytes',
+  'memory_bytes',
+  'errors',
+  'p99_ms',
 ] as const
 
 class BareInsert {
@@ -198,7 +240,11 @@ class BareInsert {
   private readonly params: (string | number | null)[][]
   private batches: number[]
 
-  constructor(dir: string, agents: number, private readonly rows: number) {
+  constructor(
+    dir: string,
+    agents: number,
+    private readonly rows: number,
+  ) {
     this.db = new Database(join(dir, 'bare.sqlite'), { create: true, strict: false })
     // The SQLite store's pragmas (src/server/store/sqlite/driver.ts).
     this.db.exec('PRAGMA locking_mode = EXCLUSIVE')
@@ -206,21 +252,43 @@ class BareInsert {
     this.db.exec('PRAGMA synchronous = NORMAL')
     this.db.exec(queryStatsDdl())
     const tuple = `(${STAT_COLUMNS.map(() => '?').join(', ')})`
-    this.insert = this.db.prepare(`INSERT INTO query_stats (${STAT_COLUMNS.join(', ')}) VALUES ${Array(rows).fill(tuple).join(', ')}`)
+    this.insert = this.db.prepare(
+      `INSERT INTO query_stats (${STAT_COLUMNS.join(', ')}) VALUES ${Array(rows).fill(tuple).join(', ')}`,
+    )
     this.begin = this.db.prepare('BEGIN IMMEDIATE')
     this.commit = this.db.prepare('COMMIT')
     this.params = Array.from({ length: agents }, (_, a) =>
       statRows(a, rows).flatMap((r) => [
-        `00000000-0000-7000-8000-${String(a).padStart(12, '0')}`, 60, 0, r.query_hash, r.calls, r.total_time_ms, r.rows, r.shared_blks_hit,
-        r.shared_blks_read, r.shared_blks_dirtied ?? 0, r.shared_blks_written ?? 0, r.temp_blks_read ?? 0, r.temp_blks_written ?? 0,
-        r.blk_read_time_ms ?? 0, r.blk_write_time_ms ?? 0, 0, 0, 0, null,
+        `00000000-0000-7000-8000-${String(a).padStart(12, '0')}`,
+        60,
+        0,
+        r.query_hash,
+        r.calls,
+        r.total_time_ms,
+        r.rows,
+        r.shared_blks_hit,
+        r.shared_blks_read,
+        r.shared_blks_dirtied ?? 0,
+        r.shared_blks_written ?? 0,
+        r.temp_blks_read ?? 0,
+        r.temp_blks_written ?? 0,
+        r.blk_read_time_ms ?? 0,
+        r.blk_write_time_ms ?? 0,
+        0,
+        0,
+        0,
+        null,
       ]),
     )
     this.batches = Array(agents).fill(0)
   }
 
   /** Inserts batches round-robin over the agents for warm-up + duration; rows/s over the duration. */
-  run(clockStart: number, warmupMs: number, durationMs: number): { rowsPerS: number; batches: number; latenciesMs: number[] } {
+  run(
+    clockStart: number,
+    warmupMs: number,
+    durationMs: number,
+  ): { rowsPerS: number; batches: number; latenciesMs: number[] } {
     const started = performance.now()
     const windowStart = started + warmupMs
     const windowEnd = windowStart + durationMs
@@ -271,13 +339,17 @@ interface Sample {
 }
 
 async function main(): Promise<number> {
-  const o = parseArgs<Options>(process.argv.slice(2), { agents: 20, rows: 500, duration: 10, warmup: 2, rounds: 3 }, {
-    agents: [1, 200],
-    rows: [1, 20_000],
-    duration: [1, 120],
-    warmup: [0, 30],
-    rounds: [1, 10],
-  })
+  const o = parseArgs<Options>(
+    process.argv.slice(2),
+    { agents: 20, rows: 500, duration: 10, warmup: 2, rounds: 3 },
+    {
+      agents: [1, 200],
+      rows: [1, 20_000],
+      duration: [1, 120],
+      warmup: [0, 30],
+      rounds: [1, 10],
+    },
+  )
   const loadBefore = loadLine()
   const dir = mkdtempSync(join(tmpdir(), 'dbm-bench-ingest-'))
   let server: BenchServer | undefined
@@ -292,7 +364,15 @@ async function main(): Promise<number> {
     let offset = 0
     for (let round = 1; round <= o.rounds; round++) {
       const b = bare.run(clockStart, o.warmup * 1000, o.duration * 1000)
-      samples.push({ round, path: 'bare', rowsPerS: b.rowsPerS, batchesPerS: b.batches / o.duration, p50Ms: percentile(b.latenciesMs, 0.5), p99Ms: percentile(b.latenciesMs, 0.99), errors: 0 })
+      samples.push({
+        round,
+        path: 'bare',
+        rowsPerS: b.rowsPerS,
+        batchesPerS: b.batches / o.duration,
+        p50Ms: percentile(b.latenciesMs, 0.5),
+        p99Ms: percentile(b.latenciesMs, 0.99),
+        errors: 0,
+      })
       console.error(`round ${round} bare: ${fmt(b.rowsPerS)} rows/s`)
       const c = await spawnChild({
         base: server.base,
@@ -309,17 +389,30 @@ async function main(): Promise<number> {
       serverBatches += c.accepted
       offset += Math.max(...c.sentPerAgent)
       const rowsPerS = (c.acceptedInWindow * o.rows) / c.windowS
-      samples.push({ round, path: 'server', rowsPerS, batchesPerS: c.acceptedInWindow / c.windowS, p50Ms: percentile(c.latenciesMs, 0.5), p99Ms: percentile(c.latenciesMs, 0.99), errors: c.errors + c.duplicates })
+      samples.push({
+        round,
+        path: 'server',
+        rowsPerS,
+        batchesPerS: c.acceptedInWindow / c.windowS,
+        p50Ms: percentile(c.latenciesMs, 0.5),
+        p99Ms: percentile(c.latenciesMs, 0.99),
+        errors: c.errors + c.duplicates,
+      })
       console.error(`round ${round} server: ${fmt(rowsPerS)} rows/s, errors ${c.errors}, duplicates ${c.duplicates}`)
     }
 
     // Nothing lost or double-counted: every accepted batch is recorded once and its calls are in the minute buckets.
     const d = server.store.driver
     const recorded = Number((await d.get<{ n: number }>('SELECT COUNT(*) AS n FROM ingest_batches'))!.n)
-    const calls = Number((await d.get<{ n: number }>('SELECT SUM(calls) AS n FROM query_stats WHERE resolution = 60'))!.n)
+    const calls = Number(
+      (await d.get<{ n: number }>('SELECT SUM(calls) AS n FROM query_stats WHERE resolution = 60'))!.n,
+    )
     const expectedCalls = serverBatches * callsPerBatch(o.rows)
     const consistent = recorded === serverBatches && calls === expectedCalls
-    if (!consistent) console.error(`inconsistent store: ${recorded} batches recorded for ${serverBatches} accepted; ${calls} calls for ${expectedCalls} expected`)
+    if (!consistent)
+      console.error(
+        `inconsistent store: ${recorded} batches recorded for ${serverBatches} accepted; ${calls} calls for ${expectedCalls} expected`,
+      )
     const stored = Number((await d.get<{ n: number }>('SELECT COUNT(*) AS n FROM query_stats'))!.n)
 
     const of = (path: Sample['path']) => samples.filter((s) => s.path === path)
@@ -343,7 +436,10 @@ async function main(): Promise<number> {
       ``,
       `| round | path | rows/s | batches/s | p50 ms | p99 ms | errors |`,
       `|---:|---|---:|---:|---:|---:|---:|`,
-      ...samples.map((s) => `| ${s.round} | ${s.path} | ${fmt(s.rowsPerS)} | ${fmt(s.batchesPerS, 1)} | ${fmt(s.p50Ms, 2)} | ${fmt(s.p99Ms, 2)} | ${s.errors} |`),
+      ...samples.map(
+        (s) =>
+          `| ${s.round} | ${s.path} | ${fmt(s.rowsPerS)} | ${fmt(s.batchesPerS, 1)} | ${fmt(s.p50Ms, 2)} | ${fmt(s.p99Ms, 2)} | ${s.errors} |`,
+      ),
       ``,
       `| path | median rows/s |`,
       `|---|---:|`,
@@ -353,7 +449,8 @@ async function main(): Promise<number> {
     ]
     console.log(lines.join('\n'))
     const errors = samples.reduce((a, s) => a + s.errors, 0)
-    if (errors > 0) console.error(`warning: ${errors} failed or duplicate requests during the runs; the numbers are suspect`)
+    if (errors > 0)
+      console.error(`warning: ${errors} failed or duplicate requests during the runs; the numbers are suspect`)
     if (ratio < GOAL_RATIO) console.error(`ratio ${ratio.toFixed(2)} is below the goal of ${GOAL_RATIO}`)
     return errors > 0 || !consistent ? 1 : 0
   } finally {

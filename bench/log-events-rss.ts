@@ -67,9 +67,14 @@ function regions(): Map<string, number> {
 
 /** --smaps: the mappings whose anonymous RSS grew most between two region maps. */
 function regionGrowth(before: Map<string, number>, after: Map<string, number>): string {
-  const rows = [...new Set([...before.keys(), ...after.keys()])].map((k) => [k, (after.get(k) ?? 0) - (before.get(k) ?? 0), after.get(k) ?? 0] as const)
+  const rows = [...new Set([...before.keys(), ...after.keys()])].map(
+    (k) => [k, (after.get(k) ?? 0) - (before.get(k) ?? 0), after.get(k) ?? 0] as const,
+  )
   rows.sort((a, b) => Math.abs(b[1]) - Math.abs(a[1]))
-  return rows.slice(0, 8).map(([k, d, a]) => `  ${k}: ${d >= 0 ? '+' : ''}${(d / MB).toFixed(1)} MB (now ${(a / MB).toFixed(1)})`).join('\n')
+  return rows
+    .slice(0, 8)
+    .map(([k, d, a]) => `  ${k}: ${d >= 0 ? '+' : ''}${(d / MB).toFixed(1)} MB (now ${(a / MB).toFixed(1)})`)
+    .join('\n')
 }
 
 function snap(label: string): Snap {
@@ -118,7 +123,12 @@ async function bareChild(): Promise<Snap[]> {
       const n = i === 0 ? 'first' : 'second'
       resetPeak()
       const tally = new LogTally(Date.now(), true)
-      await readLogs(fileSource(dir), { files: { [name]: [0, 0] } }, { format: 'stderr', prefix, tzOffsetMs: 0, now: Date.now() + 10_000 }, (e) => tally.add(e))
+      await readLogs(
+        fileSource(dir),
+        { files: { [name]: [0, 0] } },
+        { format: 'stderr', prefix, tzOffsetMs: 0, now: Date.now() + 10_000 },
+        (e) => tally.add(e),
+      )
       out.push(snap(`${n} 1 MB read (entries classified, counted)`))
       tally.events('redacted')
       tally.countRows()
@@ -138,11 +148,20 @@ async function bareChild(): Promise<Snap[]> {
 const phases = { armed: false, start: 0, peaks: new Map<string, number>(), rises: new Map<string, number>() }
 
 /** --smaps: the mappings at the baseline, and at the end of the read phase that ended with the most RSS. */
-const smaps = { on: process.argv.includes('--smaps'), baseline: new Map<string, number>(), worst: new Map<string, number>(), worstRss: 0, worstHeap: '', baseHeap: '' }
+const smaps = {
+  on: process.argv.includes('--smaps'),
+  baseline: new Map<string, number>(),
+  worst: new Map<string, number>(),
+  worstRss: 0,
+  worstHeap: '',
+  baseHeap: '',
+}
 
 /** The JS heap and mimalloc's own counters (bun:jsc heapStats().mimalloc): what is in use, what is held. */
 function heapLine(): string {
-  const h = heapStats() as ReturnType<typeof heapStats> & { mimalloc?: Record<string, { current: number } & Record<string, number>> }
+  const h = heapStats() as ReturnType<typeof heapStats> & {
+    mimalloc?: Record<string, { current: number } & Record<string, number>>
+  }
   const mi = h.mimalloc
   const cur = (k: string) => ((mi?.[k]?.current ?? Number.NaN) / MB).toFixed(1)
   return (
@@ -200,13 +219,24 @@ async function probePhases(): Promise<void> {
 }
 
 /** Child 2: the real agent, warm, then a backlog. argv: config, buffer dir, log file, MB. */
-async function agentChild(configPath: string, bufferDir: string, logFile: string, mb: number, twice: boolean): Promise<Snap[]> {
+async function agentChild(
+  configPath: string,
+  bufferDir: string,
+  logFile: string,
+  mb: number,
+  twice: boolean,
+): Promise<Snap[]> {
   await probePhases()
   const { Agent } = await import('../src/agent/agent.ts')
   const { createLogger } = await import('../src/shared/log.ts')
   const out: Snap[] = []
   const warnings: string[] = []
-  const agent = new Agent({ configPath, bufferDir, log: createLogger('warn', (l) => warnings.push(l)), timings: { pingIntervalMs: 60_000 } })
+  const agent = new Agent({
+    configPath,
+    bufferDir,
+    log: createLogger('warn', (l) => warnings.push(l)),
+    timings: { pingIntervalMs: 60_000 },
+  })
   await agent.start()
   for (let i = 0; i < 200 && agent.status().databases[0]?.last_cycle_at == null; i++) await Bun.sleep(50)
   // Warm: every collector has run a few times; log_events has its position and reads nothing.
@@ -215,7 +245,7 @@ async function agentChild(configPath: string, bufferDir: string, logFile: string
   out.push(snap('agent warm, log_events reading nothing (settled)'))
   resetPeak()
   for (let i = 0; i < 6; i++) await agent.cycleAll()
-  out.push(snap('6 more cycles, nothing to read: peak = the agent\'s own'))
+  out.push(snap("6 more cycles, nothing to read: peak = the agent's own"))
   await settle()
   out.push(snap('baseline: the same, settled'))
   if (smaps.on) {
@@ -230,11 +260,22 @@ async function agentChild(configPath: string, bufferDir: string, logFile: string
   const cycles = Math.ceil(mb / 16) + 1
   for (let i = 1; i < cycles; i++) await agent.cycleAll()
   phases.armed = false
-  if (smaps.on) console.error(`anonymous RSS by mapping, the read phase's end with the most RSS (${(smaps.worstRss / MB).toFixed(1)} MB; ${smaps.worstHeap}) against the baseline (${smaps.baseHeap}):\n${regionGrowth(smaps.baseline, smaps.worst)}`)
+  if (smaps.on)
+    console.error(
+      `anonymous RSS by mapping, the read phase's end with the most RSS (${(smaps.worstRss / MB).toFixed(1)} MB; ${smaps.worstHeap}) against the baseline (${smaps.baseHeap}):\n${regionGrowth(smaps.baseline, smaps.worst)}`,
+    )
   const overall = Math.max(status().hwm, ...phases.peaks.values())
   out.push({ ...snap(`backlog read (${cycles} cycles): peak over all of them`), hwm: overall })
   for (const [name, hwm] of phases.peaks) {
-    out.push({ label: `phase: ${name} (rose by at most ${((phases.rises.get(name) ?? 0) / MB).toFixed(1)} MB)`, rss: hwm, anon: NaN, file: NaN, hwm, heap: NaN, heapCapacity: NaN })
+    out.push({
+      label: `phase: ${name} (rose by at most ${((phases.rises.get(name) ?? 0) / MB).toFixed(1)} MB)`,
+      rss: hwm,
+      anon: NaN,
+      file: NaN,
+      hwm,
+      heap: NaN,
+      heapCapacity: NaN,
+    })
   }
   await settle()
   out.push(snap('after the backlog, settled'))
@@ -256,14 +297,23 @@ async function agentRun(mb: number, twice: boolean, without: string[]): Promise<
   const { agentAccount, startTestServer } = await import('../test/support/server.ts')
   const postgres = (await import('postgres')).default
   const dir = mkdtempSync(join(tmpdir(), 'dbm-bench-rss-agent-'))
-  const pg = await startPostgres(17, ['-c', 'shared_preload_libraries=pg_stat_statements', '-c', 'log_line_prefix=%m [%p] %q%u@%d ', '-c', 'lc_messages=C'])
+  const pg = await startPostgres(17, [
+    '-c',
+    'shared_preload_libraries=pg_stat_statements',
+    '-c',
+    'log_line_prefix=%m [%p] %q%u@%d ',
+    '-c',
+    'lc_messages=C',
+  ])
   const server = await startTestServer('sqlite')
   try {
     const sql = postgres(pg.url(), { max: 1, onnotice: () => {} })
     await sql.unsafe('CREATE EXTENSION IF NOT EXISTS pg_stat_statements')
     // Something for the other collectors: 100 tables with rows and indexes, statements run on them.
     for (let i = 0; i < 100; i++) {
-      await sql.unsafe(`CREATE TABLE t${i} (id int PRIMARY KEY, v text); INSERT INTO t${i} SELECT g, md5(g::text) FROM generate_series(1, 1000) g`)
+      await sql.unsafe(
+        `CREATE TABLE t${i} (id int PRIMARY KEY, v text); INSERT INTO t${i} SELECT g, md5(g::text) FROM generate_series(1, 1000) g`,
+      )
       await sql.unsafe(`SELECT count(*) FROM t${i} WHERE v LIKE 'a%'`)
     }
     await sql.end()
@@ -274,9 +324,25 @@ async function agentRun(mb: number, twice: boolean, without: string[]): Promise<
     appendLog(logFile, 1)
     const configPath = join(dir, 'config.yaml')
     const { collectorsFor } = await import('../src/shared/collectors.ts')
-    const enabled = without.length === 0 ? '' : `    enabled_collectors: [${collectorsFor('postgres').filter((c) => !without.includes(c)).join(', ')}]\n`
-    writeFileSync(configPath, `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n  - name: rss\n    dsn: ${pg.url()}\n    poll_interval: 1h\n    pg_log_dir: ${logDir}\n${enabled}`)
-    return await child(['--agent-child', configPath, dir, logFile, String(mb), twice ? 'twice' : 'once', ...(smaps.on ? ['--smaps'] : [])])
+    const enabled =
+      without.length === 0
+        ? ''
+        : `    enabled_collectors: [${collectorsFor('postgres')
+            .filter((c) => !without.includes(c))
+            .join(', ')}]\n`
+    writeFileSync(
+      configPath,
+      `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n  - name: rss\n    dsn: ${pg.url()}\n    poll_interval: 1h\n    pg_log_dir: ${logDir}\n${enabled}`,
+    )
+    return await child([
+      '--agent-child',
+      configPath,
+      dir,
+      logFile,
+      String(mb),
+      twice ? 'twice' : 'once',
+      ...(smaps.on ? ['--smaps'] : []),
+    ])
   } finally {
     await server.stop()
     await pg.stop()
@@ -286,8 +352,15 @@ async function agentRun(mb: number, twice: boolean, without: string[]): Promise<
 
 /** Runs a child without blocking this process (the dbm server the agent ships to lives here). */
 async function child(args: string[]): Promise<Snap[]> {
-  const run = Bun.spawn([process.execPath, join(import.meta.dir, 'log-events-rss.ts'), ...args], { stdout: 'pipe', stderr: 'pipe' })
-  const [stdout, stderr, code] = await Promise.all([new Response(run.stdout).text(), new Response(run.stderr).text(), run.exited])
+  const run = Bun.spawn([process.execPath, join(import.meta.dir, 'log-events-rss.ts'), ...args], {
+    stdout: 'pipe',
+    stderr: 'pipe',
+  })
+  const [stdout, stderr, code] = await Promise.all([
+    new Response(run.stdout).text(),
+    new Response(run.stderr).text(),
+    run.exited,
+  ])
   if (code !== 0) throw new Error(`child ${args[0]} failed (${code}): ${stderr}`)
   if (stderr.trim()) console.error(stderr.trim())
   return JSON.parse(stdout.trim().split('\n').at(-1)!) as Snap[]
@@ -296,12 +369,18 @@ async function child(args: string[]): Promise<Snap[]> {
 function table(title: string, snaps: Snap[], base: number): void {
   const m = (n: number) => (n / MB).toFixed(1)
   console.log(`\n#### ${title}\n`)
-  console.log(`| stage | RSS MB | + over "${snaps[base]!.label}" | RssAnon | RssFile | peak (VmHWM) since its reset | JS heap / capacity MB |`)
+  console.log(
+    `| stage | RSS MB | + over "${snaps[base]!.label}" | RssAnon | RssFile | peak (VmHWM) since its reset | JS heap / capacity MB |`,
+  )
   console.log('|---|---:|---:|---:|---:|---:|---:|')
   for (const s of snaps) {
     const d = s.rss - snaps[base]!.rss
-    if (s.anon === null || Number.isNaN(s.anon)) console.log(`| ${s.label} | | ${d >= 0 ? '+' : ''}${m(d)} (peak) | | | ${m(s.hwm)} | |`)
-    else console.log(`| ${s.label} | ${m(s.rss)} | ${d >= 0 ? '+' : ''}${m(d)} | ${m(s.anon)} | ${m(s.file)} | ${m(s.hwm)} | ${m(s.heap)} / ${m(s.heapCapacity)} |`)
+    if (s.anon === null || Number.isNaN(s.anon))
+      console.log(`| ${s.label} | | ${d >= 0 ? '+' : ''}${m(d)} (peak) | | | ${m(s.hwm)} | |`)
+    else
+      console.log(
+        `| ${s.label} | ${m(s.rss)} | ${d >= 0 ? '+' : ''}${m(d)} | ${m(s.anon)} | ${m(s.file)} | ${m(s.hwm)} | ${m(s.heap)} / ${m(s.heapCapacity)} |`,
+      )
   }
 }
 
@@ -316,16 +395,28 @@ if (process.argv.includes('--bare-child')) {
   const only = arg('--only')
   const mb = Number(arg('--mb') ?? 500)
   console.log(`## log_events RSS, cold (${new Date().toISOString().slice(0, 10)}, bun ${Bun.version})`)
-  if (only !== 'agent') table('A process that imports the log modules and reads 1 MB twice', await child(['--bare-child']), 1)
+  if (only !== 'agent')
+    table('A process that imports the log modules and reads 1 MB twice', await child(['--bare-child']), 1)
   if (only !== 'bare') {
-    const without = process.argv.flatMap((a, i) => (a === '--without' && process.argv[i + 1] ? [process.argv[i + 1]!] : []))
+    const without = process.argv.flatMap((a, i) =>
+      a === '--without' && process.argv[i + 1] ? [process.argv[i + 1]!] : [],
+    )
     const snaps = await agentRun(mb, process.argv.includes('--twice'), without)
-    table(`The agent (${without.length === 0 ? 'every collector' : `every collector but ${without.join(', ')}`}, PostgreSQL 17), then a ${mb} MB backlog`, snaps, 2)
+    table(
+      `The agent (${without.length === 0 ? 'every collector' : `every collector but ${without.join(', ')}`}, PostgreSQL 17), then a ${mb} MB backlog`,
+      snaps,
+      2,
+    )
     const own = snaps[1]!.hwm
     const peak = Math.max(snaps[3]!.hwm, snaps[4]!.hwm)
     const second = snaps.find((s) => s.label.startsWith('a second backlog'))
-    console.log(`\nAdded by the backlog's read: peak ${((peak - snaps[2]!.rss) / MB).toFixed(1)} MB over the settled baseline, ${((peak - own) / MB).toFixed(1)} MB over the agent's own peak while it cycles with nothing to read.`)
+    console.log(
+      `\nAdded by the backlog's read: peak ${((peak - snaps[2]!.rss) / MB).toFixed(1)} MB over the settled baseline, ${((peak - own) / MB).toFixed(1)} MB over the agent's own peak while it cycles with nothing to read.`,
+    )
     const settledAfter = snaps.find((s) => s.label === 'after the backlog, settled')
-    if (second && settledAfter) console.log(`The second backlog: peak ${((second.hwm - snaps[2]!.rss) / MB).toFixed(1)} MB over the first baseline, ${((second.hwm - settledAfter.rss) / MB).toFixed(1)} MB over the agent settled after the first.`)
+    if (second && settledAfter)
+      console.log(
+        `The second backlog: peak ${((second.hwm - snaps[2]!.rss) / MB).toFixed(1)} MB over the first baseline, ${((second.hwm - settledAfter.rss) / MB).toFixed(1)} MB over the agent settled after the first.`,
+      )
   }
 }

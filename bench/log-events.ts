@@ -57,11 +57,16 @@ async function readAll(dir: string, name: string, sampleEvery?: () => void): Pro
   const out: ReadAll = { cycles: 0, bytes: 0, entries: 0, peak: 0 }
   for (;;) {
     const tally = new LogTally(Date.now(), true)
-    const result = await readLogs(source, position, { format: 'stderr', prefix, tzOffsetMs: 0, now: Date.now() + 10_000 }, (e) => {
-      const ok = tally.add(e)
-      if (sampleEvery && (tally.total & 4095) === 0) sampleEvery()
-      return ok
-    })
+    const result = await readLogs(
+      source,
+      position,
+      { format: 'stderr', prefix, tzOffsetMs: 0, now: Date.now() + 10_000 },
+      (e) => {
+        const ok = tally.add(e)
+        if (sampleEvery && (tally.total & 4095) === 0) sampleEvery()
+        return ok
+      },
+    )
     tally.events('redacted')
     tally.countRows()
     out.entries += tally.total
@@ -131,15 +136,25 @@ try {
 
   const f = (n: number) => n.toLocaleString('en')
   const mib = (n: number) => (n / MB).toFixed(1)
-  console.log(`## log_events (${new Date().toISOString().slice(0, 10)}, ${cpus()[0]?.model ?? 'cpu'} × ${cpus().length}, bun ${Bun.version})`)
+  console.log(
+    `## log_events (${new Date().toISOString().slice(0, 10)}, ${cpus()[0]?.model ?? 'cpu'} × ${cpus().length}, bun ${Bun.version})`,
+  )
   console.log('')
   console.log('| measure | value | goal |')
   console.log('|---|---|---|')
-  console.log(`| read + parse + classify + count + entries to send, one core | **${(speedMbRead / cpu).toFixed(1)} MB/s of CPU** (${speedMbRead.toFixed(0)} MB, ${f(speed.entries)} entries, ${speed.cycles} cycles, ${cpu.toFixed(2)} s CPU, ${wall.toFixed(2)} s wall) | ≥ 50 MB/s |`)
-  console.log(`| the stages of one 16 MB cycle (CPU ms per MB, mean of ${rounds}) | parse ${msPerMb(parseS)}, classify + count ${msPerMb(countS)}, entries to send ${msPerMb(eventsS)} | |`)
-  console.log(`| RSS added reading a ${fileMb} MB log, peak over a warm process | **${mib(peak - warm)} MB** (${mib(warm)} → ${mib(peak)} MB; ${big.cycles} cycles, ${mib(big.bytes)} MB read, ${f(big.entries)} entries) | ≤ 20 MB |`)
+  console.log(
+    `| read + parse + classify + count + entries to send, one core | **${(speedMbRead / cpu).toFixed(1)} MB/s of CPU** (${speedMbRead.toFixed(0)} MB, ${f(speed.entries)} entries, ${speed.cycles} cycles, ${cpu.toFixed(2)} s CPU, ${wall.toFixed(2)} s wall) | ≥ 50 MB/s |`,
+  )
+  console.log(
+    `| the stages of one 16 MB cycle (CPU ms per MB, mean of ${rounds}) | parse ${msPerMb(parseS)}, classify + count ${msPerMb(countS)}, entries to send ${msPerMb(eventsS)} | |`,
+  )
+  console.log(
+    `| RSS added reading a ${fileMb} MB log, peak over a warm process | **${mib(peak - warm)} MB** (${mib(warm)} → ${mib(peak)} MB; ${big.cycles} cycles, ${mib(big.bytes)} MB read, ${f(big.entries)} entries) | ≤ 20 MB |`,
+  )
   console.log(`| the same, after a full collection at the end | ${mib(after - warm)} MB (${mib(after)} MB) | |`)
-  console.log(`| peak over the process before it read any log (compiling the reader included) | ${mib(peak - cold)} MB (${mib(cold)} → ${mib(peak)} MB; a 1 MB log read first took it to ${mib(warm)} MB) | |`)
+  console.log(
+    `| peak over the process before it read any log (compiling the reader included) | ${mib(peak - cold)} MB (${mib(cold)} → ${mib(peak)} MB; a 1 MB log read first took it to ${mib(warm)} MB) | |`,
+  )
 } finally {
   rmSync(dir, { recursive: true, force: true })
 }

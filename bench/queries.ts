@@ -24,7 +24,18 @@ import { initialMarks, rollUp } from '../src/server/store/rollups/rollups.ts'
 import { listQueryStats } from '../src/server/store/statements/reads.ts'
 import { INGEST_PATH, type IngestBatch } from '../src/shared/wire.ts'
 import { type PostgresServer, startPostgres } from '../test/support/postgres.ts'
-import { type BenchServer, call, createAccount, fmt, loadLine, machine, median, parseArgs, percentile, startServer } from './common.ts'
+import {
+  type BenchServer,
+  call,
+  createAccount,
+  fmt,
+  loadLine,
+  machine,
+  median,
+  parseArgs,
+  percentile,
+  startServer,
+} from './common.ts'
 
 const GOALS = { sqlite: 50, postgres: 80 } as const
 type StoreKind = keyof typeof GOALS
@@ -56,8 +67,20 @@ interface StoreResult {
 }
 
 const COUNTERS = [
-  'calls', 'total_time_ms', 'rows', 'shared_blks_hit', 'shared_blks_read', 'shared_blks_dirtied', 'shared_blks_written', 'temp_blks_read',
-  'temp_blks_written', 'blk_read_time_ms', 'blk_write_time_ms', 'read_bytes', 'memory_bytes', 'errors',
+  'calls',
+  'total_time_ms',
+  'rows',
+  'shared_blks_hit',
+  'shared_blks_read',
+  'shared_blks_dirtied',
+  'shared_blks_written',
+  'temp_blks_read',
+  'temp_blks_written',
+  'blk_read_time_ms',
+  'blk_write_time_ms',
+  'read_bytes',
+  'memory_bytes',
+  'errors',
 ] as const
 const STAT_COLUMNS = ['database_id', 'resolution', 'bucket', 'query_hash', ...COUNTERS, 'p99_ms']
 
@@ -68,7 +91,9 @@ function queryHash(i: number): string {
 }
 
 function queryText(i: number): string {
-  const cols = ['id', 'created_at', 'customer_id', 'status', 'total_cents', 'currency', 'updated_at'].slice(0, 2 + (i % 6)).join(', ')
+  const cols = ['id', 'created_at', 'customer_id', 'status', 'total_cents', 'currency', 'updated_at']
+    .slice(0, 2 + (i % 6))
+    .join(', ')
   return i % 2
     ? `SELECT ${cols} FROM app.table_${i % 500} WHERE customer_id = $1 AND status = $2 ORDER BY created_at DESC LIMIT $3 /* stmt ${i} */`
     : `UPDATE app.table_${i % 500} SET status = $1, updated_at = now() WHERE id = $2 RETURNING ${cols} /* stmt ${i} */`
@@ -90,7 +115,13 @@ async function ingestReferenceBatch(server: BenchServer, apiKey: string, now: nu
     collected_at: now,
     interval_seconds: 10,
     agent_version: 'bench',
-    database: { name: 'shape-reference', engine: 'postgres', engine_version: '17.6', host: 'ref.bench.invalid', port: 5432 },
+    database: {
+      name: 'shape-reference',
+      engine: 'postgres',
+      engine_version: '17.6',
+      host: 'ref.bench.invalid',
+      port: 5432,
+    },
     query_stats: [0, 1].map((i) => ({
       query_hash: queryHash(i),
       query_text: queryText(i),
@@ -116,7 +147,13 @@ async function ingestReferenceBatch(server: BenchServer, apiKey: string, now: nu
 const shapeOf = (row: Record<string, unknown> | undefined) =>
   JSON.stringify(Object.entries(row ?? {}).map(([k, v]) => `${k}:${v === null ? 'null' : typeof v}`))
 
-export async function seed(d: SqlDriver, databaseId: string, statements: number, end: number, spanMs = DAY): Promise<{ minuteRows: number; spanRows: number; hourRows: number }> {
+export async function seed(
+  d: SqlDriver,
+  databaseId: string,
+  statements: number,
+  end: number,
+  spanMs = DAY,
+): Promise<{ minuteRows: number; spanRows: number; hourRows: number }> {
   const firstMinute = Math.floor((end - spanMs) / MINUTE) * MINUTE
   const minutes = Math.floor(end / MINUTE) - firstMinute / MINUTE + 1
   await d.transaction(async (tx) => {
@@ -156,7 +193,12 @@ export async function seed(d: SqlDriver, databaseId: string, statements: number,
     await tx.run('DROP TABLE bench_seed')
   })
   const count = async (resolution: number) =>
-    Number((await d.get<{ n: number }>('SELECT COUNT(*) AS n FROM query_stats WHERE database_id = $1 AND resolution = $2', [databaseId, resolution]))!.n)
+    Number(
+      (await d.get<{ n: number }>('SELECT COUNT(*) AS n FROM query_stats WHERE database_id = $1 AND resolution = $2', [
+        databaseId,
+        resolution,
+      ]))!.n,
+    )
   return { minuteRows: await count(60), spanRows: await count(600), hourRows: await count(3600) }
 }
 
@@ -213,7 +255,13 @@ async function runStore(kind: StoreKind, o: Options, pg: () => Promise<PostgresS
     const d = server.store.driver
     const end = Date.now()
     const referenceId = await ingestReference(server, apiKey, end)
-    const db = await call(server.base, 'POST', '/api/v1/databases', { 'x-api-key': apiKey }, { name: 'bench-pg', engine: 'postgres', host: 'db.bench.invalid' })
+    const db = await call(
+      server.base,
+      'POST',
+      '/api/v1/databases',
+      { 'x-api-key': apiKey },
+      { name: 'bench-pg', engine: 'postgres', host: 'db.bench.invalid' },
+    )
     if (db.status !== 201) throw new Error(`database: ${db.status} ${db.text}`)
     const databaseId = db.json().id as string
 
@@ -227,13 +275,22 @@ async function runStore(kind: StoreKind, o: Options, pg: () => Promise<PostgresS
       await maint.end()
     }
     const seedS = (performance.now() - t0) / 1000
-    console.error(`${kind}: seeded ${fmt(minuteRows)} minute rows, ${fmt(spanRows)} 10-minute rows and ${fmt(hourRows)} hour rows in ${seedS.toFixed(1)} s`)
+    console.error(
+      `${kind}: seeded ${fmt(minuteRows)} minute rows, ${fmt(spanRows)} 10-minute rows and ${fmt(hourRows)} hour rows in ${seedS.toFixed(1)} s`,
+    )
 
     // Seeded rows have the columns and types of rows written by applyBatch.
-    for (const [table, key] of [['query_stats', 'resolution = 60'], ['query_stats', 'resolution = 600'], ['query_stats', 'resolution = 3600'], ['query_texts', '1 = 1'], ['query_rollups', '1 = 1']] as const) {
+    for (const [table, key] of [
+      ['query_stats', 'resolution = 60'],
+      ['query_stats', 'resolution = 600'],
+      ['query_stats', 'resolution = 3600'],
+      ['query_texts', '1 = 1'],
+      ['query_rollups', '1 = 1'],
+    ] as const) {
       const ref = await d.get(`SELECT * FROM ${table} WHERE database_id = $1 AND ${key} LIMIT 1`, [referenceId])
       const seeded = await d.get(`SELECT * FROM ${table} WHERE database_id = $1 AND ${key} LIMIT 1`, [databaseId])
-      if (shapeOf(ref) !== shapeOf(seeded)) throw new Error(`seeded ${table} rows differ from ingested ones:\n${shapeOf(ref)}\n${shapeOf(seeded)}`)
+      if (shapeOf(ref) !== shapeOf(seeded))
+        throw new Error(`seeded ${table} rows differ from ingested ones:\n${shapeOf(ref)}\n${shapeOf(seeded)}`)
     }
 
     // Exactness: the hour + minute mix the endpoint reads equals the minute buckets alone.
@@ -287,7 +344,19 @@ async function runStore(kind: StoreKind, o: Options, pg: () => Promise<PostgresS
       uncachedTimes.push(performance.now() - t)
     }
     const plan = o.explain ? await explain(d, databaseId, { since: Date.now() - DAY, until: Date.now() }) : []
-    return { kind, seedS, minuteRows, spanRows, hourRows, latencies, storeOnlyMs: median(storeTimes), uncachedMs: median(uncachedTimes), rowsReturned, exact, plan }
+    return {
+      kind,
+      seedS,
+      minuteRows,
+      spanRows,
+      hourRows,
+      latencies,
+      storeOnlyMs: median(storeTimes),
+      uncachedMs: median(uncachedTimes),
+      rowsReturned,
+      exact,
+      plan,
+    }
   } finally {
     await server.stop()
     rmSync(dir, { recursive: true, force: true })
@@ -295,13 +364,17 @@ async function runStore(kind: StoreKind, o: Options, pg: () => Promise<PostgresS
 }
 
 async function main(): Promise<number> {
-  const o = parseArgs<Options>(process.argv.slice(2), { requests: 200, warmup: 10, statements: 2000, stores: 'sqlite,postgres', explain: 1 }, {
-    requests: [1, 10_000],
-    warmup: [0, 1000],
-    statements: [100, 20_000],
-    stores: ['sqlite', 'postgres', 'sqlite,postgres', 'postgres,sqlite'],
-    explain: [0, 1],
-  })
+  const o = parseArgs<Options>(
+    process.argv.slice(2),
+    { requests: 200, warmup: 10, statements: 2000, stores: 'sqlite,postgres', explain: 1 },
+    {
+      requests: [1, 10_000],
+      warmup: [0, 1000],
+      statements: [100, 20_000],
+      stores: ['sqlite', 'postgres', 'sqlite,postgres', 'postgres,sqlite'],
+      explain: [0, 1],
+    },
+  )
   const loadBefore = loadLine()
   const kinds = o.stores.split(',') as StoreKind[]
   let pgServer: Promise<PostgresServer> | undefined
@@ -334,11 +407,21 @@ async function main(): Promise<number> {
     }),
   ]
   for (const r of results.filter((x) => x.plan.length > 0)) {
-    lines.push('', `Plans of the listQueryStats statements on ${r.kind} (${r.kind === 'sqlite' ? 'EXPLAIN QUERY PLAN' : 'EXPLAIN (ANALYZE, BUFFERS)'}):`, '', '```', ...r.plan, '```')
+    lines.push(
+      '',
+      `Plans of the listQueryStats statements on ${r.kind} (${r.kind === 'sqlite' ? 'EXPLAIN QUERY PLAN' : 'EXPLAIN (ANALYZE, BUFFERS)'}):`,
+      '',
+      '```',
+      ...r.plan,
+      '```',
+    )
   }
   console.log(lines.join('\n'))
   const missed = results.filter((r) => percentile(r.latencies, 0.5) > GOALS[r.kind])
-  for (const r of missed) console.error(`${r.kind}: p50 ${percentile(r.latencies, 0.5).toFixed(1)} ms is above the goal of ${GOALS[r.kind]} ms`)
+  for (const r of missed)
+    console.error(
+      `${r.kind}: p50 ${percentile(r.latencies, 0.5).toFixed(1)} ms is above the goal of ${GOALS[r.kind]} ms`,
+    )
   return 0
 }
 

@@ -45,18 +45,28 @@ function appWithoutListSchema(deps: ReturnType<typeof benchDeps>) {
 }
 
 async function main() {
-  const o = parseArgs<Options>(process.argv.slice(2), { statements: 10_000, hours: 3, runs: 20, limit: 100 }, {
-    statements: [100, 20_000],
-    hours: [1, 24],
-    runs: [1, 1000],
-    limit: [1, 100],
-  })
+  const o = parseArgs<Options>(
+    process.argv.slice(2),
+    { statements: 10_000, hours: 3, runs: 20, limit: 100 },
+    {
+      statements: [100, 20_000],
+      hours: [1, 24],
+      runs: [1, 1000],
+      limit: [1, 100],
+    },
+  )
   const loadBefore = loadLine()
   const dir = mkdtempSync(join(tmpdir(), 'dbm-bench-validation-'))
   const server = await startServer({ dataDir: dir })
   try {
     const { apiKey } = await createAccount(server)
-    const db = await call(server.base, 'POST', '/api/v1/databases', { 'x-api-key': apiKey }, { name: 'bench-pg', engine: 'postgres', host: 'db.bench.invalid' })
+    const db = await call(
+      server.base,
+      'POST',
+      '/api/v1/databases',
+      { 'x-api-key': apiKey },
+      { name: 'bench-pg', engine: 'postgres', host: 'db.bench.invalid' },
+    )
     if (db.status !== 201) throw new Error(`database: ${db.status} ${db.text}`)
     const databaseId = db.json().id as string
     const end = Date.now()

@@ -18,7 +18,11 @@ import { startPostgres } from '../test/support/postgres.ts'
 import { freshStoreLocation } from '../test/support/server.ts'
 import { fmt, machine, parseArgs } from './common.ts'
 
-const options = parseArgs(process.argv.slice(2), { clients: 10, scale: 10, seconds: 120 }, { clients: [1, 200], scale: [1, 1000], seconds: [10, 3600] })
+const options = parseArgs(
+  process.argv.slice(2),
+  { clients: 10, scale: 10, seconds: 120 },
+  { clients: [1, 200], scale: [1, 1000], seconds: [10, 3600] },
+)
 const POLLS_PER_DAY = 8640
 const TABLES = ['session_snapshots', 'lock_chains', 'lock_chain_members'] as const
 
@@ -74,10 +78,16 @@ const keptSnapshots = await count(
   `SELECT COUNT(*) AS n FROM session_snapshots WHERE database_id = $1 AND (longest_wait_ms >= ${sessionHistoryLimits.longWaitMs} OR longest_ms >= ${sessionHistoryLimits.longMs})`,
 )
 const chains = await count('SELECT COUNT(*) AS n FROM lock_chains WHERE database_id = $1')
-const keptChains = await count(`SELECT COUNT(*) AS n FROM lock_chains WHERE database_id = $1 AND last_seen - started_at >= ${sessionHistoryLimits.longWaitMs}`)
+const keptChains = await count(
+  `SELECT COUNT(*) AS n FROM lock_chains WHERE database_id = $1 AND last_seen - started_at >= ${sessionHistoryLimits.longWaitMs}`,
+)
 const members = await count('SELECT COUNT(*) AS n FROM lock_chain_members WHERE database_id = $1')
-const stored = await driver.all<{ activity: string | null; locks: string | null }>('SELECT activity, locks FROM session_snapshots WHERE database_id = $1', [id])
-const json = (packed: string | null) => (packed === null ? '[]' : Buffer.from(Bun.inflateSync(Buffer.from(packed, 'base64'))).toString('utf8'))
+const stored = await driver.all<{ activity: string | null; locks: string | null }>(
+  'SELECT activity, locks FROM session_snapshots WHERE database_id = $1',
+  [id],
+)
+const json = (packed: string | null) =>
+  packed === null ? '[]' : Buffer.from(Bun.inflateSync(Buffer.from(packed, 'base64'))).toString('utf8')
 const avg = (values: number[]) => values.reduce((a, b) => a + b, 0) / Math.max(1, values.length)
 const payload = {
   sessions: avg(stored.map((r) => JSON.parse(json(r.activity)).length)),
@@ -111,10 +121,18 @@ const sqliteBytes = new Map([...(await sqliteSizes(driver))].map(([t, n]) => [t,
 // The same rows in a PostgreSQL store.
 const location = await freshStoreLocation('postgres')
 const { store: pgStore } = await openStore(location)
-const { org } = await pgStore.createAccount({ org: { name: 'Bench', slug: 'bench', plan: 'free' }, user: { email: 'bench@example.com', name: 'B', passwordHash: 'x', role: 'owner' } })
-const created = await pgStore.createDatabase(org.id, { name: 'pgbench', engine: 'postgres', engine_version: '17', host: 'h', port: 5432, tags: {} }, Date.now())
+const { org } = await pgStore.createAccount({
+  org: { name: 'Bench', slug: 'bench', plan: 'free' },
+  user: { email: 'bench@example.com', name: 'B', passwordHash: 'x', role: 'owner' },
+})
+const created = await pgStore.createDatabase(
+  org.id,
+  { name: 'pgbench', engine: 'postgres', engine_version: '17', host: 'h', port: 5432, tags: {} },
+  Date.now(),
+)
 if (created === 'limit') throw new Error('limit')
-const pgSize = async (table: string) => Number((await pgStore.driver.get<{ n: number }>('SELECT pg_total_relation_size($1) AS n', [table]))!.n)
+const pgSize = async (table: string) =>
+  Number((await pgStore.driver.get<{ n: number }>('SELECT pg_total_relation_size($1) AS n', [table]))!.n)
 const pgEmpty = new Map<string, number>()
 for (const table of TABLES) pgEmpty.set(table, await pgSize(table))
 for (const table of TABLES) {
@@ -133,8 +151,10 @@ await pgStore.close()
 location.cleanup()
 
 const perSnapshot = (bytes: Map<string, number>) => bytes.get('session_snapshots')! / snapshots
-const perChain = (bytes: Map<string, number>) => (chains === 0 ? 0 : (bytes.get('lock_chains')! + bytes.get('lock_chain_members')!) / chains)
-const day = (bytes: Map<string, number>) => POLLS_PER_DAY * (perSnapshot(bytes) + (chains / snapshots) * perChain(bytes))
+const perChain = (bytes: Map<string, number>) =>
+  chains === 0 ? 0 : (bytes.get('lock_chains')! + bytes.get('lock_chain_members')!) / chains
+const day = (bytes: Map<string, number>) =>
+  POLLS_PER_DAY * (perSnapshot(bytes) + (chains / snapshots) * perChain(bytes))
 const kept = (bytes: Map<string, number>) =>
   POLLS_PER_DAY * ((keptSnapshots / snapshots) * perSnapshot(bytes) + (keptChains / snapshots) * perChain(bytes))
 const mb = (n: number) => `${fmt(n / 1024 / 1024, 2)} MB`

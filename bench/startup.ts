@@ -49,7 +49,10 @@ async function buildFloor(dir: string): Promise<string[]> {
   const binary = join(dir, 'dbm-floor')
   await Bun.write(source, FLOOR_SOURCE)
   const flags = ['--minify-syntax', '--minify-whitespace', '--bytecode', '--format=esm']
-  const build = Bun.spawnSync(['bun', 'build', '--compile', ...flags, source, '--outfile', binary], { stdout: 'ignore', stderr: 'pipe' })
+  const build = Bun.spawnSync(['bun', 'build', '--compile', ...flags, source, '--outfile', binary], {
+    stdout: 'ignore',
+    stderr: 'pipe',
+  })
   if (build.exitCode !== 0) throw new Error(`the floor binary does not build: ${build.stderr.toString()}`)
   return [binary]
 }
@@ -83,7 +86,8 @@ async function startOnce(serveCmd: string[], dataDir: string): Promise<Start> {
         await fetch(`http://127.0.0.1:${port}/api/v1/auth/me`).then((r) => r.arrayBuffer())
         return { healthz, api: performance.now() - started }
       }
-      if (performance.now() > deadline) throw new Error(`dbm serve did not answer /healthz within 10 s (${serveCmd.join(' ')})`)
+      if (performance.now() > deadline)
+        throw new Error(`dbm serve did not answer /healthz within 10 s (${serveCmd.join(' ')})`)
       if (proc.exitCode !== null) throw new Error(`dbm serve exited with ${proc.exitCode}`)
       await Bun.sleep(1)
     }
@@ -103,7 +107,12 @@ try {
   const floor = floorAt >= 0 ? await buildFloor(root) : undefined
   if (floor) serveCmds.push(floor)
   const load = loadLine()
-  const results = serveCmds.map((command, c) => ({ command, existing: join(root, `existing-${c}`), fresh: [] as Start[], again: [] as Start[] }))
+  const results = serveCmds.map((command, c) => ({
+    command,
+    existing: join(root, `existing-${c}`),
+    fresh: [] as Start[],
+    again: [] as Start[],
+  }))
   // Creates and migrates each command's existing directory; also warms the page cache for the binaries.
   for (const r of results) await startOnce(r.command, r.existing)
   for (let i = 0; i < options.runs; i++) {
@@ -119,13 +128,16 @@ try {
     return `| ${name} | ${fmt(median(v), 1)} | ${fmt(Math.min(...v), 1)} | ${fmt(Math.max(...v), 1)} | ${fmt(median(starts.map((s) => s.api)), 1)} |`
   }
   const healthzMedian = (starts: Start[]) => median(starts.map((s) => s.healthz))
-  const label = (r: (typeof results)[number]) => (r.command === floor ? 'floor (a minimal compiled server, --floor)' : `\`${r.command.join(' ')}\``)
+  const label = (r: (typeof results)[number]) =>
+    r.command === floor ? 'floor (a minimal compiled server, --floor)' : `\`${r.command.join(' ')}\``
   const commands = results.map(label).join(', ')
   console.log(`### ${new Date().toISOString().slice(0, 10)}: dbm serve start-up\n`)
   console.log(`- Command: \`bun run bench:startup\` (serve command${many ? 's, taking turns' : ''}: ${commands})`)
   console.log(`- Commit: ${commit}`)
   console.log(`- Machine: ${line}; load average before: ${load}, after: ${loadLine()}`)
-  console.log(`- Method: spawn to the first 200 on GET /healthz (asked every 1 ms), ${options.runs} runs each, alternating;`)
+  console.log(
+    `- Method: spawn to the first 200 on GET /healthz (asked every 1 ms), ${options.runs} runs each, alternating;`,
+  )
   console.log('  then one GET /api/v1/auth/me (a 401), timed from the same spawn (last column)\n')
   console.log(
     `| ${many ? 'serve command | ' : ''}data directory | /healthz median ms | min ms | max ms | first API answer, median ms |\n|${many ? '---|' : ''}---|---:|---:|---:|---:|`,
@@ -138,7 +150,9 @@ try {
   console.log('')
   for (const r of results) {
     const worst = Math.max(healthzMedian(r.fresh), healthzMedian(r.again))
-    console.log(`Result${many ? ` (${label(r)})` : ''}: the slower of the two medians is ${fmt(worst, 1)} ms (goal ≤ ${GOAL_MS} ms: ${worst <= GOAL_MS ? 'met' : 'missed'}).`)
+    console.log(
+      `Result${many ? ` (${label(r)})` : ''}: the slower of the two medians is ${fmt(worst, 1)} ms (goal ≤ ${GOAL_MS} ms: ${worst <= GOAL_MS ? 'met' : 'missed'}).`,
+    )
   }
 } finally {
   cleanup()

@@ -87,7 +87,14 @@ function instrument(variant: Variant): void {
             s.count++
           }
         }) as F
-      const r = await fn({ ...tx, get: timed(tx.get), all: timed(tx.all), run: timed(tx.run), runAll: timed(tx.runAll), ...(tx.runLast ? { runLast: timed(tx.runLast) } : {}) })
+      const r = await fn({
+        ...tx,
+        get: timed(tx.get),
+        all: timed(tx.all),
+        run: timed(tx.run),
+        runAll: timed(tx.runAll),
+        ...(tx.runLast ? { runLast: timed(tx.runLast) } : {}),
+      })
       end = performance.now()
       return r
     }, lockKey)
@@ -97,11 +104,18 @@ function instrument(variant: Variant): void {
 }
 
 async function variant(label: string, root: string, url: string, dataDir: string): Promise<Variant> {
-  const { openStore } = (await import(join(root, 'src/server/store/open.ts'))) as typeof import('../src/server/store/open.ts')
+  const { openStore } = (await import(
+    join(root, 'src/server/store/open.ts')
+  )) as typeof import('../src/server/store/open.ts')
   const { store } = await openStore({ dataDir, databaseUrl: url })
   const { org } = await store.createAccount({
     org: { name: 'Bench', slug: `bench-${label.replace(/[^a-z]+/g, '-')}`, plan: 'free' },
-    user: { email: `bench-${label.replace(/[^a-z]+/g, '-')}@bench.invalid`, name: 'Bench', passwordHash: 'hash', role: 'owner' },
+    user: {
+      email: `bench-${label.replace(/[^a-z]+/g, '-')}@bench.invalid`,
+      name: 'Bench',
+      passwordHash: 'hash',
+      role: 'owner',
+    },
   })
   const v: Variant = { label, store, orgId: org.id, url, samples: [] }
   instrument(v)
@@ -116,12 +130,20 @@ async function serverTimes(admin: postgres.Sql, url: string, batches: number, li
     [dbname],
   )
   const total = rows.reduce((a, r) => a + Number(r.total_exec_time) + Number(r.total_plan_time), 0)
-  const top = rows.slice(0, limit).map((r) => ({ query: String(r.query).replace(/\s+/g, ' ').slice(0, 90), ms: Number(r.total_exec_time) / batches, calls: Number(r.calls) / batches }))
+  const top = rows.slice(0, limit).map((r) => ({
+    query: String(r.query).replace(/\s+/g, ' ').slice(0, 90),
+    ms: Number(r.total_exec_time) / batches,
+    calls: Number(r.calls) / batches,
+  }))
   return { perBatch: total / batches, top }
 }
 
 async function main(): Promise<void> {
-  const o = parseArgs<Options>(process.argv.slice(2), { databases: 20, cycles: 15, warmup: 3, base: '', asyncCommit: 0, top: 12 }, { databases: [1, 500], cycles: [1, 1000], warmup: [0, 100], asyncCommit: [0, 1], top: [1, 100] })
+  const o = parseArgs<Options>(
+    process.argv.slice(2),
+    { databases: 20, cycles: 15, warmup: 3, base: '', asyncCommit: 0, top: 12 },
+    { databases: [1, 500], cycles: [1, 1000], warmup: [0, 100], asyncCommit: [0, 1], top: [1, 100] },
+  )
   const server = await sharedPostgres(17)
   const { mkdtempSync, rmSync } = await import('node:fs')
   const dir = mkdtempSync(join((await import('node:os')).tmpdir(), 'dbm-bench-pg-ingest-'))
@@ -178,7 +200,14 @@ async function main(): Promise<void> {
       out.push(
         `| ${v.label} | ${med((s) => s.total)} | ${fmt(sorted[Math.floor(sorted.length * 0.9)]!, 2)} | ${med((s) => s.begin)} | ${med((s) => s.exchanges)} (${median(v.samples.map((s) => s.count))}) | ${med((s) => s.first)} | ${med((s) => s.exchangeCpu)} | ${med((s) => s.commit)} | ${med((s) => s.total - s.begin - s.exchanges - s.commit)} | ${fmt(server.perBatch, 2)} |`,
       )
-      tops.push('', `Server execution per batch, variant ${v.label} (ms, calls):`, '', '| statement | ms | calls |', '|---|---:|---:|', ...server.top.map((t) => `| \`${t.query.replaceAll('|', '\\|')}\` | ${fmt(t.ms, 3)} | ${fmt(t.calls, 2)} |`))
+      tops.push(
+        '',
+        `Server execution per batch, variant ${v.label} (ms, calls):`,
+        '',
+        '| statement | ms | calls |',
+        '|---|---:|---:|',
+        ...server.top.map((t) => `| \`${t.query.replaceAll('|', '\\|')}\` | ${fmt(t.ms, 3)} | ${fmt(t.calls, 2)} |`),
+      )
     }
     console.log([...out, ...tops].join('\n'))
   } finally {

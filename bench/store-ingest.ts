@@ -44,17 +44,48 @@ interface Result {
 
 /** Counters bench/fleet.ts's batch (the real agent's, for an idle-ish pgbench database) has at zero or null every cycle. */
 const QUIET: Record<string, 0 | null> = {
-  ...Object.fromEntries(['checkpoints_timed', 'checkpoints_req', 'checkpoint_write_time_ms', 'checkpoint_sync_time_ms', 'buffers_checkpoint', 'buffers_clean', 'maxwritten_clean', 'restartpoints_timed', 'restartpoints_req', 'restartpoints_done'].map((k) => [k, 0])),
+  ...Object.fromEntries(
+    [
+      'checkpoints_timed',
+      'checkpoints_req',
+      'checkpoint_write_time_ms',
+      'checkpoint_sync_time_ms',
+      'buffers_checkpoint',
+      'buffers_clean',
+      'maxwritten_clean',
+      'restartpoints_timed',
+      'restartpoints_req',
+      'restartpoints_done',
+    ].map((k) => [k, 0]),
+  ),
   buffers_backend: null,
   buffers_backend_fsync: null,
   ...Object.fromEntries(['wal_buffers_full', 'wal_write_time_ms', 'wal_sync_time_ms'].map((k) => [k, 0])),
-  ...Object.fromEntries(['writes', 'evictions', 'fsyncs', 'writebacks', 'read_time_ms', 'write_time_ms', 'extend_time_ms', 'fsync_time_ms', 'writeback_time_ms', 'write_bytes'].map((k) => [k, 0])),
+  ...Object.fromEntries(
+    [
+      'writes',
+      'evictions',
+      'fsyncs',
+      'writebacks',
+      'read_time_ms',
+      'write_time_ms',
+      'extend_time_ms',
+      'fsync_time_ms',
+      'writeback_time_ms',
+      'write_bytes',
+    ].map((k) => [k, 0]),
+  ),
   reuses: null,
-  ...Object.fromEntries(['xact_rollback', 'tup_deleted', 'conflicts', 'temp_files', 'temp_bytes', 'deadlocks'].map((k) => [k, 0])),
+  ...Object.fromEntries(
+    ['xact_rollback', 'tup_deleted', 'conflicts', 'temp_files', 'temp_bytes', 'deadlocks'].map((k) => [k, 0]),
+  ),
 }
 /** The counters with the quiet ones at zero (or null), the others at least 1. */
 const quieted = <T extends Record<string, number | null>>(counters: T, keys: readonly string[]): T =>
-  ({ ...counters, ...Object.fromEntries(keys.map((k) => [k, k in QUIET ? QUIET[k] : Math.max(1, counters[k] ?? 1)])) }) as T
+  ({
+    ...counters,
+    ...Object.fromEntries(keys.map((k) => [k, k in QUIET ? QUIET[k] : Math.max(1, counters[k] ?? 1)])),
+  }) as T
 
 /** The `fleet` shape (see the header) made from the issue's batch. */
 function fleetShaped(batch: IngestBatch, start: number): IngestBatch {
@@ -66,8 +97,15 @@ function fleetShaped(batch: IngestBatch, start: number): IngestBatch {
     bgwriter: batch.bgwriter && quieted(batch.bgwriter, BGWRITER_KEYS),
     wal_stats: batch.wal_stats && quieted(batch.wal_stats, WAL_KEYS),
     database_stats: batch.database_stats && quieted(batch.database_stats, DATABASE_COUNTER_KEYS),
-    sequences: Array.from({ length: 96 }, (_, i) => ({ ...sequences[i % sequences.length]!, sequence_name: `app_t${i}_id_seq` })),
-    tables: batch.tables?.map((t, i) => ({ ...t, last_autovacuum: start - (i + 1) * 3_600_000, last_autoanalyze: start - (i + 1) * 1_800_000 })),
+    sequences: Array.from({ length: 96 }, (_, i) => ({
+      ...sequences[i % sequences.length]!,
+      sequence_name: `app_t${i}_id_seq`,
+    })),
+    tables: batch.tables?.map((t, i) => ({
+      ...t,
+      last_autovacuum: start - (i + 1) * 3_600_000,
+      last_autoanalyze: start - (i + 1) * 1_800_000,
+    })),
   }
 }
 
@@ -114,13 +152,17 @@ async function measure(kind: 'sqlite' | 'postgres', o: Options): Promise<Result>
 }
 
 async function main(): Promise<void> {
-  const o = parseArgs<Options>(process.argv.slice(2), { batches: 300, warmup: 30, moved: 100, store: 'both', shape: 'issue' }, {
-    batches: [1, 100_000],
-    warmup: [0, 10_000],
-    moved: [0, 100],
-    store: ['sqlite', 'postgres', 'both'],
-    shape: ['issue', 'fleet'],
-  })
+  const o = parseArgs<Options>(
+    process.argv.slice(2),
+    { batches: 300, warmup: 30, moved: 100, store: 'both', shape: 'issue' },
+    {
+      batches: [1, 100_000],
+      warmup: [0, 10_000],
+      moved: [0, 100],
+      store: ['sqlite', 'postgres', 'both'],
+      shape: ['issue', 'fleet'],
+    },
+  )
   const kinds = o.store === 'both' ? (['sqlite', 'postgres'] as const) : ([o.store] as ['sqlite' | 'postgres'])
   const results: Result[] = []
   try {
@@ -129,13 +171,19 @@ async function main(): Promise<void> {
     await stopSharedPostgres()
   }
   const m = await machine()
-  const counts = (xs: number[]) => (xs.length === 0 ? 'n/a' : `${fmt(median(xs))} (min ${fmt(Math.min(...xs))}, max ${fmt(Math.max(...xs))})`)
+  const counts = (xs: number[]) =>
+    xs.length === 0 ? 'n/a' : `${fmt(median(xs))} (min ${fmt(Math.min(...xs))}, max ${fmt(Math.max(...xs))})`
   console.log(
     [
       `- Command: \`${['bun bench/store-ingest.ts', ...process.argv.slice(2)].join(' ')}\``,
       `- Commit: ${m.commit}; machine: ${m.line}`,
       `- Batch: ${o.shape} shape, ${fmt(results[0]!.bytes / 1024)} KiB of JSON, ${o.moved}% of tables moved per cycle; ${o.warmup} warm-up batches, ${o.batches} measured, 10 s apart`,
-      ...results.filter((r) => r.rows.length > 0).map((r) => `- Rows written per batch (${r.store}, total_changes()): median ${counts(r.rows)}, mean ${fmt(r.rows.reduce((a, b) => a + b, 0) / r.rows.length, 1)}`),
+      ...results
+        .filter((r) => r.rows.length > 0)
+        .map(
+          (r) =>
+            `- Rows written per batch (${r.store}, total_changes()): median ${counts(r.rows)}, mean ${fmt(r.rows.reduce((a, b) => a + b, 0) / r.rows.length, 1)}`,
+        ),
       ``,
       `| store | median ms | p90 ms | p99 ms | statements per batch | exchanges per batch |`,
       `|---|---:|---:|---:|---:|---:|`,

@@ -57,7 +57,9 @@ async function subject(version: number): Promise<Subject> {
 /** The file's size after VACUUM, and each table's bytes by b-tree: its own, its key's automatic index, its other indexes. */
 async function sizes(driver: SqliteDriver): Promise<{ file: number; tables: Map<string, TableSize> }> {
   await driver.exec('VACUUM')
-  const pages = await driver.get<{ n: number }>('SELECT page_count * page_size AS n FROM pragma_page_count, pragma_page_size')
+  const pages = await driver.get<{ n: number }>(
+    'SELECT page_count * page_size AS n FROM pragma_page_count, pragma_page_size',
+  )
   const rows = await driver.all<{ tbl: string; name: string; type: string; bytes: number }>(
     `SELECT m.tbl_name AS tbl, m.name, m.type, SUM(s.pgsize) AS bytes FROM dbstat s JOIN sqlite_master m ON m.name = s.name GROUP BY m.name`,
   )
@@ -73,13 +75,18 @@ async function sizes(driver: SqliteDriver): Promise<{ file: number; tables: Map<
 }
 
 async function main(): Promise<void> {
-  const o = parseArgs<Options>(process.argv.slice(2), { databases: 10, batches: 360, before: 0, moved: 100 }, {
-    databases: [1, 2_000],
-    batches: [1, 100_000],
-    before: [0, latestVersion - 1],
-    moved: [0, 100],
-  })
-  if (o.before !== 0 && o.before < 9) throw new Error('--before must be 9 or later: ingest writes tables older schemas lack')
+  const o = parseArgs<Options>(
+    process.argv.slice(2),
+    { databases: 10, batches: 360, before: 0, moved: 100 },
+    {
+      databases: [1, 2_000],
+      batches: [1, 100_000],
+      before: [0, latestVersion - 1],
+      moved: [0, 100],
+    },
+  )
+  if (o.before !== 0 && o.before < 9)
+    throw new Error('--before must be 9 or later: ingest writes tables older schemas lack')
   const subjects = [await subject(latestVersion)]
   if (o.before) subjects.unshift(await subject(o.before))
   try {
@@ -120,7 +127,11 @@ async function main(): Promise<void> {
       const times: number[] = []
       for (const { id } of await s.store.retention.databases()) {
         const t0 = performance.now()
-        await s.store.retention.sweepDatabase(id, { before: start - HOUR, minutesBefore: until, rollUpTo: until }, 5_000)
+        await s.store.retention.sweepDatabase(
+          id,
+          { before: start - HOUR, minutesBefore: until, rollUpTo: until },
+          5_000,
+        )
         times.push(performance.now() - t0)
       }
       sweepMs.set(s, times)
@@ -128,7 +139,13 @@ async function main(): Promise<void> {
 
     const m = await machine()
     const mib = (n: number) => fmt(n / 1_048_576, 2)
-    const names = [...new Set(measured.flatMap(({ size }) => [...size.tables].filter(([, t]) => t.table + t.key + t.other >= 65_536).map(([n]) => n)))]
+    const names = [
+      ...new Set(
+        measured.flatMap(({ size }) =>
+          [...size.tables].filter(([, t]) => t.table + t.key + t.other >= 65_536).map(([n]) => n),
+        ),
+      ),
+    ]
     const total = (t: TableSize | undefined) => (t ? t.table + t.key + t.other : 0)
     names.sort((a, b) => total(measured[0]!.size.tables.get(b)) - total(measured[0]!.size.tables.get(a)))
     const label = (s: Subject) => `v${s.version}`
@@ -144,7 +161,12 @@ async function main(): Promise<void> {
           ({ s, size }) =>
             `| ${label(s)} | ${fmt(median(s.ingestMs), 2)} | ${fmt(percentile(s.ingestMs, 0.9), 2)} | ${fmt(percentile(s.ingestMs, 0.99), 2)} | ${mib(size.file)} | ${fmt(median(sweepMs.get(s)!), 1)} |`,
         ),
-        ...(migration ? [``, `Migrating the v${o.before} store to v${latestVersion}: ${fmt(migration.ms)} ms; its file after VACUUM: ${mib(migration.file)} MiB.`] : []),
+        ...(migration
+          ? [
+              ``,
+              `Migrating the v${o.before} store to v${latestVersion}: ${fmt(migration.ms)} ms; its file after VACUUM: ${mib(migration.file)} MiB.`,
+            ]
+          : []),
         ``,
         `MiB per table (tables of 64 KiB or more): table / primary-key index / other indexes`,
         ``,

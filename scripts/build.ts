@@ -35,7 +35,14 @@ const repoRoot = join(import.meta.dir, '..')
 export const crossTargets = ['bun-linux-x64', 'bun-linux-arm64', 'bun-darwin-arm64'] as const
 
 /** `--production` minus `--minify-identifiers` (see above); bytecode needs the ESM format to stay fast. */
-export const releaseFlags = ['--minify-syntax', '--minify-whitespace', '--define', 'process.env.NODE_ENV="production"', '--bytecode', '--format=esm']
+export const releaseFlags = [
+  '--minify-syntax',
+  '--minify-whitespace',
+  '--define',
+  'process.env.NODE_ENV="production"',
+  '--bytecode',
+  '--format=esm',
+]
 /** What start-up asks of the build (see above). */
 export const startupFlags = ['--splitting', `--compile-exec-argv=--max-http-header-size=${headerLimits.parser}`]
 
@@ -44,18 +51,37 @@ export type BuildStamp = { commit: string; date: string }
 /** The commit and date a build is stamped with (see above). */
 export async function buildStamp(env: Record<string, string | undefined> = process.env): Promise<BuildStamp> {
   const sha = (await $`git rev-parse HEAD`.cwd(repoRoot).quiet().nothrow().text()).trim()
-  const dirty = (await $`git status --porcelain --untracked-files=no`.cwd(repoRoot).quiet().nothrow().text()).trim() !== ''
+  const dirty =
+    (await $`git status --porcelain --untracked-files=no`.cwd(repoRoot).quiet().nothrow().text()).trim() !== ''
   const epoch = env.SOURCE_DATE_EPOCH
   const when = epoch && /^\d+$/.test(epoch) ? new Date(Number(epoch) * 1000) : new Date()
-  return { commit: sha ? `${sha}${dirty ? '-dirty' : ''}` : 'unknown', date: when.toISOString().replace(/\.\d{3}Z$/, 'Z') }
+  return {
+    commit: sha ? `${sha}${dirty ? '-dirty' : ''}` : 'unknown',
+    date: when.toISOString().replace(/\.\d{3}Z$/, 'Z'),
+  }
 }
 
 /** Compiles src/cli.ts into `outfile` for `target` (a `bun-<os>-<arch>` name; this machine when absent). */
 export async function compile(outfile: string, stamp: BuildStamp, target?: string): Promise<number> {
   const started = performance.now()
-  const defines = ['--define', `DBM_BUILD_COMMIT=${JSON.stringify(stamp.commit)}`, '--define', `DBM_BUILD_DATE=${JSON.stringify(stamp.date)}`]
+  const defines = [
+    '--define',
+    `DBM_BUILD_COMMIT=${JSON.stringify(stamp.commit)}`,
+    '--define',
+    `DBM_BUILD_DATE=${JSON.stringify(stamp.date)}`,
+  ]
   // The diagnosis worker (src/server/doctor/worker.ts) is an entry point of its own: `new Worker(new URL(...))` finds it in the binary.
-  const args = ['build', '--compile', ...releaseFlags, ...startupFlags, ...defines, 'src/cli.ts', 'src/server/doctor/worker.ts', '--outfile', outfile]
+  const args = [
+    'build',
+    '--compile',
+    ...releaseFlags,
+    ...startupFlags,
+    ...defines,
+    'src/cli.ts',
+    'src/server/doctor/worker.ts',
+    '--outfile',
+    outfile,
+  ]
   if (target) args.push(`--target=${target}`)
   await $`bun ${args}`.cwd(repoRoot).quiet()
   const ms = Math.round(performance.now() - started)
@@ -66,5 +92,7 @@ export async function compile(outfile: string, stamp: BuildStamp, target?: strin
 if (import.meta.main) {
   const stamp = await buildStamp()
   await compile(join(repoRoot, 'dist', 'dbm'), stamp)
-  if (process.argv.includes('--all')) for (const target of crossTargets) await compile(join(repoRoot, 'dist', `dbm-${target.replace(/^bun-/, '')}`), stamp, target)
+  if (process.argv.includes('--all'))
+    for (const target of crossTargets)
+      await compile(join(repoRoot, 'dist', `dbm-${target.replace(/^bun-/, '')}`), stamp, target)
 }

@@ -79,7 +79,13 @@ const cell = (text: string) => text.replace(/\|/g, '\\|')
 
 /** What a threshold without a doc comment means, read from its name where the name says it plainly. */
 function meaningFromName(key: string): string {
-  const level = /(^|_)critical(_|$)/.test(key) ? 'critical' : /(^|_)warning(_|$)/.test(key) ? 'a warning' : /^info_/.test(key) ? 'an info finding' : ''
+  const level = /(^|_)critical(_|$)/.test(key)
+    ? 'critical'
+    : /(^|_)warning(_|$)/.test(key)
+      ? 'a warning'
+      : /^info_/.test(key)
+        ? 'an info finding'
+        : ''
   if (level) return /_below$/.test(key) ? `${level} below this (by its name)` : `${level} from this (by its name)`
   if (key === 'window_s') return 'the trailing window judged, in seconds (by its name)'
   if (key === 'window_minutes') return 'the trailing window judged, in minutes (by its name)'
@@ -90,7 +96,8 @@ function meaningFromName(key: string): string {
 function checkCollectors(rule: Rule) {
   const known = collectorNames.filter((c) => rule.engine === 'any' || c.engine === rule.engine).map((c) => c.name)
   for (const name of rule.collectors) {
-    if (!known.includes(name)) throw new Error(`rule ${rule.id} names the collector ${name}, which ${ENGINE[rule.engine]} has not`)
+    if (!known.includes(name))
+      throw new Error(`rule ${rule.id} names the collector ${name}, which ${ENGINE[rule.engine]} has not`)
   }
   if (!rule.summary.trim() || rule.summary.includes('\n')) throw new Error(`rule ${rule.id} needs a one-line summary`)
 }
@@ -101,7 +108,9 @@ export function doctorRulesTable(): string {
   for (const rule of rules) {
     const thresholds = [
       ...Object.entries(rule.thresholds).map(([name, value]) => `${name} ${value}`),
-      ...Object.entries(rule.lists ?? {}).map(([name, names]) => `${name} ${names.length === 0 ? 'none' : names.join(' ')}`),
+      ...Object.entries(rule.lists ?? {}).map(
+        ([name, names]) => `${name} ${names.length === 0 ? 'none' : names.join(' ')}`,
+      ),
     ].join(', ')
     lines.push(`| [\`${rule.id}\`](#${rule.id}) | ${ENGINE[rule.engine]} | ${rule.category} | ${thresholds || '—'} |`)
   }
@@ -129,13 +138,13 @@ export function doctorRulesDoc(): string {
     'rule, with the practice they come from in its comment). Each database may set its own values: on its',
     '**Settings** page (owners; members see them) or with `PUT /api/v1/databases/{id}/thresholds`',
     '([api.md](api.md#doctor-thresholds)). A value must fall in the range listed beside it, and a warning',
-    'threshold may not pass its critical one; the next diagnosis applies it. Lists of names (`pg_superusers`\'',
-    '`allowed_names`: the superusers an operator means) are set the same way. The rule\'s tests in',
-    '`test/doctor/` show what each threshold does. `custom_metric_threshold` takes its threshold from each custom metric\'s own',
+    "threshold may not pass its critical one; the next diagnosis applies it. Lists of names (`pg_superusers`'",
+    "`allowed_names`: the superusers an operator means) are set the same way. The rule's tests in",
+    "`test/doctor/` show what each threshold does. `custom_metric_threshold` takes its threshold from each custom metric's own",
     '`alert` ([custom-metrics.md](custom-metrics.md)); `pg_risky_settings` and `setting_changed` judge the',
     'settings of `src/server/doctor/rules/setting-risks.ts`. A collector a rule reads that is turned off',
     '(`enabled_collectors`, `disabled_collectors`) or not supported by the server leaves that rule without',
-    'findings, or without the part that collector feeds. A threshold\'s meaning is its doc comment in the rule\'s',
+    "findings, or without the part that collector feeds. A threshold's meaning is its doc comment in the rule's",
     'file; one marked "(by its name)" has none there and is read from its name.',
     '',
     '## All rules',
@@ -148,16 +157,30 @@ export function doctorRulesDoc(): string {
       checkCollectors(rule)
       const { path, text } = fileOf(rule, files)
       const file = relative(ROOT, path)
-      const reads = rule.collectors.length ? rule.collectors.map((c) => `\`${c}\``).join(', ') : 'what every batch carries (the agent\'s reports, `server_state`)'
-      out.push('', `### \`${rule.id}\``, '', rule.summary, '', `${ENGINE[rule.engine]} · ${rule.category} · reads ${reads} · [${file}](../${file})`)
+      const reads = rule.collectors.length
+        ? rule.collectors.map((c) => `\`${c}\``).join(', ')
+        : "what every batch carries (the agent's reports, `server_state`)"
+      out.push(
+        '',
+        `### \`${rule.id}\``,
+        '',
+        rule.summary,
+        '',
+        `${ENGINE[rule.engine]} · ${rule.category} · reads ${reads} · [${file}](../${file})`,
+      )
       const thresholds = Object.entries(rule.thresholds)
       const lists = Object.entries(rule.lists ?? {})
       if (thresholds.length === 0 && lists.length === 0) continue
       const source = thresholdsSource(rule, text)
       out.push('', '| threshold | default | range | meaning |', '|---|---|---|---|')
-      for (const [key, value] of thresholds) out.push(`| \`${key}\` | ${value} | ${rangeText(rule, key)} | ${cell(thresholdComment(source, key) || meaningFromName(key)) || '—'} |`)
+      for (const [key, value] of thresholds)
+        out.push(
+          `| \`${key}\` | ${value} | ${rangeText(rule, key)} | ${cell(thresholdComment(source, key) || meaningFromName(key)) || '—'} |`,
+        )
       for (const [key, names] of lists) {
-        out.push(`| \`${key}\` | ${names.length === 0 ? 'none' : cell(names.join(', '))} | names | ${cell(thresholdComment(listsSource(rule, text), key)) || '—'} |`)
+        out.push(
+          `| \`${key}\` | ${names.length === 0 ? 'none' : cell(names.join(', '))} | names | ${cell(thresholdComment(listsSource(rule, text), key)) || '—'} |`,
+        )
       }
     }
   }

@@ -33,7 +33,9 @@ if (missing.length > 0) {
   const install = ['apt-get', 'install', '-y', '--no-install-recommends', ...missing.map((n) => n.pkg)]
   if (!run(install) && !(run(['apt-get', 'update']) && run(install))) {
     const names = missing.map((n) => `"${n.pkg}"`).join(', ')
-    console.error(`could not install ${names} (${[...prefix, ...install].join(' ')} failed): install the Debian packages ${names} and run the tests again`)
+    console.error(
+      `could not install ${names} (${[...prefix, ...install].join(' ')} failed): install the Debian packages ${names} and run the tests again`,
+    )
     process.exit(1)
   }
   for (const n of missing) {

@@ -21,7 +21,10 @@ interface VersionsEntry {
 }
 
 async function get(path: string): Promise<string> {
-  const res = await fetch(`${SITE}${path}`, { signal: AbortSignal.timeout(30_000), headers: { 'user-agent': 'dbm release script' } })
+  const res = await fetch(`${SITE}${path}`, {
+    signal: AbortSignal.timeout(30_000),
+    headers: { 'user-agent': 'dbm release script' },
+  })
   if (!res.ok) throw new Error(`${path}: HTTP ${res.status}`)
   return res.text()
 }
@@ -31,7 +34,10 @@ export function securityFixes(html: string): Set<string> {
   const fixed = new Set<string>()
   for (const row of html.split(/<tr[\s>]/i).slice(1)) {
     if (!/CVE-\d{4}-\d+/.test(row)) continue
-    const cells = row.split(/<td[\s>]/i).slice(1).map((c) => c.replace(/<[^>]*>/g, ' '))
+    const cells = row
+      .split(/<td[\s>]/i)
+      .slice(1)
+      .map((c) => c.replace(/<[^>]*>/g, ' '))
     // Columns: reference, affected, fixed, component, description.
     for (const v of (cells[2] ?? '').match(/\b\d{1,2}\.\d{1,2}(?:\.\d{1,2})?\b/g) ?? []) fixed.add(v)
   }
@@ -46,8 +52,19 @@ export function releaseDate(html: string): string | undefined {
 export function render(asOf: string, majors: PgMajor[], releases: PgRelease[]): string {
   return moduleText()
     .replace('@AS_OF@', asOf)
-    .replace('@MAJORS@', majors.map((m) => `  { major: '${m.major}', released: '${m.released}', eol: '${m.eol}' },`).join('\n'))
-    .replace('@RELEASES@', releases.map((r) => `  { date: '${r.date}', versions: [${r.versions.map((v) => `'${v}'`).join(', ')}], security: ${r.security} },`).join('\n'))
+    .replace(
+      '@MAJORS@',
+      majors.map((m) => `  { major: '${m.major}', released: '${m.released}', eol: '${m.eol}' },`).join('\n'),
+    )
+    .replace(
+      '@RELEASES@',
+      releases
+        .map(
+          (r) =>
+            `  { date: '${r.date}', versions: [${r.versions.map((v) => `'${v}'`).join(', ')}], security: ${r.security} },`,
+        )
+        .join('\n'),
+    )
 }
 
 /** The module's text around the data, as the table file has it. */

@@ -22,7 +22,10 @@ const repoRoot = join(import.meta.dir, '..')
 /** How long a binary under emulation may take to answer /healthz: qemu runs JavaScriptCore's JIT slowly. */
 const SERVE_DEADLINE_MS = 180_000
 
-const { values } = parseArgs({ args: Bun.argv.slice(2), options: { dir: { type: 'string' }, target: { type: 'string', multiple: true } } })
+const { values } = parseArgs({
+  args: Bun.argv.slice(2),
+  options: { dir: { type: 'string' }, target: { type: 'string', multiple: true } },
+})
 const dir = values.dir ?? join(repoRoot, 'release')
 const version = pkg.version
 const failures: string[] = []
@@ -43,7 +46,10 @@ function runnerFor(t: ReleaseTarget): { prefix: string[] } | { skip: string } | 
     const qemu = Bun.which('qemu-aarch64-static')
     if (!qemu) return { fail: 'qemu-aarch64-static is not installed (Debian: apt-get install qemu-user-static)' }
     const sysroot = aarch64Sysroots.find((d) => existsSync(join(d, 'lib', 'ld-linux-aarch64.so.1')))
-    if (!sysroot) return { fail: 'no aarch64 C library for qemu (Debian: apt-get install libc6-arm64-cross; or set QEMU_LD_PREFIX)' }
+    if (!sysroot)
+      return {
+        fail: 'no aarch64 C library for qemu (Debian: apt-get install libc6-arm64-cross; or set QEMU_LD_PREFIX)',
+      }
     return { prefix: [qemu, '-L', sysroot] }
   }
   return { skip: `a ${t.name} binary does not run on ${host?.name ?? process.platform}` }
@@ -69,7 +75,9 @@ async function machoSigned(path: string): Promise<boolean> {
   for (let i = 0, n = head.getUint32(16, true); i < n; i++) {
     const [cmd, size] = [head.getUint32(offset, true), head.getUint32(offset + 4, true)]
     if (cmd === 0x1d) {
-      const blob = new DataView(await file.slice(head.getUint32(offset + 8, true), head.getUint32(offset + 8, true) + 4).arrayBuffer())
+      const blob = new DataView(
+        await file.slice(head.getUint32(offset + 8, true), head.getUint32(offset + 8, true) + 4).arrayBuffer(),
+      )
       return blob.getUint32(0, false) === 0xfade0cc0
     }
     offset += size
@@ -112,10 +120,15 @@ async function checkServe(command: string[], t: ReleaseTarget, work: string) {
     return
   }
   const res = await fetch(`http://${address}/healthz`).catch((e: Error) => e)
-  const body = res instanceof Error ? undefined : ((await res.json().catch(() => undefined)) as { status?: string; version?: string } | undefined)
+  const body =
+    res instanceof Error
+      ? undefined
+      : ((await res.json().catch(() => undefined)) as { status?: string; version?: string } | undefined)
   const startMs = Math.round(performance.now() - started)
   if (!(res instanceof Error) && res.status === 200 && body?.status === 'ok' && body.version === version) {
-    ok(`${t.name}: dbm serve answered GET /healthz 200 {"status":"ok","version":"${version}"} (${startMs} ms from start)`)
+    ok(
+      `${t.name}: dbm serve answered GET /healthz 200 {"status":"ok","version":"${version}"} (${startMs} ms from start)`,
+    )
   } else {
     fail(`${t.name}: GET /healthz: ${res instanceof Error ? res.message : `${res.status} ${JSON.stringify(body)}`}`)
   }
@@ -140,13 +153,25 @@ async function checkTarget(t: ReleaseTarget) {
   const work = mkdtempSync(join(tmpdir(), `dbm-release-check-${t.name}-`))
   try {
     const stem = releaseStem(version, t)
-    const listing = t.archive === 'zip' ? await $`unzip -Z1 ${archive}`.quiet().text() : await $`tar -tzf ${archive}`.quiet().text()
-    const entries = listing.split('\n').filter(Boolean).map((e) => e.replace(/\/$/, '')).sort()
+    const listing =
+      t.archive === 'zip' ? await $`unzip -Z1 ${archive}`.quiet().text() : await $`tar -tzf ${archive}`.quiet().text()
+    const entries = listing
+      .split('\n')
+      .filter(Boolean)
+      .map((e) => e.replace(/\/$/, ''))
+      .sort()
     const expected = [stem, `${stem}/${t.exe}`, `${stem}/README.txt`]
     if (existsSync(join(repoRoot, 'LICENSE'))) expected.push(`${stem}/LICENSE`)
-    if (t.os === 'linux') expected.push(`${stem}/systemd`, ...['dbm-agent.service', 'dbm-serve.service', 'dbm.sysusers.conf', 'dbm.tmpfiles.conf'].map((f) => `${stem}/systemd/${f}`))
+    if (t.os === 'linux')
+      expected.push(
+        `${stem}/systemd`,
+        ...['dbm-agent.service', 'dbm-serve.service', 'dbm.sysusers.conf', 'dbm.tmpfiles.conf'].map(
+          (f) => `${stem}/systemd/${f}`,
+        ),
+      )
     expected.sort()
-    if (JSON.stringify(entries) === JSON.stringify(expected)) ok(`${t.name}: ${archiveName(version, t)} holds ${entries.length} entries under ${stem}/`)
+    if (JSON.stringify(entries) === JSON.stringify(expected))
+      ok(`${t.name}: ${archiveName(version, t)} holds ${entries.length} entries under ${stem}/`)
     else fail(`${t.name}: entries ${JSON.stringify(entries)}, expected ${JSON.stringify(expected)}`)
 
     if (t.archive === 'zip') await $`unzip -q ${archive}`.cwd(work).quiet()
@@ -177,9 +202,13 @@ async function checkTarget(t: ReleaseTarget) {
     const started = performance.now()
     const out = await $`${command} version`.cwd(work).quiet().nothrow()
     const text = out.stdout.toString()
-    const want = new RegExp(`^dbm ${version.replaceAll('.', '\\.')}\\ncommit: +${commit ?? '[0-9a-f]{40}(-dirty)?'}\\nbuilt: +\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ\\nbun: +${Bun.version.replaceAll('.', '\\.')}\\nplatform: +${t.name}\\n$`)
+    const want = new RegExp(
+      `^dbm ${version.replaceAll('.', '\\.')}\\ncommit: +${commit ?? '[0-9a-f]{40}(-dirty)?'}\\nbuilt: +\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ\\nbun: +${Bun.version.replaceAll('.', '\\.')}\\nplatform: +${t.name}\\n$`,
+    )
     if (out.exitCode === 0 && want.test(text)) {
-      ok(`${t.name}: ${runner.prefix.length ? `${runner.prefix.join(' ')} ` : ''}./dbm version (${Math.round(performance.now() - started)} ms):\n       ${text.trim().split('\n').join('\n       ')}`)
+      ok(
+        `${t.name}: ${runner.prefix.length ? `${runner.prefix.join(' ')} ` : ''}./dbm version (${Math.round(performance.now() - started)} ms):\n       ${text.trim().split('\n').join('\n       ')}`,
+      )
     } else {
       fail(`${t.name}: dbm version exit ${out.exitCode}: ${text.trim()} ${out.stderr.toString().trim()}`)
       return
@@ -197,7 +226,8 @@ if (!existsSync(sums)) {
 }
 const listed = readFileSync(sums, 'utf8')
 const lines = listed.split('\n').filter(Boolean)
-if (lines.every((l) => /^[0-9a-f]{64} {2}dbm-\S+\.(tar\.gz|zip)$/.test(l))) ok(`SHA256SUMS: ${lines.length} lines of "<sha256>  <file>"`)
+if (lines.every((l) => /^[0-9a-f]{64} {2}dbm-\S+\.(tar\.gz|zip)$/.test(l)))
+  ok(`SHA256SUMS: ${lines.length} lines of "<sha256>  <file>"`)
 else fail(`SHA256SUMS: a line not of the form "<sha256>  <file>":\n${listed}`)
 if (Bun.which('sha256sum')) {
   const verify = await $`sha256sum -c SHA256SUMS`.cwd(dir).quiet().nothrow()
@@ -206,7 +236,8 @@ if (Bun.which('sha256sum')) {
 } else {
   for (const line of lines) {
     const [hex, name] = line.split('  ') as [string, string]
-    if ((await sha256(join(dir, name))) === hex) ok(`${name}: checksum matches (sha256sum not installed: computed here)`)
+    if ((await sha256(join(dir, name))) === hex)
+      ok(`${name}: checksum matches (sha256sum not installed: computed here)`)
     else fail(`${name}: checksum does not match SHA256SUMS`)
   }
 }

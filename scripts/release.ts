@@ -11,7 +11,17 @@
 // stamped with the same commit and build date across targets. The archives are reproducible given the
 // binaries: entries sorted, owner 0:0, every mtime the build date, gzip without a name or time stamp.
 // `bun run release:check` (scripts/release-check.ts) verifies and runs what this wrote.
-import { chmodSync, cpSync, existsSync, mkdirSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs'
+import {
+  chmodSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { $ } from 'bun'
@@ -20,7 +30,13 @@ import { type BuildStamp, buildStamp, compile } from './build.ts'
 
 const repoRoot = join(import.meta.dir, '..')
 
-export type ReleaseTarget = { name: string; bunTarget: string; os: 'linux' | 'darwin' | 'windows'; exe: string; archive: 'tar.gz' | 'zip' }
+export type ReleaseTarget = {
+  name: string
+  bunTarget: string
+  os: 'linux' | 'darwin' | 'windows'
+  exe: string
+  archive: 'tar.gz' | 'zip'
+}
 
 const target = (os: ReleaseTarget['os'], arch: 'x64' | 'arm64'): ReleaseTarget => ({
   name: `${os}-${arch}`,
@@ -82,7 +98,10 @@ export function archiveReadme(version: string, t: ReleaseTarget, stamp: BuildSta
   } else {
     lines.push('The binary is not signed: Windows SmartScreen may ask before the first run.', '')
   }
-  lines.push('An upgrade replaces the one file; the data directory stays. Everything else: the project README and docs/.', '')
+  lines.push(
+    'An upgrade replaces the one file; the data directory stays. Everything else: the project README and docs/.',
+    '',
+  )
   return lines.join(t.os === 'windows' ? '\r\n' : '\n')
 }
 
@@ -110,20 +129,32 @@ export async function packageTarget(options: {
 
   // Same bytes for the same inputs: every entry's mtime is the build date, modes fixed, entries sorted.
   const when = new Date(stamp.date)
-  for (const entry of [folder, ...readdirSync(folder, { recursive: true, encoding: 'utf8' }).map((e) => join(folder, e))]) {
+  for (const entry of [
+    folder,
+    ...readdirSync(folder, { recursive: true, encoding: 'utf8' }).map((e) => join(folder, e)),
+  ]) {
     if (statSync(entry).isDirectory()) chmodSync(entry, 0o755)
     else if (!entry.endsWith(`/${t.exe}`)) chmodSync(entry, 0o644)
   }
-  for (const entry of [...readdirSync(folder, { recursive: true, encoding: 'utf8' }).map((e) => join(folder, e)), folder]) utimesSync(entry, when, when)
+  for (const entry of [
+    ...readdirSync(folder, { recursive: true, encoding: 'utf8' }).map((e) => join(folder, e)),
+    folder,
+  ])
+    utimesSync(entry, when, when)
 
   const archive = join(outDir, archiveName(version, t))
   rmSync(archive, { force: true })
   if (t.archive === 'zip') {
     // -X: no extra attributes (uid/gid, extended times); TZ=UTC: the DOS times are the build date in UTC.
     const files = [stem, ...readdirSync(folder, { recursive: true, encoding: 'utf8' }).map((e) => join(stem, e))].sort()
-    await $`zip -X -6 -q ${archive} ${files}`.cwd(staging).env({ ...process.env, TZ: 'UTC' }).quiet()
+    await $`zip -X -6 -q ${archive} ${files}`
+      .cwd(staging)
+      .env({ ...process.env, TZ: 'UTC' })
+      .quiet()
   } else {
-    await $`tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=${stamp.date} --format=gnu -cf - ${stem} | gzip -n -${gzipLevel} > ${archive}`.cwd(staging).quiet()
+    await $`tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=${stamp.date} --format=gnu -cf - ${stem} | gzip -n -${gzipLevel} > ${archive}`
+      .cwd(staging)
+      .quiet()
   }
   rmSync(staging, { recursive: true, force: true })
   return archive
@@ -138,7 +169,9 @@ export async function sha256(path: string): Promise<string> {
 
 /** Writes outDir/SHA256SUMS over every archive there: `<hex>  <name>` lines, sorted by name (`sha256sum -c` format). */
 export async function writeChecksums(outDir: string): Promise<string> {
-  const archives = readdirSync(outDir).filter((n) => /^dbm-.+\.(tar\.gz|zip)$/.test(n)).sort()
+  const archives = readdirSync(outDir)
+    .filter((n) => /^dbm-.+\.(tar\.gz|zip)$/.test(n))
+    .sort()
   const lines = await Promise.all(archives.map(async (name) => `${await sha256(join(outDir, name))}  ${name}\n`))
   const path = join(outDir, 'SHA256SUMS')
   writeFileSync(path, lines.join(''))
@@ -152,7 +185,9 @@ async function main(): Promise<number> {
   })
   const unknown = (values.target ?? []).filter((n) => !releaseTargets.some((t) => t.name === n))
   if (unknown.length) {
-    console.error(`--target: no such target ${unknown.join(', ')} (targets: ${releaseTargets.map((t) => t.name).join(', ')})`)
+    console.error(
+      `--target: no such target ${unknown.join(', ')} (targets: ${releaseTargets.map((t) => t.name).join(', ')})`,
+    )
     return 2
   }
   const chosen = values.target ? releaseTargets.filter((t) => values.target!.includes(t.name)) : releaseTargets
@@ -166,12 +201,15 @@ async function main(): Promise<number> {
   // Only what an earlier run wrote goes; anything else in the directory is left alone.
   mkdirSync(outDir, { recursive: true })
   for (const name of readdirSync(outDir)) {
-    if (/^dbm-.+\.(tar\.gz|zip)$/.test(name) || name === 'SHA256SUMS' || name.startsWith('.staging-')) rmSync(join(outDir, name), { recursive: true, force: true })
+    if (/^dbm-.+\.(tar\.gz|zip)$/.test(name) || name === 'SHA256SUMS' || name.startsWith('.staging-'))
+      rmSync(join(outDir, name), { recursive: true, force: true })
   }
 
   const stamp = await buildStamp()
-  if (stamp.commit.endsWith('-dirty')) console.warn(`warning: uncommitted changes; the binaries say commit ${stamp.commit}`)
-  if (!existsSync(join(repoRoot, 'LICENSE'))) console.warn('warning: the repository has no LICENSE file; the archives ship without one')
+  if (stamp.commit.endsWith('-dirty'))
+    console.warn(`warning: uncommitted changes; the binaries say commit ${stamp.commit}`)
+  if (!existsSync(join(repoRoot, 'LICENSE')))
+    console.warn('warning: the repository has no LICENSE file; the archives ship without one')
 
   const summary: string[] = []
   for (const t of chosen) {
@@ -186,11 +224,15 @@ async function main(): Promise<number> {
       return 1
     }
     const archive = await packageTarget({ binary, target: t, version, stamp, outDir })
-    summary.push(`${archiveName(version, t).padEnd(34)} ${(statSync(archive).size / 1e6).toFixed(1).padStart(6)} MB  (binary ${(statSync(binary).size / 1e6).toFixed(1)} MB, compiled in ${(ms / 1000).toFixed(1)} s)`)
+    summary.push(
+      `${archiveName(version, t).padEnd(34)} ${(statSync(archive).size / 1e6).toFixed(1).padStart(6)} MB  (binary ${(statSync(binary).size / 1e6).toFixed(1)} MB, compiled in ${(ms / 1000).toFixed(1)} s)`,
+    )
     rmSync(join(outDir, `.staging-bin-${t.name}`), { recursive: true, force: true })
   }
   await writeChecksums(outDir)
-  console.log(`\nrelease ${version} (commit ${stamp.commit}, built ${stamp.date}) in ${outDir}:\n${summary.join('\n')}\nSHA256SUMS`)
+  console.log(
+    `\nrelease ${version} (commit ${stamp.commit}, built ${stamp.date}) in ${outDir}:\n${summary.join('\n')}\nSHA256SUMS`,
+  )
   return 0
 }
 

@@ -27,8 +27,10 @@ const serialFiles = new Set<string>(['test/loop-lag.test.ts'])
 
 /** What makes a test file more than a unit test: a real database, a server, a process or a browser. The
  * support modules here start one; the markers are the calls that do it without them. */
-const heavySupport = /from '\.\.?\/(?:\.\.\/)*support\/(?:postgres|postgres-install|clickhouse|browser|binary|process|server|doctor|agent|batches|smtp|webhook|replica)\.ts'/
-const heavyMarkers = /\b(?:Bun\.spawn|Bun\.spawnSync|Bun\.serve|Bun\.listen|child_process|node:net|node:http|startTestServer|createApp|openStore|new Worker)\b|\.\.\/(?:\.\.\/)?src\/cli\.ts/
+const heavySupport =
+  /from '\.\.?\/(?:\.\.\/)*support\/(?:postgres|postgres-install|clickhouse|browser|binary|process|server|doctor|agent|batches|smtp|webhook|replica)\.ts'/
+const heavyMarkers =
+  /\b(?:Bun\.spawn|Bun\.spawnSync|Bun\.serve|Bun\.listen|child_process|node:net|node:http|startTestServer|createApp|openStore|new Worker)\b|\.\.\/(?:\.\.\/)?src\/cli\.ts/
 const needsBinary = /support\/binary\.ts'/
 
 const FILE_DEADLINE_MS = 10 * 60_000
@@ -69,7 +71,8 @@ export function isUnitFile(source: string): boolean {
 }
 
 const sources = new Map<string, string>()
-const sourceOf = (file: string) => sources.get(file) ?? sources.set(file, readFileSync(join(repoRoot, file), 'utf8')).get(file)!
+const sourceOf = (file: string) =>
+  sources.get(file) ?? sources.set(file, readFileSync(join(repoRoot, file), 'utf8')).get(file)!
 
 let files = [...new Set((positionals.length ? positionals : ['test']).flatMap(testFilesUnder))].sort()
 if (values.unit) files = files.filter((f) => isUnitFile(sourceOf(f)))
@@ -79,10 +82,12 @@ if (files.length === 0) {
 }
 
 // The matrix narrowing is read (and, under CI, refused) here too, before anything starts.
-const { testedMajors, testedStoreKinds, allMajors, allStoreKinds } = await import('../test/support/matrix.ts').catch((e: Error) => {
-  console.error(e.message)
-  process.exit(2)
-})
+const { testedMajors, testedStoreKinds, allMajors, allStoreKinds } = await import('../test/support/matrix.ts').catch(
+  (e: Error) => {
+    console.error(e.message)
+    process.exit(2)
+  },
+)
 
 const timings: Record<string, number> = existsSync(timingsPath) ? JSON.parse(readFileSync(timingsPath, 'utf8')) : {}
 const known = Object.values(timings)
@@ -170,7 +175,9 @@ async function runFile(file: string, env: Record<string, string>): Promise<void>
   outcomes.push(outcome)
   const bad = outcome.fail > 0 || outcome.problem !== undefined
   const counts = `${outcome.pass} pass${outcome.fail ? `, ${outcome.fail} fail` : ''}${outcome.skip ? `, ${outcome.skip} skip` : ''}`
-  console.log(`${bad ? '✗' : '✓'} ${file} ${seconds(outcome.ms)} (${counts}${outcome.problem ? `; ${outcome.problem}` : ''}) [${elapsed()}]`)
+  console.log(
+    `${bad ? '✗' : '✓'} ${file} ${seconds(outcome.ms)} (${counts}${outcome.problem ? `; ${outcome.problem}` : ''}) [${elapsed()}]`,
+  )
   if (bad) console.log(`----- output of ${file} -----\n${output.trimEnd()}\n----- end of ${file} -----`)
 }
 
@@ -183,7 +190,12 @@ const usesBrowser = /support\/browser\.ts'/
 const browserJob = (job: Job) => ('file' in job ? [job.file] : job.group).some((f) => usesBrowser.test(sourceOf(f)))
 
 /** Runs `queue` on `slots` parallel workers, each taking the first job it may start; `gate(file)` may hold a file back. */
-async function runQueue(queue: Job[], slots: number, env: Record<string, string>, gate: (file: string) => Promise<void>) {
+async function runQueue(
+  queue: Job[],
+  slots: number,
+  env: Record<string, string>,
+  gate: (file: string) => Promise<void>,
+) {
   let browserBusy = false
   let released: () => void = () => {}
   let release = new Promise<void>((r) => (released = r))
@@ -223,7 +235,9 @@ async function runQueue(queue: Job[], slots: number, env: Record<string, string>
 console.log(
   `${values.unit ? 'unit tier' : 'tests'}: ${files.length} files, ${workers} workers, ${availableParallelism()} cores` +
     (testedMajors.length < allMajors.length ? `; PostgreSQL ${testedMajors.join(', ')} only (DBM_TEST_PG)` : '') +
-    (testedStoreKinds.length < allStoreKinds.length ? `; ${testedStoreKinds.join(', ')} store only (DBM_TEST_STORES)` : ''),
+    (testedStoreKinds.length < allStoreKinds.length
+      ? `; ${testedStoreKinds.join(', ')} store only (DBM_TEST_STORES)`
+      : ''),
 )
 
 const steps: Promise<{ ok: boolean }>[] = []
@@ -232,7 +246,7 @@ let binaryReady: Promise<unknown> = Promise.resolve()
 let postgresReady: Promise<unknown> = Promise.resolve()
 if (!values.unit) {
   if (!values['no-typecheck']) steps.push(runStep('type check (tsc)', ['bunx', 'tsc', '--noEmit', '-p', '.']))
-  if (!values['no-lint']) steps.push(runStep('lint (biome)', ['bunx', 'biome', 'lint', '.']))
+  if (!values['no-lint']) steps.push(runStep('lint (biome)', ['bunx', 'biome', 'check', '.']))
   if (files.some((f) => needsBinary.test(sourceOf(f)))) {
     const build = runStep('build dist/dbm once', ['bun', 'run', 'build'])
     steps.push(build)
@@ -242,8 +256,12 @@ if (!values.unit) {
   const { preparePostgres } = await import('../test/support/postgres-install.ts')
   const t0 = performance.now()
   postgresReady = preparePostgres(testedMajors).then(
-    () => console.log(`✓ PostgreSQL ${testedMajors.join(', ')} binaries and templates (${seconds(performance.now() - t0)})`),
-    (e: Error) => console.log(`✗ PostgreSQL binaries and templates: ${e.message} (each file will try again and say why)`),
+    () =>
+      console.log(
+        `✓ PostgreSQL ${testedMajors.join(', ')} binaries and templates (${seconds(performance.now() - t0)})`,
+      ),
+    (e: Error) =>
+      console.log(`✗ PostgreSQL binaries and templates: ${e.message} (each file will try again and say why)`),
   )
 }
 
@@ -265,11 +283,18 @@ for (let i = 0, n = 1; i < short.length; n++) {
     sum += estimate(short[i]!)
     group.push(short[i]!)
   }
-  jobs.push(group.length === 1 ? { file: group[0]! } : { group, label: `group ${n} (${group.length} short files, ${relative('test', group[0]!)} ...)` })
+  jobs.push(
+    group.length === 1
+      ? { file: group[0]! }
+      : { group, label: `group ${n} (${group.length} short files, ${relative('test', group[0]!)} ...)` },
+  )
 }
 const jobLength = (job: Job) => ('file' in job ? estimate(job.file) : job.group.reduce((t, f) => t + estimate(f), 0))
 const parallel = jobs.sort((x, y) => jobLength(y) - jobLength(x))
-const serial: Job[] = files.filter((f) => serialFiles.has(f)).sort(byLength).map((file) => ({ file }))
+const serial: Job[] = files
+  .filter((f) => serialFiles.has(f))
+  .sort(byLength)
+  .map((file) => ({ file }))
 let buildFailed = false
 const gate = async (file: string) => {
   await postgresReady
@@ -296,17 +321,34 @@ async function runTogether(list: string[], label: string, env: Record<string, st
   const xml = existsSync(report) ? readFileSync(report, 'utf8') : ''
   rmSync(report, { force: true })
   const found: Outcome[] = []
-  for (const m of xml.matchAll(/^ {2}<testsuite name="[^"]*" file="([^"]+)" tests="(\d+)" assertions="\d+" failures="(\d+)" skipped="(\d+)" time="([\d.]+)"/gm)) {
+  for (const m of xml.matchAll(
+    /^ {2}<testsuite name="[^"]*" file="([^"]+)" tests="(\d+)" assertions="\d+" failures="(\d+)" skipped="(\d+)" time="([\d.]+)"/gm,
+  )) {
     const [, file, tests, failures, skipped, time] = m
-    found.push({ file: file!, ms: Number(time) * 1000, pass: Number(tests) - Number(failures) - Number(skipped), fail: Number(failures), skip: Number(skipped) })
+    found.push({
+      file: file!,
+      ms: Number(time) * 1000,
+      pass: Number(tests) - Number(failures) - Number(skipped),
+      fail: Number(failures),
+      skip: Number(skipped),
+    })
   }
-  const summary = { pass: count(output, 'pass'), fail: count(output, 'fail') + count(output, 'errors?'), skip: count(output, 'skip') }
-  const listed = found.reduce((t, o) => ({ pass: t.pass + o.pass, fail: t.fail + o.fail, skip: t.skip + o.skip }), { pass: 0, fail: 0, skip: 0 })
+  const summary = {
+    pass: count(output, 'pass'),
+    fail: count(output, 'fail') + count(output, 'errors?'),
+    skip: count(output, 'skip'),
+  }
+  const listed = found.reduce((t, o) => ({ pass: t.pass + o.pass, fail: t.fail + o.fail, skip: t.skip + o.skip }), {
+    pass: 0,
+    fail: 0,
+    skip: 0,
+  })
   const accounted = listed.pass === summary.pass && listed.fail === summary.fail && listed.skip === summary.skip
   outcomes.push(...found)
   let problem: string | undefined
   if (timedOut) problem = `killed after ${seconds(FILE_DEADLINE_MS)}`
-  else if (!accounted) problem = `bun counted ${summary.pass} pass, ${summary.fail} fail (errors included), ${summary.skip} skip; its report ${listed.pass}, ${listed.fail}, ${listed.skip}`
+  else if (!accounted)
+    problem = `bun counted ${summary.pass} pass, ${summary.fail} fail (errors included), ${summary.skip} skip; its report ${listed.pass}, ${listed.fail}, ${listed.skip}`
   else if (code !== 0 && summary.fail === 0) problem = `exited ${code} without a failed test (a crash)`
   else if (summary.pass + summary.fail + summary.skip === 0) problem = 'ran no test'
   // The group's own entry carries what the report does not: the difference to bun's summary, and why.
@@ -322,30 +364,50 @@ async function runTogether(list: string[], label: string, env: Record<string, st
   }
   const bad = summary.fail > 0 || problem !== undefined
   const counts = `${summary.pass} pass${summary.fail ? `, ${summary.fail} fail` : ''}${summary.skip ? `, ${summary.skip} skip` : ''}`
-  console.log(`${bad ? '✗' : '✓'} ${label} ${seconds(performance.now() - t0)} (${counts}${problem ? `; ${problem}` : ''}) [${elapsed()}]`)
+  console.log(
+    `${bad ? '✗' : '✓'} ${label} ${seconds(performance.now() - t0)} (${counts}${problem ? `; ${problem}` : ''}) [${elapsed()}]`,
+  )
   if (bad) console.log(`----- output of ${label} -----\n${output.trimEnd()}\n----- end of ${label} -----`)
 }
 
-const total = outcomes.reduce((t, o) => ({ pass: t.pass + o.pass, fail: t.fail + o.fail, skip: t.skip + o.skip }), { pass: 0, fail: 0, skip: 0 })
+const total = outcomes.reduce((t, o) => ({ pass: t.pass + o.pass, fail: t.fail + o.fail, skip: t.skip + o.skip }), {
+  pass: 0,
+  fail: 0,
+  skip: 0,
+})
 const broken = outcomes.filter((o) => o.problem)
 const failedSteps = stepResults.filter((r) => !r.ok).length
 
 console.log('\nslowest files:')
-for (const o of outcomes.filter((o) => files.includes(o.file)).sort((a, b) => b.ms - a.ms).slice(0, 10)) console.log(`  ${seconds(o.ms).padStart(8)}  ${o.file}`)
-console.log(`\nwall time ${elapsed()}; ${files.length} files; ${broken.length} crashed, timed out or miscounted; ${failedSteps} failed steps`)
+for (const o of outcomes
+  .filter((o) => files.includes(o.file))
+  .sort((a, b) => b.ms - a.ms)
+  .slice(0, 10))
+  console.log(`  ${seconds(o.ms).padStart(8)}  ${o.file}`)
+console.log(
+  `\nwall time ${elapsed()}; ${files.length} files; ${broken.length} crashed, timed out or miscounted; ${failedSteps} failed steps`,
+)
 if (buildFailed) console.log('the build of dist/dbm failed: the end-to-end files failed with it')
 
 if (values.record) {
   const recorded = { ...timings }
-  for (const o of outcomes) if (files.includes(o.file) && !o.problem && o.fail === 0) recorded[o.file] = Math.round(o.ms / 100) / 10
-  const sorted = Object.fromEntries(Object.entries(recorded).filter(([f]) => existsSync(join(repoRoot, f))).sort(([a], [b]) => a.localeCompare(b)))
+  for (const o of outcomes)
+    if (files.includes(o.file) && !o.problem && o.fail === 0) recorded[o.file] = Math.round(o.ms / 100) / 10
+  const sorted = Object.fromEntries(
+    Object.entries(recorded)
+      .filter(([f]) => existsSync(join(repoRoot, f)))
+      .sort(([a], [b]) => a.localeCompare(b)),
+  )
   writeFileSync(timingsPath, `${JSON.stringify(sorted, null, 2)}\n`)
   console.log(`recorded the files' times in ${relative(repoRoot, timingsPath)}`)
 }
 
 // Every file's counts and time, for comparing runs (test-artifacts/ is git-ignored).
 mkdirSync(join(repoRoot, 'test-artifacts'), { recursive: true })
-writeFileSync(join(repoRoot, 'test-artifacts', 'test-run.json'), `${JSON.stringify({ seconds: Math.round(performance.now() - started) / 1000, outcomes }, null, 1)}\n`)
+writeFileSync(
+  join(repoRoot, 'test-artifacts', 'test-run.json'),
+  `${JSON.stringify({ seconds: Math.round(performance.now() - started) / 1000, outcomes }, null, 1)}\n`,
+)
 
 // A crashed or miscounted file or group is one failure, unless its failed tests already count.
 const failed = total.fail + broken.filter((o) => o.fail === 0).length + failedSteps

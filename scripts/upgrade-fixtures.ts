@@ -64,7 +64,10 @@ function recordingProxy(target: () => string) {
       if (url.pathname === '/api/v1/ingest' && body !== undefined) {
         batches.push({ body: JSON.parse(body), status: res.status, answer: text ? JSON.parse(text) : null })
       }
-      return new Response(text, { status: res.status, headers: { 'content-type': res.headers.get('content-type') ?? 'application/json' } })
+      return new Response(text, {
+        status: res.status,
+        headers: { 'content-type': res.headers.get('content-type') ?? 'application/json' },
+      })
     },
   })
   return { base: `http://127.0.0.1:${server.port}`, batches, stop: () => server.stop(true) }
@@ -75,13 +78,37 @@ async function agentHealth(port: number): Promise<any> {
 }
 
 /** Runs `dbm agent` (command) against `endpoint` for `dsn` until `done` resolves. */
-async function withAgent<T>(command: string[], endpoint: string, key: string, dsn: string, dir: string, body: (healthPort: number) => Promise<T>): Promise<T> {
+async function withAgent<T>(
+  command: string[],
+  endpoint: string,
+  key: string,
+  dsn: string,
+  dir: string,
+  body: (healthPort: number) => Promise<T>,
+): Promise<T> {
   const healthPort = await freePort()
   const config = join(dir, 'agent.yaml')
-  writeFileSync(config, `api:\n  endpoint: ${endpoint}\n  key: ${key}\nhealth:\n  listen_addr: 127.0.0.1:${healthPort}\ndatabases:\n  - name: app\n    dsn: ${dsn}\n    poll_interval: 1s\n`)
-  const agent = Bun.spawn([...command, 'agent', '--config', config, '--buffer-dir', dir], { cwd: repo, stdout: 'ignore', stderr: 'pipe', env: { PATH: process.env.PATH ?? '' } })
+  writeFileSync(
+    config,
+    `api:\n  endpoint: ${endpoint}\n  key: ${key}\nhealth:\n  listen_addr: 127.0.0.1:${healthPort}\ndatabases:\n  - name: app\n    dsn: ${dsn}\n    poll_interval: 1s\n`,
+  )
+  const agent = Bun.spawn([...command, 'agent', '--config', config, '--buffer-dir', dir], {
+    cwd: repo,
+    stdout: 'ignore',
+    stderr: 'pipe',
+    env: { PATH: process.env.PATH ?? '' },
+  })
   try {
-    await until('the agent to connect', async () => ((await agentHealth(healthPort).catch(() => undefined))?.databases?.[0]?.collectors?.query_stats?.startsWith('ok') ? true : undefined), { timeoutMs: 30_000 })
+    await until(
+      'the agent to connect',
+      async () =>
+        (await agentHealth(healthPort).catch(() => undefined))?.databases?.[0]?.collectors?.query_stats?.startsWith(
+          'ok',
+        )
+          ? true
+          : undefined,
+      { timeoutMs: 30_000 },
+    )
     return await body(healthPort)
   } finally {
     agent.kill('SIGTERM')
@@ -140,7 +167,12 @@ export function reads(dbId: string, hashes: string[], since: string, until: stri
   ]
 }
 
-async function generate(kind: 'sqlite' | 'postgres', binary: string, monitored: PostgresServer, storeServer: PostgresServer) {
+async function generate(
+  kind: 'sqlite' | 'postgres',
+  binary: string,
+  monitored: PostgresServer,
+  storeServer: PostgresServer,
+) {
   const dir = join(work, kind)
   const dataDir = join(dir, 'data')
   mkdirSync(dataDir, { recursive: true })
@@ -148,15 +180,23 @@ async function generate(kind: 'sqlite' | 'postgres', binary: string, monitored: 
   const env: Record<string, string> = storeUrl ? { DBM_DATABASE_URL: storeUrl } : {}
   const serve: ServeProcess = await startServe([binary], { dataDir, env })
   const proxy = recordingProxy(() => serve.base)
-  const owner = { email: `owner-${kind}@example.com`, password: 'upgrade correct horse battery', name: 'Olga Owner', org_name: `Upgrade ${kind}` }
+  const owner = {
+    email: `owner-${kind}@example.com`,
+    password: 'upgrade correct horse battery',
+    name: 'Olga Owner',
+    org_name: `Upgrade ${kind}`,
+  }
   const signup = await request(serve.base, 'POST', '/api/v1/auth/signup', { body: owner })
   if (signup.status !== 201) throw new Error(`signup: ${signup.status} ${JSON.stringify(signup.body)}`)
   const token = await until('the verification mail', async () => verifyLink(serve.stderr()))
   const verified = await request(serve.base, 'GET', `/api/v1/auth/verify-email?token=${token}`)
   if (verified.status !== 200) throw new Error(`verify: ${verified.status}`)
-  const login = await request(serve.base, 'POST', '/api/v1/auth/login', { body: { email: owner.email, password: owner.password } })
+  const login = await request(serve.base, 'POST', '/api/v1/auth/login', {
+    body: { email: owner.email, password: owner.password },
+  })
   const access = login.body.access_token as string
-  const key = async (name: string, scopes: string[]) => (await request(serve.base, 'POST', '/api/v1/api-keys', { token: access, body: { name, scopes } })).body
+  const key = async (name: string, scopes: string[]) =>
+    (await request(serve.base, 'POST', '/api/v1/api-keys', { token: access, body: { name, scopes } })).body
   const agentKey = await key('agent', ['ingest'])
   const readKey = await key('reader', ['read'])
   const revoked = await key('revoked', ['read'])
@@ -168,31 +208,60 @@ async function generate(kind: 'sqlite' | 'postgres', binary: string, monitored: 
   const agentDir = join(dir, 'agent')
   mkdirSync(agentDir)
   const dbId = await withAgent([binary], proxy.base, agentKey.key, dsn, agentDir, async () => {
-    const id = await until('the database to register', async () => (await request(serve.base, 'GET', '/api/v1/databases', { token: access })).body.find((d: any) => d.name === 'app')?.id as string | undefined)
+    const id = await until(
+      'the database to register',
+      async () =>
+        (await request(serve.base, 'GET', '/api/v1/databases', { token: access })).body.find(
+          (d: any) => d.name === 'app',
+        )?.id as string | undefined,
+    )
     await runMarkers(dsn)
     const wanted = MARKERS.map((m) => m.runs)
-    await until('the marker calls to arrive', async () => {
-      const q = await request(serve.base, 'GET', `/api/v1/databases/${id}/queries?limit=500&since=${encodeURIComponent(since)}`, { token: access })
-      const calls = MARKERS.map((m) => findMarker(q.body, m.text)?.total_calls)
-      return calls.every((c, i) => c === wanted[i]) ? true : undefined
-    }, { timeoutMs: 60_000 })
+    await until(
+      'the marker calls to arrive',
+      async () => {
+        const q = await request(
+          serve.base,
+          'GET',
+          `/api/v1/databases/${id}/queries?limit=500&since=${encodeURIComponent(since)}`,
+          { token: access },
+        )
+        const calls = MARKERS.map((m) => findMarker(q.body, m.text)?.total_calls)
+        return calls.every((c, i) => c === wanted[i]) ? true : undefined
+      },
+      { timeoutMs: 60_000 },
+    )
     // Two more cycles after the markers: history beyond the statements.
     const count = proxy.batches.length
-    await until('two more batches', async () => (proxy.batches.length >= count + 2 ? true : undefined), { timeoutMs: 30_000 })
+    await until('two more batches', async () => (proxy.batches.length >= count + 2 ? true : undefined), {
+      timeoutMs: 30_000,
+    })
     return id
   })
   const untilAt = new Date(Date.now() + 60_000).toISOString()
-  const queries = await request(serve.base, 'GET', `/api/v1/databases/${dbId}/queries?limit=500&since=${encodeURIComponent(since)}&until=${encodeURIComponent(untilAt)}`, { token: access })
+  const queries = await request(
+    serve.base,
+    'GET',
+    `/api/v1/databases/${dbId}/queries?limit=500&since=${encodeURIComponent(since)}&until=${encodeURIComponent(untilAt)}`,
+    { token: access },
+  )
   const markers = MARKERS.map((m) => {
     const row = findMarker(queries.body, m.text)
     return { text: m.text, runs: m.runs, query_hash: row.query_hash as string, total_calls: row.total_calls as number }
   })
   const answers: Record<string, { status: number; body: unknown }> = {}
-  for (const path of reads(dbId, markers.map((m) => m.query_hash), since, untilAt)) {
+  for (const path of reads(
+    dbId,
+    markers.map((m) => m.query_hash),
+    since,
+    untilAt,
+  )) {
     answers[path] = await request(serve.base, 'GET', path, { token: access })
   }
   // A session made before the upgrade: its refresh token and (decoded) access claims.
-  const session = await request(serve.base, 'POST', '/api/v1/auth/login', { body: { email: owner.email, password: owner.password } })
+  const session = await request(serve.base, 'POST', '/api/v1/auth/login', {
+    body: { email: owner.email, password: owner.password },
+  })
   await serve.stop()
   proxy.stop()
 
@@ -208,11 +277,26 @@ async function generate(kind: 'sqlite' | 'postgres', binary: string, monitored: 
   }
   if (kind === 'postgres') {
     const url = new URL(storeUrl!)
-    const r = Bun.spawnSync(['pg_dump', '--inserts', '--no-owner', '--no-privileges', '-h', url.hostname, '-p', url.port, '-U', url.username, url.pathname.slice(1)], {
-      env: { ...process.env, PGPASSWORD: decodeURIComponent(url.password) },
-      stdout: 'pipe',
-      stderr: 'pipe',
-    })
+    const r = Bun.spawnSync(
+      [
+        'pg_dump',
+        '--inserts',
+        '--no-owner',
+        '--no-privileges',
+        '-h',
+        url.hostname,
+        '-p',
+        url.port,
+        '-U',
+        url.username,
+        url.pathname.slice(1),
+      ],
+      {
+        env: { ...process.env, PGPASSWORD: decodeURIComponent(url.password) },
+        stdout: 'pipe',
+        stderr: 'pipe',
+      },
+    )
     if (r.exitCode !== 0) throw new Error(`pg_dump: ${r.stderr}`)
     writeFileSync(join(out, 'postgres.sql.gz'), Bun.gzipSync(new Uint8Array(r.stdout), { level: 9 }))
   }
@@ -238,8 +322,15 @@ async function currentBatches(monitored: PostgresServer) {
   const cli = ['bun', join(repo, 'src', 'cli.ts')]
   const serve = await startServe(cli, { dataDir })
   const proxy = recordingProxy(() => serve.base)
-  const signup = await request(serve.base, 'POST', '/api/v1/auth/signup', { body: { email: 'now@example.com', password: 'upgrade correct horse battery', name: 'N', org_name: 'Now' } })
-  const key = (await request(serve.base, 'POST', '/api/v1/api-keys', { token: signup.body.access_token, body: { name: 'agent', scopes: ['ingest'] } })).body.key
+  const signup = await request(serve.base, 'POST', '/api/v1/auth/signup', {
+    body: { email: 'now@example.com', password: 'upgrade correct horse battery', name: 'N', org_name: 'Now' },
+  })
+  const key = (
+    await request(serve.base, 'POST', '/api/v1/api-keys', {
+      token: signup.body.access_token,
+      body: { name: 'agent', scopes: ['ingest'] },
+    })
+  ).body.key
   const dsn = await statementsDatabase(monitored)
   const agentDir = join(dir, 'agent')
   mkdirSync(agentDir)
@@ -261,12 +352,21 @@ try {
   const pg = await generate('postgres', binary, monitored, storeServer)
   const { batches: sqliteBatches, ...sqliteExpected } = sqlite
   const { batches: pgBatches, ...pgExpected } = pg
-  writeFileSync(join(out, 'batches-v0.1.0.json'), `${JSON.stringify({ release: version, batches: sqliteBatches }, null, 1)}\n`)
+  writeFileSync(
+    join(out, 'batches-v0.1.0.json'),
+    `${JSON.stringify({ release: version, batches: sqliteBatches }, null, 1)}\n`,
+  )
   void pgBatches
-  writeFileSync(join(out, 'expected.json'), `${JSON.stringify({ release: version, tag, generated_at: new Date().toISOString(), sqlite: sqliteExpected, postgres: pgExpected }, null, 1)}\n`)
+  writeFileSync(
+    join(out, 'expected.json'),
+    `${JSON.stringify({ release: version, tag, generated_at: new Date().toISOString(), sqlite: sqliteExpected, postgres: pgExpected }, null, 1)}\n`,
+  )
   const wire = await import(join(work, 'release', 'src', 'shared', 'wire.ts'))
   writeFileSync(join(out, 'wire-v0.1.0-paths.json'), `${JSON.stringify(schemaPaths(wire.IngestBatch), null, 1)}\n`)
-  writeFileSync(join(out, 'batches-current.json'), `${JSON.stringify({ batches: await currentBatches(monitored) }, null, 1)}\n`)
+  writeFileSync(
+    join(out, 'batches-current.json'),
+    `${JSON.stringify({ batches: await currentBatches(monitored) }, null, 1)}\n`,
+  )
   console.log(`fixtures written to ${out} from ${version}`)
 } finally {
   await monitored.stop()

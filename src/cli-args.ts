@@ -17,7 +17,11 @@ export function parseFlags(command: string, argv: readonly string[], spec: FlagS
 }
 
 /** The flags, and apart from them the values of each repeated flag given (in order). */
-export function parseFlagLists(command: string, argv: readonly string[], spec: FlagSpec): { flags: Record<string, string>; lists: Record<string, string[]> } {
+export function parseFlagLists(
+  command: string,
+  argv: readonly string[],
+  spec: FlagSpec,
+): { flags: Record<string, string>; lists: Record<string, string[]> } {
   const out: Record<string, string> = {}
   const lists: Record<string, string[]> = {}
   for (let i = 0; i < argv.length; i++) {

@@ -102,11 +102,18 @@ Flags:
   -h, --help             show this help
 `
 
-const LOCAL_FLAGS = { values: ['listen', 'data-dir', 'log-level'], switches: ['help', 'open'], repeated: ['explain-trusted-role'] } as const
+const LOCAL_FLAGS = {
+  values: ['listen', 'data-dir', 'log-level'],
+  switches: ['help', 'open'],
+  repeated: ['explain-trusted-role'],
+} as const
 
 const AGENT_FLAGS = { values: ['config', 'buffer-dir', 'log-level'], switches: ['help', 'check'] } as const
 
-const SERVE_FLAGS = { values: ['listen', 'data-dir', 'database-url', 'public-url', 'log-level'], switches: ['help'] } as const
+const SERVE_FLAGS = {
+  values: ['listen', 'data-dir', 'database-url', 'public-url', 'log-level'],
+  switches: ['help'],
+} as const
 
 /** `dbm local`'s DSNs (its arguments that are neither a flag nor a flag's value) apart from its flags. */
 function splitDsns(argv: readonly string[], valueFlags: readonly string[]): { dsns: string[]; flagArgs: string[] } {
@@ -137,7 +144,9 @@ export async function main(argv: string[]): Promise<number> {
     case 'version':
     case '--version':
       if (parseFlags('version', rest, { values: [], switches: ['help'] }).help) {
-        process.stdout.write('Usage: dbm version\n\nPrints the version of this dbm binary, the commit it was built from, the\nbuild date (UTC), the Bun runtime and the platform. Run from source, it says\nso and names the checkout\'s commit.\n')
+        process.stdout.write(
+          "Usage: dbm version\n\nPrints the version of this dbm binary, the commit it was built from, the\nbuild date (UTC), the Bun runtime and the platform. Run from source, it says\nso and names the checkout's commit.\n",
+        )
         return 0
       }
       process.stdout.write(versionText())

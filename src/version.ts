@@ -53,7 +53,7 @@ export function versionText(info: BuildInfo = buildInfo()): string {
   const source = info.built === undefined
   return [
     `dbm ${info.version}`,
-    `commit:   ${info.commit}${source ? ' (the checkout\'s: running from source)' : ''}`,
+    `commit:   ${info.commit}${source ? " (the checkout's: running from source)" : ''}`,
     `built:    ${info.built ?? 'source (not a build)'}`,
     `bun:      ${info.bun}`,
     `platform: ${info.platform}`,

@@ -96,7 +96,13 @@ describe('help and version', () => {
       expect(line).toContain(` ${variable} `)
       expect(line).toEndWith(fallback)
     }
-    for (const variable of ['DBM_JWT_SECRET', 'DBM_SMTP_URL', 'DBM_TRUST_PROXY', 'DBM_WEBHOOK_ALLOW_PRIVATE', 'DBM_SIGNUP']) {
+    for (const variable of [
+      'DBM_JWT_SECRET',
+      'DBM_SMTP_URL',
+      'DBM_TRUST_PROXY',
+      'DBM_WEBHOOK_ALLOW_PRIVATE',
+      'DBM_SIGNUP',
+    ]) {
       expect(help).toMatch(new RegExp(`^ {2}${variable} +\\S`, 'm'))
     }
   })
@@ -108,10 +114,20 @@ describe('usage errors exit 2 with one line naming the flag or variable', () => 
   const cases: [string, string[], Record<string, string>, string][] = [
     ['unknown command', ['frobnicate'], {}, 'dbm: unknown command "frobnicate" (see dbm help)'],
     ['unknown flag', ['serve', '--bogus'], {}, 'dbm serve: unknown flag --bogus (see dbm serve --help)'],
-    ['unknown flag on version', ['version', '--bogus'], {}, 'dbm version: unknown flag --bogus (see dbm version --help)'],
+    [
+      'unknown flag on version',
+      ['version', '--bogus'],
+      {},
+      'dbm version: unknown flag --bogus (see dbm version --help)',
+    ],
     ['stray argument', ['serve', 'now'], {}, 'dbm serve: unexpected argument "now" (see dbm serve --help)'],
     ['flag missing its value at the end', ['serve', '--listen'], {}, 'dbm serve: --listen needs a value'],
-    ['flag followed by another flag', ['serve', '--data-dir', '--listen', ':8080'], {}, 'dbm serve: --data-dir needs a value'],
+    [
+      'flag followed by another flag',
+      ['serve', '--data-dir', '--listen', ':8080'],
+      {},
+      'dbm serve: --data-dir needs a value',
+    ],
     ['switch given a value', ['serve', '--help=yes'], {}, 'dbm serve: --help takes no value'],
     [
       '--listen without a port',
@@ -132,7 +148,12 @@ describe('usage errors exit 2 with one line naming the flag or variable', () => 
       'DBM_LISTEN: expected host:port (for example 0.0.0.0:8080 or :8080), got "nowhere"',
     ],
     ['--log-level bad', ['serve', '--log-level', 'loud'], {}, '--log-level: expected one of debug, info, warn, error'],
-    ['DBM_LOG_LEVEL bad', ['serve'], { DBM_LOG_LEVEL: 'verbose' }, 'DBM_LOG_LEVEL: expected one of debug, info, warn, error'],
+    [
+      'DBM_LOG_LEVEL bad',
+      ['serve'],
+      { DBM_LOG_LEVEL: 'verbose' },
+      'DBM_LOG_LEVEL: expected one of debug, info, warn, error',
+    ],
     [
       '--database-url not postgres://',
       ['serve', '--database-url', 'mysql://root@127.0.0.1/dbm'],
@@ -145,12 +166,42 @@ describe('usage errors exit 2 with one line naming the flag or variable', () => 
       { DBM_DATABASE_URL: 'sqlite:///tmp/dbm.sqlite' },
       'DBM_DATABASE_URL: expected a postgres:// URL (leave it unset for embedded SQLite)',
     ],
-    ['--public-url not http(s)', ['serve', '--public-url', 'dbm.example.org'], {}, '--public-url: expected an http:// or https:// URL'],
-    ['DBM_JWT_SECRET shorter than 32 characters', ['serve'], { DBM_JWT_SECRET: secret31 }, 'DBM_JWT_SECRET: must be at least 32 characters'],
-    ['DBM_TRUST_PROXY not a boolean', ['serve'], { DBM_TRUST_PROXY: 'maybe' }, 'DBM_TRUST_PROXY: expected true or false, got "maybe"'],
-    ['DBM_SIGNUP not open or closed', ['serve'], { DBM_SIGNUP: 'invite-only' }, 'DBM_SIGNUP: expected open or closed, got "invite-only"'],
-    ['DBM_SIGNUP in capitals', ['serve'], { DBM_SIGNUP: 'CLOSED' }, 'DBM_SIGNUP: expected open or closed, got "CLOSED"'],
-    ['DBM_WEBHOOK_ALLOW_PRIVATE not a boolean', ['serve'], { DBM_WEBHOOK_ALLOW_PRIVATE: 'internal' }, 'DBM_WEBHOOK_ALLOW_PRIVATE: expected true or false, got "internal"'],
+    [
+      '--public-url not http(s)',
+      ['serve', '--public-url', 'dbm.example.org'],
+      {},
+      '--public-url: expected an http:// or https:// URL',
+    ],
+    [
+      'DBM_JWT_SECRET shorter than 32 characters',
+      ['serve'],
+      { DBM_JWT_SECRET: secret31 },
+      'DBM_JWT_SECRET: must be at least 32 characters',
+    ],
+    [
+      'DBM_TRUST_PROXY not a boolean',
+      ['serve'],
+      { DBM_TRUST_PROXY: 'maybe' },
+      'DBM_TRUST_PROXY: expected true or false, got "maybe"',
+    ],
+    [
+      'DBM_SIGNUP not open or closed',
+      ['serve'],
+      { DBM_SIGNUP: 'invite-only' },
+      'DBM_SIGNUP: expected open or closed, got "invite-only"',
+    ],
+    [
+      'DBM_SIGNUP in capitals',
+      ['serve'],
+      { DBM_SIGNUP: 'CLOSED' },
+      'DBM_SIGNUP: expected open or closed, got "CLOSED"',
+    ],
+    [
+      'DBM_WEBHOOK_ALLOW_PRIVATE not a boolean',
+      ['serve'],
+      { DBM_WEBHOOK_ALLOW_PRIVATE: 'internal' },
+      'DBM_WEBHOOK_ALLOW_PRIVATE: expected true or false, got "internal"',
+    ],
   ]
 
   test.each(cases)('%s', async (_what, args, env, line) => {
@@ -169,7 +220,9 @@ describe('dbm serve', () => {
     mkdirSync(dataDir, { mode: 0o700 })
     const file = join(dataDir, 'dbm.sqlite')
     const db = new Database(file)
-    db.run('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)')
+    db.run(
+      'CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)',
+    )
     db.run("INSERT INTO schema_migrations VALUES (999, 'from the future', 0)")
     db.close()
 
@@ -193,7 +246,12 @@ describe('dbm serve', () => {
 
   test('DBM_SIGNUP=closed: the first signup sets up the fresh server, later ones are refused', async () => {
     const server = await startServe(CLI, { dataDir: freshDir(), env: { DBM_SIGNUP: 'closed' } })
-    const body = (n: number) => ({ email: `closed-${n}@example.com`, password: 'correct horse battery', name: 'Admin', org_name: `Closed ${n}` })
+    const body = (n: number) => ({
+      email: `closed-${n}@example.com`,
+      password: 'correct horse battery',
+      name: 'Admin',
+      org_name: `Closed ${n}`,
+    })
     expect((await request(server.base, 'POST', '/api/v1/auth/signup', { body: body(1) })).status).toBe(201)
     expect(await request(server.base, 'POST', '/api/v1/auth/signup', { body: body(2) })).toEqual({
       status: 403,
@@ -232,7 +290,10 @@ describe('dbm serve', () => {
     expect(await second.stop('SIGTERM')).toBe(0)
 
     // Control: a process signing with another secret (DBM_JWT_SECRET) rejects the same token.
-    const other = await startServe(CLI, { dataDir, env: { DBM_JWT_SECRET: 'another-secret-that-is-long-enough-0123456789' } })
+    const other = await startServe(CLI, {
+      dataDir,
+      env: { DBM_JWT_SECRET: 'another-secret-that-is-long-enough-0123456789' },
+    })
     const rejected = await request(other.base, 'GET', '/api/v1/auth/me', { token })
     expect(rejected).toEqual({ status: 401, body: { error: 'invalid or expired access token' } })
     expect(await other.stop('SIGTERM')).toBe(0)
@@ -246,7 +307,9 @@ describe('dbm serve', () => {
       const dataDir = freshDir()
       mkdirSync(dataDir, { mode: 0o700 })
       writeFileSync(join(dataDir, 'jwt-secret'), content, { mode: 0o600 })
-      const out = await runCommand([...CLI, 'serve', '--listen', '127.0.0.1:0', '--data-dir', dataDir], { timeoutMs: 3000 })
+      const out = await runCommand([...CLI, 'serve', '--listen', '127.0.0.1:0', '--data-dir', dataDir], {
+        timeoutMs: 3000,
+      })
       expect(out.exitCode).toBe(1)
       const lines = out.stderr.trimEnd().split('\n')
       expect(lines).toHaveLength(1)
@@ -258,10 +321,15 @@ describe('dbm serve', () => {
   test('a port held by another listener makes serve exit 1 with "cannot listen"', async () => {
     const holder = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } })
     try {
-      const out = await runCommand([...CLI, 'serve', '--listen', `127.0.0.1:${holder.port}`, '--data-dir', freshDir()], { timeoutMs: 5000 })
+      const out = await runCommand(
+        [...CLI, 'serve', '--listen', `127.0.0.1:${holder.port}`, '--data-dir', freshDir()],
+        { timeoutMs: 5000 },
+      )
       expect(out.exitCode).toBe(1)
       expect(out.stderr).toMatch(
-        new RegExp(`^\\S+ ERROR cannot listen address=127\\.0\\.0\\.1:${holder.port} cause="Failed to start server\\. Is port ${holder.port} in use\\?"\n$`),
+        new RegExp(
+          `^\\S+ ERROR cannot listen address=127\\.0\\.0\\.1:${holder.port} cause="Failed to start server\\. Is port ${holder.port} in use\\?"\n$`,
+        ),
       )
     } finally {
       holder.stop(true)
@@ -273,7 +341,9 @@ describe('dbm serve', () => {
     // (say with another data dir) binds the same port and the kernel splits requests between them.
     const first = await startServe(CLI, { dataDir: freshDir() })
     const port = new URL(first.base).port
-    const out = await runCommand([...CLI, 'serve', '--listen', `127.0.0.1:${port}`, '--data-dir', freshDir()], { timeoutMs: 3000 })
+    const out = await runCommand([...CLI, 'serve', '--listen', `127.0.0.1:${port}`, '--data-dir', freshDir()], {
+      timeoutMs: 3000,
+    })
     expect(out.exitCode).toBe(1)
     expect(out.stderr).toContain(` ERROR cannot listen address=127.0.0.1:${port} `)
     expect(await first.stop('SIGTERM')).toBe(0)
@@ -285,16 +355,30 @@ describe('dbm serve', () => {
     const lines = server.stderr().trimEnd().split('\n')
     const version = pkg.version.replaceAll('.', '\\.')
     // The start line says who may sign up; on loopback, open signup is no warning.
-    expect(lines[0]).toMatch(new RegExp(` INFO dbm serve listening version=${version} address=127\\.0\\.0\\.1:\\d+ store="sqlite \\S+/dbm\\.sqlite" migrations_applied=(\\S+) mail=log signup=open$`))
+    expect(lines[0]).toMatch(
+      new RegExp(
+        ` INFO dbm serve listening version=${version} address=127\\.0\\.0\\.1:\\d+ store="sqlite \\S+/dbm\\.sqlite" migrations_applied=(\\S+) mail=log signup=open$`,
+      ),
+    )
     expect(lines[0]!.match(/migrations_applied=(\S+)/)![1]).toBe(ALL_MIGRATIONS)
     expect(lines.at(-1)).toMatch(new RegExp(`^\\S+ INFO stopping signal=${signal}$`))
     expect(lines).toHaveLength(2)
   })
 
   test('the start line names the signup mode; open signup on an address beyond loopback adds a WARN line, closed none', async () => {
-    expect(['127.0.0.1', '127.8.9.10', '::1', 'localhost'].map((h) => openSignupWarning('open', [h]))).toEqual([undefined, undefined, undefined, undefined])
-    expect(['0.0.0.0', '::', '192.168.1.5'].map((h) => openSignupWarning('open', ['127.0.0.1', h]) !== undefined)).toEqual([true, true, true])
-    expect([openSignupWarning('closed', ['0.0.0.0']), openSignupWarning('local', ['0.0.0.0'])]).toEqual([undefined, undefined])
+    expect(['127.0.0.1', '127.8.9.10', '::1', 'localhost'].map((h) => openSignupWarning('open', [h]))).toEqual([
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+    ])
+    expect(
+      ['0.0.0.0', '::', '192.168.1.5'].map((h) => openSignupWarning('open', ['127.0.0.1', h]) !== undefined),
+    ).toEqual([true, true, true])
+    expect([openSignupWarning('closed', ['0.0.0.0']), openSignupWarning('local', ['0.0.0.0'])]).toEqual([
+      undefined,
+      undefined,
+    ])
     const closed = await startServe(CLI, { dataDir: freshDir(), env: { DBM_SIGNUP: 'closed' } })
     expect(await closed.stop('SIGTERM')).toBe(0)
     expect(closed.stderr()).toMatch(/ INFO dbm serve listening .* mail=log signup=closed\n/)
@@ -346,7 +430,10 @@ describe('dbm serve', () => {
       await until('serve listening', async () => (stderr.includes(' INFO dbm serve listening ') ? true : undefined))
       process.kill(-child.pid!, 'SIGINT')
       await ended
-      expect({ run, last: stderr.trimEnd().split('\n').at(-1)?.replace(/^\S+ /, '') }).toEqual({ run, last: 'INFO stopping signal=SIGINT' })
+      expect({ run, last: stderr.trimEnd().split('\n').at(-1)?.replace(/^\S+ /, '') }).toEqual({
+        run,
+        last: 'INFO stopping signal=SIGINT',
+      })
       expect(readdirSync(dataDir).filter((f) => f.startsWith('dbm.sqlite-'))).toEqual([])
     }
   })
@@ -359,7 +446,9 @@ describe('one SQLite data directory, one server', () => {
     try {
       const second = await runCommand([...CLI, 'serve', '--listen', '127.0.0.1:0', '--data-dir', dataDir])
       expect(second.exitCode).toBe(1)
-      expect(second.stderr).toContain(`cannot open the store cause="${join(dataDir, 'dbm.sqlite')} is in use by another process (another dbm serve on this data directory?)"`)
+      expect(second.stderr).toContain(
+        `cannot open the store cause="${join(dataDir, 'dbm.sqlite')} is in use by another process (another dbm serve on this data directory?)"`,
+      )
       // The first server is unaffected.
       expect((await fetch(`${first.base}/healthz`)).status).toBe(200)
     } finally {

@@ -6,7 +6,12 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { ClickHouseError, ClickHouseLogLevel, type ClickHouseClient, type ClickHouseSettings } from '@clickhouse/client'
 import { startClickHouse, type ClickHouseRig } from './support/clickhouse.ts'
-import { createSystemLogTables, dropSystemLogTables, seedAsynchronousMetrics, seedQueryLog } from './support/clickhouse-system-tables.ts'
+import {
+  createSystemLogTables,
+  dropSystemLogTables,
+  seedAsynchronousMetrics,
+  seedQueryLog,
+} from './support/clickhouse-system-tables.ts'
 
 const USER = 'dbm_agent'
 const PASSWORD = 'p@ss:word'
@@ -24,8 +29,15 @@ afterAll(async () => {
   await ch?.stop()
 })
 
-const rows = async <T>(c: ClickHouseClient, query: string, params?: Record<string, unknown>, settings?: ClickHouseSettings) =>
-  (await (await c.query({ query, format: 'JSONEachRow', query_params: params, clickhouse_settings: settings })).json()) as T[]
+const rows = async <T>(
+  c: ClickHouseClient,
+  query: string,
+  params?: Record<string, unknown>,
+  settings?: ClickHouseSettings,
+) =>
+  (await (
+    await c.query({ query, format: 'JSONEachRow', query_params: params, clickhouse_settings: settings })
+  ).json()) as T[]
 
 /** The error a promise rejects with. */
 async function failure(promise: Promise<unknown>): Promise<ClickHouseError> {
@@ -67,7 +79,13 @@ describe('queries through @clickhouse/client', () => {
       { n: '0', big: '18446744073709551615' },
       { n: '1', big: '18446744073709551615' },
     ])
-    const json = await (await client.query({ query: sql, format: 'JSON', clickhouse_settings: { output_format_json_quote_64bit_integers: 1 } })).json<{
+    const json = await (
+      await client.query({
+        query: sql,
+        format: 'JSON',
+        clickhouse_settings: { output_format_json_quote_64bit_integers: 1 },
+      })
+    ).json<{
       n: string
       big: string
     }>()
@@ -83,7 +101,11 @@ describe('queries through @clickhouse/client', () => {
   })
 
   test('response headers: query id, format, summary', async () => {
-    const result = await client.query({ query: 'SELECT number FROM numbers(5)', format: 'JSONEachRow', query_id: 'rig-headers-1' })
+    const result = await client.query({
+      query: 'SELECT number FROM numbers(5)',
+      format: 'JSONEachRow',
+      query_id: 'rig-headers-1',
+    })
     expect(result.query_id).toBe('rig-headers-1')
     expect(result.response_headers['x-clickhouse-query-id']).toBe('rig-headers-1')
     expect(result.response_headers['x-clickhouse-format']).toBe('JSONEachRow')
@@ -96,7 +118,14 @@ describe('queries through @clickhouse/client', () => {
     await client.command({ query: 'CREATE DATABASE IF NOT EXISTS rig_db' })
     await client.command({ query: 'CREATE TABLE rig_db.kv (k String, v UInt32) ENGINE = MergeTree ORDER BY k' })
     const scoped = ch.createClient({ database: 'rig_db', compression: { request: true, response: true } })
-    await scoped.insert({ table: 'kv', values: [{ k: 'a', v: 1 }, { k: 'b', v: 2 }], format: 'JSONEachRow' })
+    await scoped.insert({
+      table: 'kv',
+      values: [
+        { k: 'a', v: 1 },
+        { k: 'b', v: 2 },
+      ],
+      format: 'JSONEachRow',
+    })
     const result = await scoped.query({ query: 'SELECT k, v FROM kv ORDER BY k', format: 'JSONEachRow' })
     expect(result.response_headers['content-encoding']).toBe('gzip')
     expect(await result.json()).toEqual([
@@ -107,7 +136,9 @@ describe('queries through @clickhouse/client', () => {
 
   test('multipart query parameters (use_multipart_params)', async () => {
     const multipart = ch.createClient({ use_multipart_params: true })
-    expect(await rows(multipart, 'SELECT {s:String} AS s', { s: 'x'.repeat(10_000) })).toEqual([{ s: 'x'.repeat(10_000) }])
+    expect(await rows(multipart, 'SELECT {s:String} AS s', { s: 'x'.repeat(10_000) })).toEqual([
+      { s: 'x'.repeat(10_000) },
+    ])
   })
 
   test('engine errors reach the client as ClickHouseError with code and type', async () => {
@@ -126,7 +157,14 @@ describe('MergeTree state with known expectations', () => {
     await client.command({ query: 'CREATE TABLE parts_t (id UInt64, s String) ENGINE = MergeTree ORDER BY id' })
     await client.command({ query: 'SYSTEM STOP MERGES parts_t' })
     for (let i = 0; i < 5; i++) {
-      await client.insert({ table: 'parts_t', values: [{ id: i, s: `row ${i}` }, { id: i + 100, s: 'more' }], format: 'JSONEachRow' })
+      await client.insert({
+        table: 'parts_t',
+        values: [
+          { id: i, s: `row ${i}` },
+          { id: i + 100, s: 'more' },
+        ],
+        format: 'JSONEachRow',
+      })
     }
     const [parts] = await rows<{ parts: number; rows: number }>(
       client,
@@ -139,7 +177,10 @@ describe('MergeTree state with known expectations', () => {
     await client.command({ query: 'CREATE TABLE mut_t (id UInt64, s String) ENGINE = MergeTree ORDER BY id' })
     await client.insert({ table: 'mut_t', values: [{ id: 1, s: 'a' }], format: 'JSONEachRow' })
     const started = Date.now()
-    await client.command({ query: "ALTER TABLE mut_t UPDATE s = 'b' WHERE throwIf(1)", clickhouse_settings: { mutations_sync: '0' } })
+    await client.command({
+      query: "ALTER TABLE mut_t UPDATE s = 'b' WHERE throwIf(1)",
+      clickhouse_settings: { mutations_sync: '0' },
+    })
     expect(Date.now() - started).toBeLessThan(5_000) // it returned without waiting for the mutation
     let mutation: { is_done: number; parts_to_do: number; latest_fail_reason: string } | undefined
     for (let i = 0; i < 100; i++) {
@@ -173,7 +214,12 @@ describe('running queries', () => {
   test('the query_id is findable as the log_comment of the running query; aborting the request kills it', async () => {
     const controller = new AbortController()
     const scan = quiet()
-      .query({ query: 'SELECT count() FROM numbers(1000000000000)', format: 'JSONEachRow', query_id: 'rig-abort-1', abort_signal: controller.signal })
+      .query({
+        query: 'SELECT count() FROM numbers(1000000000000)',
+        format: 'JSONEachRow',
+        query_id: 'rig-abort-1',
+        abort_signal: controller.signal,
+      })
       .catch((e) => e)
     const lookup = "SELECT read_rows FROM system.processes WHERE Settings['log_comment'] = 'rig-abort-1'"
     let seen: { read_rows: number }[] = []
@@ -192,7 +238,9 @@ describe('running queries', () => {
   })
 
   test('KILL QUERY ... ASYNC cancels a running query; ... SYNC is refused instead of hanging', async () => {
-    const victim = quiet().query({ query: 'SELECT count() FROM numbers(1000000000000)', format: 'JSONEachRow', query_id: 'rig-kill-1' }).catch((e) => e)
+    const victim = quiet()
+      .query({ query: 'SELECT count() FROM numbers(1000000000000)', format: 'JSONEachRow', query_id: 'rig-kill-1' })
+      .catch((e) => e)
     let killed: { kill_status: string }[] = []
     for (let i = 0; i < 50 && killed.length === 0; i++) {
       await Bun.sleep(50)
@@ -209,7 +257,9 @@ describe('running queries', () => {
     const a = ch.createClient()
     const b = ch.createClient()
     const started = Date.now()
-    const results = await Promise.all([a, b, a, b, a, b].map((c, i) => rows<{ i: number }>(c, 'SELECT sleep(1), {i:UInt8} AS i', { i })))
+    const results = await Promise.all(
+      [a, b, a, b, a, b].map((c, i) => rows<{ i: number }>(c, 'SELECT sleep(1), {i:UInt8} AS i', { i })),
+    )
     const elapsed = Date.now() - started
     expect(results.map((r) => r[0]!.i)).toEqual([0, 1, 2, 3, 4, 5]) // each request's parameters stay its own
     expect(elapsed).toBeLessThan(2_500)
@@ -224,16 +274,22 @@ describe('HTTP interface details', () => {
     expect(error.code).toBe('516')
     expect(error.type).toBe('AUTHENTICATION_FAILED')
 
-    const response = await fetch(`${ch.url}/?query=SELECT%201`, { headers: { 'X-ClickHouse-User': USER, 'X-ClickHouse-Key': 'nope' } })
+    const response = await fetch(`${ch.url}/?query=SELECT%201`, {
+      headers: { 'X-ClickHouse-User': USER, 'X-ClickHouse-Key': 'nope' },
+    })
     expect(response.status).toBe(403)
     expect(response.headers.get('x-clickhouse-exception-code')).toBe('516')
     expect(await response.text()).toMatch(
-      new RegExp(`^Code: 516\\. DB::Exception: ${USER}: Authentication failed: password is incorrect, or there is no user with such name\\. \\(AUTHENTICATION_FAILED\\) \\(version 26\\.`),
+      new RegExp(
+        `^Code: 516\\. DB::Exception: ${USER}: Authentication failed: password is incorrect, or there is no user with such name\\. \\(AUTHENTICATION_FAILED\\) \\(version 26\\.`,
+      ),
     )
   })
 
   test('X-ClickHouse-User/Key and URL credentials are accepted; /ping and GET / answer Ok.', async () => {
-    const viaHeaders = await fetch(`${ch.url}/?query=SELECT%2042`, { headers: { 'X-ClickHouse-User': USER, 'X-ClickHouse-Key': PASSWORD } })
+    const viaHeaders = await fetch(`${ch.url}/?query=SELECT%2042`, {
+      headers: { 'X-ClickHouse-User': USER, 'X-ClickHouse-Key': PASSWORD },
+    })
     expect(await viaHeaders.text()).toBe('42\n')
     const viaParams = await fetch(`${ch.url}/?user=${USER}&password=${encodeURIComponent(PASSWORD)}&query=SELECT%2043`)
     expect(await viaParams.text()).toBe('43\n')
@@ -246,19 +302,35 @@ describe('HTTP interface details', () => {
     const failing = await fetch(`${ch.url}/`, { method: 'POST', headers: auth, body: 'SELECT throwIf(1)' })
     expect(failing.status).toBe(500)
     expect(failing.headers.get('x-clickhouse-exception-code')).toBe('395')
-    expect(await failing.text()).toMatch(/^Code: 395\. DB::Exception: .*\(FUNCTION_THROW_IF_VALUE_IS_NON_ZERO\) \(version 26\.[\d.]+\)\n$/s)
-    const readOnly = await fetch(`${ch.url}/?query=${encodeURIComponent('CREATE TABLE via_get (x UInt8) ENGINE = Memory')}`, { headers: auth })
+    expect(await failing.text()).toMatch(
+      /^Code: 395\. DB::Exception: .*\(FUNCTION_THROW_IF_VALUE_IS_NON_ZERO\) \(version 26\.[\d.]+\)\n$/s,
+    )
+    const readOnly = await fetch(
+      `${ch.url}/?query=${encodeURIComponent('CREATE TABLE via_get (x UInt8) ENGINE = Memory')}`,
+      { headers: auth },
+    )
     expect(readOnly.headers.get('x-clickhouse-exception-code')).toBe('164')
   })
 
   test('URL settings apply to the query: max_execution_time, readonly; an unknown one fails as on a server', async () => {
-    const timedOut = await failure(quiet().query({ query: 'SELECT count() FROM numbers(1000000000000)', clickhouse_settings: { max_execution_time: 1 } }))
+    const timedOut = await failure(
+      quiet().query({
+        query: 'SELECT count() FROM numbers(1000000000000)',
+        clickhouse_settings: { max_execution_time: 1 },
+      }),
+    )
     expect(timedOut.type).toBe('TIMEOUT_EXCEEDED')
     const settings = { readonly: '1', max_threads: 3 } as const
-    expect(await rows(client, "SELECT {x:UInt8} AS x, getSetting('max_threads') AS t", { x: 7 }, settings)).toEqual([{ x: 7, t: 3 }])
-    const denied = await failure(quiet().command({ query: 'CREATE TABLE ro_t (x UInt8) ENGINE = Memory', clickhouse_settings: { readonly: '1' } }))
+    expect(await rows(client, "SELECT {x:UInt8} AS x, getSetting('max_threads') AS t", { x: 7 }, settings)).toEqual([
+      { x: 7, t: 3 },
+    ])
+    const denied = await failure(
+      quiet().command({ query: 'CREATE TABLE ro_t (x UInt8) ENGINE = Memory', clickhouse_settings: { readonly: '1' } }),
+    )
     expect(denied.type).toBe('READONLY')
-    const unknown = await failure(quiet().query({ query: 'SELECT 1', clickhouse_settings: { no_such_setting: 1 } as ClickHouseSettings }))
+    const unknown = await failure(
+      quiet().query({ query: 'SELECT 1', clickhouse_settings: { no_such_setting: 1 } as ClickHouseSettings }),
+    )
     expect(unknown.code).toBe('115')
   })
 
@@ -285,15 +357,31 @@ describe('system.query_log and system.asynchronous_metrics', () => {
       { name: 'exception_code', type: 'Int32' },
       { name: 'memory_usage', type: 'UInt64' },
       { name: 'normalized_query_hash', type: 'UInt64' },
-      { name: 'type', type: "Enum8('QueryStart' = 1, 'QueryFinish' = 2, 'ExceptionBeforeStart' = 3, 'ExceptionWhileProcessing' = 4)" },
+      {
+        name: 'type',
+        type: "Enum8('QueryStart' = 1, 'QueryFinish' = 2, 'ExceptionBeforeStart' = 3, 'ExceptionWhileProcessing' = 4)",
+      },
       { name: 'user', type: 'LowCardinality(String)' },
     ])
 
     const at = new Date('2026-01-02T03:04:05.678Z')
     await seedQueryLog(ch, [
-      { event_time: at, query: 'SELECT * FROM t WHERE id = 1', query_duration_ms: 10, read_rows: 5, memory_usage: 1024, tables: ['default.t'] },
+      {
+        event_time: at,
+        query: 'SELECT * FROM t WHERE id = 1',
+        query_duration_ms: 10,
+        read_rows: 5,
+        memory_usage: 1024,
+        tables: ['default.t'],
+      },
       { event_time: at, query: 'SELECT * FROM t WHERE id = 2', query_duration_ms: 30, read_rows: 7 },
-      { event_time: at, query: 'SELECT broken', query_duration_ms: 1, type: 'ExceptionBeforeStart', exception_code: 47 },
+      {
+        event_time: at,
+        query: 'SELECT broken',
+        query_duration_ms: 1,
+        type: 'ExceptionBeforeStart',
+        exception_code: 47,
+      },
     ])
     const logged = await rows<Record<string, unknown>>(
       client,
@@ -303,16 +391,51 @@ describe('system.query_log and system.asynchronous_metrics', () => {
        FROM system.query_log ORDER BY query`,
     )
     expect(logged).toEqual([
-      { same_shape: 1, type: 'QueryFinish', query_duration_ms: 10, event_us: 1767323045678000, start_s: 1767323045, query_kind: 'Select', is_initial_query: 1, user: 'default', exception_code: 0, tables: ['default.t'] },
-      { same_shape: 1, type: 'QueryFinish', query_duration_ms: 30, event_us: 1767323045678000, start_s: 1767323045, query_kind: 'Select', is_initial_query: 1, user: 'default', exception_code: 0, tables: [] },
-      { same_shape: 0, type: 'ExceptionBeforeStart', query_duration_ms: 1, event_us: 1767323045678000, start_s: 1767323045, query_kind: 'Select', is_initial_query: 1, user: 'default', exception_code: 47, tables: [] },
+      {
+        same_shape: 1,
+        type: 'QueryFinish',
+        query_duration_ms: 10,
+        event_us: 1767323045678000,
+        start_s: 1767323045,
+        query_kind: 'Select',
+        is_initial_query: 1,
+        user: 'default',
+        exception_code: 0,
+        tables: ['default.t'],
+      },
+      {
+        same_shape: 1,
+        type: 'QueryFinish',
+        query_duration_ms: 30,
+        event_us: 1767323045678000,
+        start_s: 1767323045,
+        query_kind: 'Select',
+        is_initial_query: 1,
+        user: 'default',
+        exception_code: 0,
+        tables: [],
+      },
+      {
+        same_shape: 0,
+        type: 'ExceptionBeforeStart',
+        query_duration_ms: 1,
+        event_us: 1767323045678000,
+        start_s: 1767323045,
+        query_kind: 'Select',
+        is_initial_query: 1,
+        user: 'default',
+        exception_code: 47,
+        tables: [],
+      },
     ])
 
     await seedAsynchronousMetrics(ch, [
       { metric: 'OSMemoryTotal', value: 8e9, description: 'Total memory' },
       { metric: 'Uptime', value: 3600 },
     ])
-    expect(await rows(client, 'SELECT metric, value, description FROM system.asynchronous_metrics ORDER BY metric')).toEqual([
+    expect(
+      await rows(client, 'SELECT metric, value, description FROM system.asynchronous_metrics ORDER BY metric'),
+    ).toEqual([
       { metric: 'OSMemoryTotal', value: 8e9, description: 'Total memory' },
       { metric: 'Uptime', value: 3600, description: '' },
     ])

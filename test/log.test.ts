@@ -22,7 +22,9 @@ describe('log values', () => {
     const line = lines[0]!
     expect(line).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/)
     expect(line).toEndWith(' database=orders')
-    expect(line).toContain('cause="SELECT 1 /*\\nDROP TABLE t; --*/ level=ERROR \\u001b[2J\\u001b[31m \\u009b31m \\u202eevil\\u2066 \\u2028"')
+    expect(line).toContain(
+      'cause="SELECT 1 /*\\nDROP TABLE t; --*/ level=ERROR \\u001b[2J\\u001b[31m \\u009b31m \\u202eevil\\u2066 \\u2028"',
+    )
     // The quoted token reads back as the original text.
     const token = line.slice(line.indexOf('cause=') + 'cause='.length, line.lastIndexOf(' database='))
     expect(JSON.parse(token)).toBe(hostile)

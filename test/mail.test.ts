@@ -50,18 +50,28 @@ describe('mail through an SMTP relay', () => {
 
     // Opening the link again says so instead of calling it invalid.
     const again = await server.call('GET', call)
-    expect({ status: again.status, body: again.body }).toEqual({ status: 200, body: { verified: true, message: 'email already verified' } })
+    expect({ status: again.status, body: again.body }).toEqual({
+      status: 200,
+      body: { verified: true, message: 'email already verified' },
+    })
 
     // Sent through the relay, so the log records the send without the link.
     const logged = server.logs.filter((l) => l.includes(`to=${account.email}`))
     expect(logged).toHaveLength(1)
-    expect(logged[0]).toMatch(new RegExp(`^\\S+ INFO mail sent to=${account.email.replaceAll('.', '\\.')} subject="Verify your email address for dbm"$`))
+    expect(logged[0]).toMatch(
+      new RegExp(
+        `^\\S+ INFO mail sent to=${account.email.replaceAll('.', '\\.')} subject="Verify your email address for dbm"$`,
+      ),
+    )
     expect(server.logs.join('\n')).not.toContain(new URLSearchParams(call.split('?')[1]).get('token')!)
   })
 
   test('forgot-password mails a reset link whose token sets a new password', async () => {
     const account = await signup(server)
-    const res = await server.call('POST', '/api/v1/auth/forgot-password', { ip: uniqueIp(), body: { email: account.email } })
+    const res = await server.call('POST', '/api/v1/auth/forgot-password', {
+      ip: uniqueIp(),
+      body: { email: account.email },
+    })
     expect({ status: res.status, body: res.body }).toEqual({
       status: 200,
       body: { message: 'if an account exists for that email, a password reset link has been sent' },
@@ -75,28 +85,48 @@ describe('mail through an SMTP relay', () => {
     expect(token).toMatch(/^[A-Za-z0-9_-]{43}$/)
 
     const newPassword = 'a brand new passphrase'
-    const reset = await server.call('POST', '/api/v1/auth/reset-password', { ip: uniqueIp(), body: { token, password: newPassword } })
-    expect({ status: reset.status, body: reset.body }).toEqual({ status: 200, body: { message: 'password updated; sign in with the new password' } })
+    const reset = await server.call('POST', '/api/v1/auth/reset-password', {
+      ip: uniqueIp(),
+      body: { token, password: newPassword },
+    })
+    expect({ status: reset.status, body: reset.body }).toEqual({
+      status: 200,
+      body: { message: 'password updated; sign in with the new password' },
+    })
 
-    const login = (password: string) => server.call('POST', '/api/v1/auth/login', { ip: uniqueIp(), body: { email: account.email, password } })
+    const login = (password: string) =>
+      server.call('POST', '/api/v1/auth/login', { ip: uniqueIp(), body: { email: account.email, password } })
     const withNew = await login(newPassword)
     expect(withNew.status).toBe(200)
     expect(typeof withNew.body.access_token).toBe('string')
     const withOld = await login(account.password)
-    expect({ status: withOld.status, body: withOld.body }).toEqual({ status: 401, body: { error: 'invalid email or password' } })
+    expect({ status: withOld.status, body: withOld.body }).toEqual({
+      status: 401,
+      body: { error: 'invalid email or password' },
+    })
 
-    const reused = await server.call('POST', '/api/v1/auth/reset-password', { ip: uniqueIp(), body: { token, password: 'yet another passphrase' } })
-    expect({ status: reused.status, body: reused.body }).toEqual({ status: 400, body: { error: 'invalid or expired reset token' } })
+    const reused = await server.call('POST', '/api/v1/auth/reset-password', {
+      ip: uniqueIp(),
+      body: { token, password: 'yet another passphrase' },
+    })
+    expect({ status: reused.status, body: reused.body }).toEqual({
+      status: 400,
+      body: { error: 'invalid or expired reset token' },
+    })
   })
 
   test('forgot-password for an unknown address sends nothing and answers exactly as for a known one', async () => {
     const account = await signup(server)
     const unknown = `nobody-${Date.now()}@example.com`
-    const forgot = (email: string) => server.call('POST', '/api/v1/auth/forgot-password', { ip: uniqueIp(), body: { email } })
+    const forgot = (email: string) =>
+      server.call('POST', '/api/v1/auth/forgot-password', { ip: uniqueIp(), body: { email } })
 
     const forUnknown = await forgot(unknown)
     const forKnown = await forgot(account.email)
-    expect({ status: forUnknown.status, body: forUnknown.body }).toEqual({ status: forKnown.status, body: forKnown.body })
+    expect({ status: forUnknown.status, body: forUnknown.body }).toEqual({
+      status: forKnown.status,
+      body: forKnown.body,
+    })
     expect(forKnown.status).toBe(200)
     expect(forUnknown.headers.get('content-type')).toBe(forKnown.headers.get('content-type'))
 
@@ -110,7 +140,10 @@ describe('mail through an SMTP relay', () => {
 describe('mail with a relay that is down', () => {
   let server: TestServer
   beforeAll(async () => {
-    server = await startTestServer('sqlite', { smtpUrl: `smtp://127.0.0.1:${await freePort()}`, publicUrl: 'https://dbm.example.org' })
+    server = await startTestServer('sqlite', {
+      smtpUrl: `smtp://127.0.0.1:${await freePort()}`,
+      publicUrl: 'https://dbm.example.org',
+    })
   })
   afterAll(async () => {
     await server?.stop()
@@ -122,7 +155,9 @@ describe('mail with a relay that is down', () => {
     const lines = server.logs.filter((l) => l.includes(`to=${account.email}`))
     expect(lines).toHaveLength(1)
     expect(lines[0]).toMatch(
-      new RegExp(`^\\S+ ERROR mail failed to=${account.email.replaceAll('.', '\\.')} subject="Verify your email address for dbm" cause=.*ECONNREFUSED`),
+      new RegExp(
+        `^\\S+ ERROR mail failed to=${account.email.replaceAll('.', '\\.')} subject="Verify your email address for dbm" cause=.*ECONNREFUSED`,
+      ),
     )
   })
 })

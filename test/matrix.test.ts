@@ -16,14 +16,20 @@ test('a comma list picks those, in the matrix order, once each', () => {
 })
 
 test('a value outside the matrix is an error that names it', () => {
-  expect(() => narrowed('DBM_TEST_PG', allMajors, { DBM_TEST_PG: '15' })).toThrow('DBM_TEST_PG: unknown value "15" (one of 13, 14, 16, 17, 18)')
-  expect(() => narrowed('DBM_TEST_STORES', allStoreKinds, { DBM_TEST_STORES: 'mysql' })).toThrow('unknown value "mysql"')
+  expect(() => narrowed('DBM_TEST_PG', allMajors, { DBM_TEST_PG: '15' })).toThrow(
+    'DBM_TEST_PG: unknown value "15" (one of 13, 14, 16, 17, 18)',
+  )
+  expect(() => narrowed('DBM_TEST_STORES', allStoreKinds, { DBM_TEST_STORES: 'mysql' })).toThrow(
+    'unknown value "mysql"',
+  )
   expect(() => narrowed('DBM_TEST_PG', allMajors, { DBM_TEST_PG: ',' })).toThrow('DBM_TEST_PG names nothing')
 })
 
 test('under CI the narrowing is refused; CI without it runs everything', () => {
   for (const CI of ['true', '1']) {
-    expect(() => narrowed('DBM_TEST_PG', allMajors, { CI, DBM_TEST_PG: '17' })).toThrow('DBM_TEST_PG is set, but CI runs the whole matrix')
+    expect(() => narrowed('DBM_TEST_PG', allMajors, { CI, DBM_TEST_PG: '17' })).toThrow(
+      'DBM_TEST_PG is set, but CI runs the whole matrix',
+    )
   }
   expect(narrowed('DBM_TEST_STORES', allStoreKinds, { CI: 'true' })).toEqual(['sqlite', 'postgres'])
 })

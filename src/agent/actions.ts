@@ -70,7 +70,8 @@ export interface ActionPollerOptions {
 const explainLanes = new Map<string, Promise<void>>()
 
 /** What a database's agent allows: its allow_actions, else explain only. */
-export const allowedActions = (db: Pick<DatabaseConfig, 'allowActions'>): readonly ActionKind[] => db.allowActions ?? DEFAULT_ALLOWED_ACTIONS
+export const allowedActions = (db: Pick<DatabaseConfig, 'allowActions'>): readonly ActionKind[] =>
+  db.allowActions ?? DEFAULT_ALLOWED_ACTIONS
 
 const cut = (text: string, max = 2_000) => (text.length > max ? `${text.slice(0, max - 1)}…` : text)
 
@@ -134,7 +135,12 @@ export class ActionPoller {
         }
         failures++
         const waitMs = Math.min(60_000, (this.options.retryMs ?? 5_000) * 2 ** Math.min(failures - 1, 4))
-        if (failures === 1 || failures % 20 === 0) log.warn('actions: polling the API failed; trying again', { database: database.name, cause: (e as Error).message, retry_ms: waitMs })
+        if (failures === 1 || failures % 20 === 0)
+          log.warn('actions: polling the API failed; trying again', {
+            database: database.name,
+            cause: (e as Error).message,
+            retry_ms: waitMs,
+          })
         await this.pause(waitMs)
         continue
       }
@@ -155,7 +161,9 @@ export class ActionPoller {
 
   private queueExplain(action: AgentAction, startBy: number): void {
     const name = this.options.database.name
-    const turn = (explainLanes.get(name) ?? Promise.resolve()).then(() => (this.stopped ? undefined : this.handle(action, startBy)))
+    const turn = (explainLanes.get(name) ?? Promise.resolve()).then(() =>
+      this.stopped ? undefined : this.handle(action, startBy),
+    )
     explainLanes.set(name, turn)
     this.lane = turn
     void turn.finally(() => {
@@ -166,17 +174,31 @@ export class ActionPoller {
   private async handle(action: AgentAction, startBy: number): Promise<void> {
     const { database, log } = this.options
     const result = await this.execute(action, startBy)
-    log.info('action handled', { database: database.name, kind: action.kind, id: action.id, outcome: result.outcome, signalled: result.signalled })
+    log.info('action handled', {
+      database: database.name,
+      kind: action.kind,
+      id: action.id,
+      outcome: result.outcome,
+      signalled: result.signalled,
+    })
     await this.report(action.id, result)
   }
 
   private headers() {
-    return { 'content-type': 'application/json', 'x-api-key': this.options.apiKey, 'user-agent': `dbm-agent/${VERSION}` }
+    return {
+      'content-type': 'application/json',
+      'x-api-key': this.options.apiKey,
+      'user-agent': `dbm-agent/${VERSION}`,
+    }
   }
 
   private async poll(): Promise<AgentAction[]> {
     const wait = this.options.waitSeconds ?? 20
-    const q = new URLSearchParams({ database: this.options.database.name, wait: String(wait), allow: allowedActions(this.options.database).join(',') })
+    const q = new URLSearchParams({
+      database: this.options.database.name,
+      wait: String(wait),
+      allow: allowedActions(this.options.database).join(','),
+    })
     const signal = AbortSignal.any([this.controller.signal, AbortSignal.timeout((wait + 15) * 1000)])
     const res = await fetch(`${this.options.endpoint}${AGENT_ACTIONS_PATH}?${q}`, { headers: this.headers(), signal })
     const body = (await res.json().catch(() => undefined)) as (AgentActions & { error?: string }) | undefined
@@ -199,7 +221,12 @@ export class ActionPoller {
         if (res.status >= 400 && res.status < 500) {
           // Not taken (another key is the database's agent now, or the action is over): said, not retried.
           const body = (await res.json().catch(() => undefined)) as { error?: string } | undefined
-          this.options.log.warn('actions: the server refused the result', { database: this.options.database.name, id, status: res.status, cause: cut(String(body?.error ?? ''), 300) })
+          this.options.log.warn('actions: the server refused the result', {
+            database: this.options.database.name,
+            id,
+            status: res.status,
+            cause: cut(String(body?.error ?? ''), 300),
+          })
           return
         }
       } catch {}
@@ -216,7 +243,8 @@ export class ActionPoller {
   async execute(action: AgentAction, startBy = performance.now() + action.expires_in_ms): Promise<AgentActionResult> {
     const { database } = this.options
     const allowed = allowedActions(database)
-    if (!(ACTION_KINDS as readonly string[]).includes(action.kind)) return { outcome: 'refused', reason: `this agent does not know the action ${JSON.stringify(action.kind)}` }
+    if (!(ACTION_KINDS as readonly string[]).includes(action.kind))
+      return { outcome: 'refused', reason: `this agent does not know the action ${JSON.stringify(action.kind)}` }
     if (!allowed.includes(action.kind)) {
       return {
         outcome: 'refused',
@@ -247,7 +275,10 @@ export class ActionPoller {
       const deadline = new Promise<never>((_, reject) => {
         timer = setTimeout(() => reject(new Error(`no answer within ${deadlineMs / 1000} s`)), deadlineMs)
       })
-      const run = action.kind === 'explain' ? explain(sql, database, action, beforeStart, explainMs) : kill(sql, action, beforeStart)
+      const run =
+        action.kind === 'explain'
+          ? explain(sql, database, action, beforeStart, explainMs)
+          : kill(sql, action, beforeStart)
       return await Promise.race([run, deadline])
     } catch (e) {
       if (e instanceof Refusal) return { outcome: 'refused', reason: cut(e.message) }
@@ -289,7 +320,12 @@ async function kill(sql: postgres.Sql, action: AgentAction, beforeStart: () => v
     params.push(s.application_name)
     where.push(`application_name = $${params.length}`)
   }
-  const moment = action.kind === 'cancel' && typeof s.query_start === 'number' ? 'query_start' : typeof s.xact_start === 'number' ? 'xact_start' : undefined
+  const moment =
+    action.kind === 'cancel' && typeof s.query_start === 'number'
+      ? 'query_start'
+      : typeof s.xact_start === 'number'
+        ? 'xact_start'
+        : undefined
   if (moment) {
     params.push(iso(s[moment]!))
     where.push(`abs(extract(epoch FROM ${moment} - $${params.length}::timestamptz)) < 0.001`)
@@ -297,23 +333,35 @@ async function kill(sql: postgres.Sql, action: AgentAction, beforeStart: () => v
   // Connecting took time: the last check of the expiry, right before the signal.
   beforeStart()
   try {
-    const rows = await sql.unsafe(`SELECT ${fn}(pid) AS signalled FROM pg_stat_activity WHERE ${where.join(' AND ')}`, params as never[])
+    const rows = await sql.unsafe(
+      `SELECT ${fn}(pid) AS signalled FROM pg_stat_activity WHERE ${where.join(' AND ')}`,
+      params as never[],
+    )
     return { outcome: 'done', signalled: rows.length > 0 && rows[0]!.signalled === true }
   } catch (e) {
     if ((e as { code?: string }).code === '42501') {
-      throw new Refusal(`the agent's role may not signal that session (${cut((e as Error).message, 300)}): GRANT pg_signal_backend TO the agent role (it cannot signal superusers' sessions)`)
+      throw new Refusal(
+        `the agent's role may not signal that session (${cut((e as Error).message, 300)}): GRANT pg_signal_backend TO the agent role (it cannot signal superusers' sessions)`,
+      )
     }
     throw e
   }
 }
 
 /** explain: the statement's text from pg_stat_statements, planned under the sampler's rules. */
-async function explain(sql: postgres.Sql, database: DatabaseConfig, action: AgentAction, beforeStart: () => void, timeoutMs: number): Promise<AgentActionResult> {
+async function explain(
+  sql: postgres.Sql,
+  database: DatabaseConfig,
+  action: AgentAction,
+  beforeStart: () => void,
+  timeoutMs: number,
+): Promise<AgentActionResult> {
   const hash = action.query_hash ?? ''
   if (!/^-?\d{1,20}$/.test(hash)) throw new Refusal('the statement is named by its query id (a number)')
   addArrayTypes(sql, await fetchArrayTypes(sql))
   const [extension] = await sql`SELECT extversion FROM pg_extension WHERE extname = 'pg_stat_statements'`
-  if (!extension) throw new Refusal('pg_stat_statements is not installed in this database: CREATE EXTENSION pg_stat_statements')
+  if (!extension)
+    throw new Refusal('pg_stat_statements is not installed in this database: CREATE EXTENSION pg_stat_statements')
   if (!featuresOf(String(extension.extversion)).info) throw new Refusal(noToplevelAdvice(database.local))
   // The plan sampler's trust, to the role: under dbm local the database's owner too.
   const trusted = await trustedRoles(sql, database.explainTrustedRoles ?? [], database.explainTrustsOwner)
@@ -325,32 +373,50 @@ async function explain(sql: postgres.Sql, database: DatabaseConfig, action: Agen
     ORDER BY 3 DESC
     LIMIT 1`
   const row = rows[0]
-  if (!row) throw new Refusal('pg_stat_statements has no top-level statement of that id in this database now (its statistics were reset, or it ran only inside functions)')
+  if (!row)
+    throw new Refusal(
+      'pg_stat_statements has no top-level statement of that id in this database now (its statistics were reset, or it ran only inside functions)',
+    )
   const text = String(row.query ?? '')
   if (!row.trusted) {
     const runner = cut(String(row.runner ?? 'a dropped role'), 63)
-    throw new Refusal(`not explained: role ${runner} ran it, and the agent plans only what roles it trusts ran (their text reaches the planner). ${trustLine([runner], database.name, runner, database.local)}`)
+    throw new Refusal(
+      `not explained: role ${runner} ran it, and the agent plans only what roles it trusts ran (their text reaches the planner). ${trustLine([runner], database.name, runner, database.local)}`,
+    )
   }
-  if (!EXPLAINABLE.test(text) || text.includes(';') || /\bdbm_explain\b/.test(text)) throw new Refusal('only a single SELECT, WITH, INSERT, UPDATE or DELETE is explained')
+  if (!EXPLAINABLE.test(text) || text.includes(';') || /\bdbm_explain\b/.test(text))
+    throw new Refusal('only a single SELECT, WITH, INSERT, UPDATE or DELETE is explained')
   const values = action.parameters ?? []
   const count = parameterCount(text)
-  if (values.length !== count) throw new Refusal(`the statement has ${count} parameter${count === 1 ? '' : 's'} ($1…); ${values.length} value${values.length === 1 ? ' was' : 's were'} given`)
+  if (values.length !== count)
+    throw new Refusal(
+      `the statement has ${count} parameter${count === 1 ? '' : 's'} ($1…); ${values.length} value${values.length === 1 ? ' was' : 's were'} given`,
+    )
   const writable = await writableSearchPath(sql, trusted)
   if (writable.length > 0) throw new Refusal(`not explained: ${writableAdvice(writable)}`)
   const untrusted = await untrustedCode(sql, trusted)
   if (untrusted) throw new Refusal(`not explained: ${untrustedAdvice(untrusted, database.name, database.local)}`)
   beforeStart()
   try {
-    const explained = await explainOne({ sql }, text, trusted, values, { statementMs: timeoutMs, lockMs: Math.min(timeoutMs, 500) })
+    const explained = await explainOne({ sql }, text, trusted, values, {
+      statementMs: timeoutMs,
+      lockMs: Math.min(timeoutMs, 500),
+    })
     if (!explained) throw new Error('EXPLAIN gave no plan')
     return { outcome: 'done', plan: explained }
   } catch (e) {
-    if (e instanceof UntrustedCodeAppeared) throw new Refusal(`not explained: ${untrustedAdvice(e.found, database.name, database.local)}`)
+    if (e instanceof UntrustedCodeAppeared)
+      throw new Refusal(`not explained: ${untrustedAdvice(e.found, database.name, database.local)}`)
     if (e instanceof UntrustedObjects) {
       const owners = [...new Set(e.objects.map((o) => o.owner))]
-      throw new Refusal(`not explained: it reaches ${e.objects.map((o) => `${o.name} (owned by ${o.owner})`).join(', ')}. ${trustLine(owners, database.name, 'their owners', database.local)}`)
+      throw new Refusal(
+        `not explained: it reaches ${e.objects.map((o) => `${o.name} (owned by ${o.owner})`).join(', ')}. ${trustLine(owners, database.name, 'their owners', database.local)}`,
+      )
     }
-    if ((e as { code?: string }).code === '42501') throw new Refusal(`the agent's role may not plan it (${cut((e as Error).message, 300)}): ${grantHint(14, text, (e as Error).message)}`)
+    if ((e as { code?: string }).code === '42501')
+      throw new Refusal(
+        `the agent's role may not plan it (${cut((e as Error).message, 300)}): ${grantHint(14, text, (e as Error).message)}`,
+      )
     throw e
   }
 }

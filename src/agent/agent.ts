@@ -65,7 +65,13 @@ export interface AgentStatus {
   /** Why the status is degraded; empty when ok. */
   reasons: string[]
   version: string
-  api: { endpoint: string; reachable: boolean | null; last_success_at: string | null; last_failure_at: string | null; last_error: string | null }
+  api: {
+    endpoint: string
+    reachable: boolean | null
+    last_success_at: string | null
+    last_failure_at: string | null
+    last_error: string | null
+  }
   databases: (RunnerStatus & ShippingStatus)[]
 }
 
@@ -117,7 +123,8 @@ export class Agent {
     // The databases' cycles are spread over the first 10 s (or the poll interval, when shorter), so that
     // they do not all query, allocate and post at the same moment.
     const count = this.config.databases.length
-    for (const [i, db] of this.config.databases.entries()) await this.startDatabase(this.config, db, (i * Math.min(db.pollIntervalMs, 10_000)) / count)
+    for (const [i, db] of this.config.databases.entries())
+      await this.startDatabase(this.config, db, (i * Math.min(db.pollIntervalMs, 10_000)) / count)
     this.startHealth(this.config)
     if (this.options.config) return
     this.watcher = watchFile(this.options.configPath, { interval: this.timings.watchIntervalMs }, (curr, prev) => {
@@ -133,10 +140,18 @@ export class Agent {
 
   private async startDatabase(config: AgentConfig, db: DatabaseConfig, delayMs = 0) {
     const Engine = await this.runnerClass(db)
-    let runner: Runner<unknown> | undefined 
+    let runner: Runner<unknown> | undefined
     let accepted = false
     const actions =
-      db.engine === 'postgres' ? new ActionPoller({ endpoint: config.api.endpoint, apiKey: config.api.key, database: db, log: this.options.log, waitSeconds: this.timings.actionWaitSeconds }) : undefined
+      db.engine === 'postgres'
+        ? new ActionPoller({
+            endpoint: config.api.endpoint,
+            apiKey: config.api.key,
+            database: db,
+            log: this.options.log,
+            waitSeconds: this.timings.actionWaitSeconds,
+          })
+        : undefined
     const shipper = new Shipper({
       endpoint: config.api.endpoint,
       apiKey: config.api.key,
@@ -159,7 +174,13 @@ export class Agent {
       counters: this.countersFor(db.name),
       metrics: this.metrics.shipper(db.name),
     })
-    runner = new Engine(db, shipper, this.options.log, this.timings, join(this.options.bufferDir, stateFileName(db.name))) as Runner<unknown>
+    runner = new Engine(
+      db,
+      shipper,
+      this.options.log,
+      this.timings,
+      join(this.options.bufferDir, stateFileName(db.name)),
+    ) as Runner<unknown>
     runner.metrics = this.metrics.runner(db.name, db.exporter ? db.engine : undefined)
     this.running.set(db.name, { config: db, runner, shipper, actions })
     runner.start(delayMs)
@@ -226,7 +247,11 @@ export class Agent {
       this.startHealth(next)
     }
     this.config = next
-    log.info('config reloaded', { started: started.join(',') || 'none', stopped: stopped.join(',') || 'none', restarted: restarted.join(',') || 'none' })
+    log.info('config reloaded', {
+      started: started.join(',') || 'none',
+      stopped: stopped.join(',') || 'none',
+      restarted: restarted.join(',') || 'none',
+    })
   }
 
   private apiHealthFor(endpoint: string): ApiHealth {
@@ -260,10 +285,13 @@ export class Agent {
       // Dropping batches is never healthy: degraded while the latest drop is recent.
       const dropped = database.last_drop === null ? null : Date.parse(database.last_drop.at)
       if (dropped !== null && now - dropped < DROPS_DEGRADE_MS) {
-        reasons.push(`${database.name}: the API refused batches as malformed and they were dropped (${database.dropped_batches} in all; last ${Math.round((now - dropped) / 1000)} s ago: ${database.last_drop!.reason})`)
+        reasons.push(
+          `${database.name}: the API refused batches as malformed and they were dropped (${database.dropped_batches} in all; last ${Math.round((now - dropped) / 1000)} s ago: ${database.last_drop!.reason})`,
+        )
       }
       const oldest = database.oldest_buffered_at === null ? null : Date.parse(database.oldest_buffered_at)
-      if (oldest !== null && now - oldest > graceMs) reasons.push(`${database.name}: batches buffered for ${Math.round((now - oldest) / 1000)} s`)
+      if (oldest !== null && now - oldest > graceMs)
+        reasons.push(`${database.name}: batches buffered for ${Math.round((now - oldest) / 1000)} s`)
       return database
     })
     return {
@@ -293,15 +321,25 @@ export class Agent {
           const path = new URL(req.url).pathname
           // Every text in it (errors of drivers and of the API among them) without a password.
           const text = (value: unknown) => (typeof value === 'string' ? redactSecrets(value) : value)
-          if (path === '/healthz') return new Response(JSON.stringify(this.status(), (_, v) => text(v)), { headers: { 'content-type': 'application/json' } })
-          if (path === '/metrics') return new Response(this.metrics.registry.expose(), { headers: { 'content-type': EXPOSITION_CONTENT_TYPE } })
+          if (path === '/healthz')
+            return new Response(
+              JSON.stringify(this.status(), (_, v) => text(v)),
+              { headers: { 'content-type': 'application/json' } },
+            )
+          if (path === '/metrics')
+            return new Response(this.metrics.registry.expose(), {
+              headers: { 'content-type': EXPOSITION_CONTENT_TYPE },
+            })
           return Response.json({ error: 'not found' }, { status: 404 })
         },
       })
       this.options.log.info('health endpoint listening', { address: `${this.health.hostname}:${this.health.port}` })
     } catch (e) {
       // An optional part that fails is logged and left off; collection goes on.
-      this.options.log.error('health endpoint not started', { address: `${hostname ?? '0.0.0.0'}:${port}`, cause: (e as Error).message })
+      this.options.log.error('health endpoint not started', {
+        address: `${hostname ?? '0.0.0.0'}:${port}`,
+        cause: (e as Error).message,
+      })
     }
   }
 

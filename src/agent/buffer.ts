@@ -98,7 +98,8 @@ export class DiskBuffer {
     // -shm files the same mode), and one planted by another user is not used.
     for (const file of [this.path, `${this.path}-wal`, `${this.path}-shm`]) {
       const unsafe = unsafeFileReason(file)
-      if (unsafe) throw Object.assign(new Error(`${file} cannot be used for the buffer: ${unsafe}`), { code: 'EUNSAFE' })
+      if (unsafe)
+        throw Object.assign(new Error(`${file} cannot be used for the buffer: ${unsafe}`), { code: 'EUNSAFE' })
     }
     closeSync(openSync(this.path, CREATE_NO_FOLLOW, 0o600))
     chmodSync(this.path, 0o600)
@@ -107,7 +108,8 @@ export class DiskBuffer {
       if (check) {
         const result = db.query('PRAGMA quick_check').values()
         const verdict = String(result[0]?.[0] ?? '')
-        if (verdict !== 'ok') throw Object.assign(new Error(`integrity check failed: ${verdict.slice(0, 200)}`), { code: 'SQLITE_CORRUPT' })
+        if (verdict !== 'ok')
+          throw Object.assign(new Error(`integrity check failed: ${verdict.slice(0, 200)}`), { code: 'SQLITE_CORRUPT' })
       }
       db.exec('PRAGMA journal_mode = WAL')
       db.exec('PRAGMA synchronous = NORMAL')
@@ -154,7 +156,8 @@ export class DiskBuffer {
     const target = `${this.path}.corrupt-${stamp}`
     try {
       renameSync(this.path, target)
-      for (const suffix of ['-wal', '-shm']) if (existsSync(this.path + suffix)) renameSync(this.path + suffix, target + suffix)
+      for (const suffix of ['-wal', '-shm'])
+        if (existsSync(this.path + suffix)) renameSync(this.path + suffix, target + suffix)
     } catch (e) {
       return describeError(e)
     }
@@ -188,7 +191,10 @@ export class DiskBuffer {
   bytes(): number {
     if (!this.db) return 0
     try {
-      return Number((this.db.query('SELECT COALESCE(SUM(LENGTH(CAST(body AS BLOB))), 0) AS n FROM batches').get() as { n: number }).n)
+      return Number(
+        (this.db.query('SELECT COALESCE(SUM(LENGTH(CAST(body AS BLOB))), 0) AS n FROM batches').get() as { n: number })
+          .n,
+      )
     } catch {
       return 0
     }
@@ -198,7 +204,9 @@ export class DiskBuffer {
   oldestCreatedAt(): number | null {
     if (!this.db) return null
     try {
-      const row = this.db.query('SELECT created_at FROM batches ORDER BY seq LIMIT 1').get() as { created_at: number } | null
+      const row = this.db.query('SELECT created_at FROM batches ORDER BY seq LIMIT 1').get() as {
+        created_at: number
+      } | null
       return row?.created_at ?? null
     } catch (e) {
       this.fail('read', e)
@@ -213,12 +221,17 @@ export class DiskBuffer {
   add(batch: BufferedBatch): AddResult {
     const bytes = Buffer.byteLength(batch.body)
     const maxBytes = this.options.maxBytes()
-    if (bytes + ROW_OVERHEAD_BYTES > maxBytes) return { kept: false, reason: `the batch (${bytes} bytes) is larger than buffer.max_bytes (${maxBytes})` }
+    if (bytes + ROW_OVERHEAD_BYTES > maxBytes)
+      return { kept: false, reason: `the batch (${bytes} bytes) is larger than buffer.max_bytes (${maxBytes})` }
     try {
       const db = this.open()
       const evicted = db.transaction(() => {
         const dropped = this.makeRoom(db, bytes + ROW_OVERHEAD_BYTES, maxBytes)
-        db.query('INSERT OR IGNORE INTO batches (id, created_at, body) VALUES (?1, ?2, ?3)').run(batch.id, batch.createdAt, batch.body)
+        db.query('INSERT OR IGNORE INTO batches (id, created_at, body) VALUES (?1, ?2, ?3)').run(
+          batch.id,
+          batch.createdAt,
+          batch.body,
+        )
         return dropped
       })()
       this.count = this.countRows()
@@ -243,7 +256,9 @@ export class DiskBuffer {
     let freed = 0
     let lastSeq: number | undefined
     let count = 0
-    for (const row of db.query('SELECT seq, LENGTH(CAST(body AS BLOB)) AS bytes FROM batches ORDER BY seq').iterate() as IterableIterator<{
+    for (const row of db
+      .query('SELECT seq, LENGTH(CAST(body AS BLOB)) AS bytes FROM batches ORDER BY seq')
+      .iterate() as IterableIterator<{
       seq: number
       bytes: number
     }>) {
@@ -261,9 +276,13 @@ export class DiskBuffer {
   oldest(limit: number): BufferedBatch[] | null {
     if (!this.db) return []
     try {
-      return (this.db.query('SELECT id, created_at, body FROM batches ORDER BY seq LIMIT ?1').all(limit) as { id: string; created_at: number; body: string }[]).map(
-        (r) => ({ id: r.id, createdAt: r.created_at, body: r.body }),
-      )
+      return (
+        this.db.query('SELECT id, created_at, body FROM batches ORDER BY seq LIMIT ?1').all(limit) as {
+          id: string
+          created_at: number
+          body: string
+        }[]
+      ).map((r) => ({ id: r.id, createdAt: r.created_at, body: r.body }))
     } catch (e) {
       this.fail('read', e)
       return null
@@ -301,7 +320,9 @@ export class DiskBuffer {
   dropExpired(now: number): number {
     if (!this.db) return 0
     try {
-      const dropped = this.db.query('DELETE FROM batches WHERE created_at < ?1').run(now - this.options.maxAgeMs).changes
+      const dropped = this.db
+        .query('DELETE FROM batches WHERE created_at < ?1')
+        .run(now - this.options.maxAgeMs).changes
       this.count = this.countRows()
       if (this.count === 0) this.removeFiles()
       return dropped

@@ -8,9 +8,22 @@ import { join } from 'node:path'
 import postgres from 'postgres'
 import type { AgentConfig, DatabaseConfig } from './config.ts'
 import { allowedActions } from './actions.ts'
-import { noToplevelAdvice, trustedRoles, untrustedCheckNote, untrustedCode, writableAdvice, writableSearchPath } from './collectors/postgres/explain-plans.ts'
+import {
+  noToplevelAdvice,
+  trustedRoles,
+  untrustedCheckNote,
+  untrustedCode,
+  writableAdvice,
+  writableSearchPath,
+} from './collectors/postgres/explain-plans.ts'
 import { featuresOf } from './collectors/postgres/query-stats.ts'
-import { type CustomQuery, clickhouseCustomQuery, customLabel, customSamples, postgresCustomQuery } from './collectors/custom-metrics.ts'
+import {
+  type CustomQuery,
+  clickhouseCustomQuery,
+  customLabel,
+  customSamples,
+  postgresCustomQuery,
+} from './collectors/custom-metrics.ts'
 import { postgresConnection } from './postgres-dsn.ts'
 import { dsnEndpoint, planCollectors } from './postgres-runner.ts'
 import { othersMayWrite } from './own-file.ts'
@@ -50,11 +63,15 @@ export async function checkApi(config: AgentConfig, timeoutS = 10): Promise<Chec
       scopes = (JSON.parse(text) as { api_key?: { scopes?: unknown } | null }).api_key?.scopes
     } catch {}
     if (Array.isArray(scopes) && !scopes.includes('ingest')) {
-      return { ok: false, line: `FAIL  api: ${endpoint} knows the key, but it lacks the 'ingest' scope the agent's batches need (it has: ${scopes.join(', ') || 'none'}); create one with ingest` }
+      return {
+        ok: false,
+        line: `FAIL  api: ${endpoint} knows the key, but it lacks the 'ingest' scope the agent's batches need (it has: ${scopes.join(', ') || 'none'}); create one with ingest`,
+      }
     }
     return { ok: true, line: `ok    api: ${endpoint} accepts the key` }
   }
-  if (res.status === 401 || res.status === 403) return { ok: false, line: `FAIL  api: ${endpoint} refused the API key (HTTP ${res.status}: ${error})` }
+  if (res.status === 401 || res.status === 403)
+    return { ok: false, line: `FAIL  api: ${endpoint} refused the API key (HTTP ${res.status}: ${error})` }
   return { ok: false, line: `FAIL  api: ${endpoint} answered HTTP ${res.status}: ${error}` }
 }
 
@@ -62,7 +79,12 @@ export async function checkApi(config: AgentConfig, timeoutS = 10): Promise<Chec
  * What the agent's role lacks, as notes for the check line. `configured`: the trusted roles of the config
  * (or dbm local's flags), undefined when plans are not sampled; `db.explainTrustsOwner` adds the owner.
  */
-async function postgresNotes(sql: postgres.Sql, major: number, db: DatabaseConfig, configured: readonly string[] | undefined): Promise<string[]> {
+async function postgresNotes(
+  sql: postgres.Sql,
+  major: number,
+  db: DatabaseConfig,
+  configured: readonly string[] | undefined,
+): Promise<string[]> {
   const database = db.name
   const local = db.local === true
   const trusted = configured && (await trustedRoles(sql, configured, db.explainTrustsOwner))
@@ -77,18 +99,28 @@ async function postgresNotes(sql: postgres.Sql, major: number, db: DatabaseConfi
     FROM pg_roles r WHERE r.rolname = current_user`
   const notes: string[] = []
   if (!p!.statements) {
-    notes.push('pg_stat_statements is not installed in this database: query_stats will be empty (CREATE EXTENSION pg_stat_statements; with pg_stat_statements in shared_preload_libraries)')
+    notes.push(
+      'pg_stat_statements is not installed in this database: query_stats will be empty (CREATE EXTENSION pg_stat_statements; with pg_stat_statements in shared_preload_libraries)',
+    )
   }
-  if (trusted && p!.statements && !featuresOf(String(p!.statements)).info) notes.push(`plans will not be sampled: ${noToplevelAdvice(local)}`)
+  if (trusted && p!.statements && !featuresOf(String(p!.statements)).info)
+    notes.push(`plans will not be sampled: ${noToplevelAdvice(local)}`)
   const writable = trusted ? await writableSearchPath(sql, trusted) : []
   if (writable.length > 0) notes.push(`plans will not be sampled: ${writableAdvice(writable)}`)
   const untrusted = trusted && (await untrustedCode(sql, trusted))
   if (untrusted) notes.push(untrustedCheckNote(untrusted, database, local))
   if (configured && configured.length > 0) {
-    const known = new Set((await sql`SELECT rolname::text AS name FROM pg_roles WHERE rolname = ANY(${sql.array([...configured])}::text[])`).map((r) => String(r.name)))
+    const known = new Set(
+      (
+        await sql`SELECT rolname::text AS name FROM pg_roles WHERE rolname = ANY(${sql.array([...configured])}::text[])`
+      ).map((r) => String(r.name)),
+    )
     const unknown = configured.filter((name) => !known.has(name))
     const key = local ? '--explain-trusted-role' : 'explain_trusted_roles'
-    if (unknown.length > 0) notes.push(`${key} names no role ${unknown.map((n) => JSON.stringify(n)).join(', ')} (role names are case-sensitive)`)
+    if (unknown.length > 0)
+      notes.push(
+        `${key} names no role ${unknown.map((n) => JSON.stringify(n)).join(', ')} (role names are case-sensitive)`,
+      )
   }
   if (p!.superuser) return notes
   const role = String(p!.role)
@@ -99,10 +131,18 @@ async function postgresNotes(sql: postgres.Sql, major: number, db: DatabaseConfi
       `role ${role} may signal only its own sessions: ${kills.join(' and ')} of other roles' sessions from the dashboard will be refused (GRANT pg_signal_backend TO ${pgIdent(role)};)`,
     )
   }
-  if (!p!.monitor) notes.push(`role ${role} is not a member of pg_monitor: other sessions, locks and statistics are hidden (GRANT pg_monitor TO ${role};)`)
+  if (!p!.monitor)
+    notes.push(
+      `role ${role} is not a member of pg_monitor: other sessions, locks and statistics are hidden (GRANT pg_monitor TO ${role};)`,
+    )
   if (!p!.read_all && p!.unreadable_tables > 0) {
-    const fix = major >= 14 ? `GRANT pg_read_all_data TO ${role};` : `GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${role}; GRANT SELECT ON ALL SEQUENCES IN SCHEMA public TO ${role};`
-    notes.push(`role ${role} cannot read ${p!.unreadable_tables} tables: their statements are not explained, their sequences not checked and their column statistics not read (${fix})`)
+    const fix =
+      major >= 14
+        ? `GRANT pg_read_all_data TO ${role};`
+        : `GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${role}; GRANT SELECT ON ALL SEQUENCES IN SCHEMA public TO ${role};`
+    notes.push(
+      `role ${role} cannot read ${p!.unreadable_tables} tables: their statements are not explained, their sequences not checked and their column statistics not read (${fix})`,
+    )
   }
   return notes
 }
@@ -122,7 +162,8 @@ async function checkPostgres(db: DatabaseConfig, timeoutS: number): Promise<Chec
     // connect_timeout does not cover it: the whole check has a hard deadline.
     return await withDeadline(
       (async () => {
-        const [row] = await sql`SELECT current_setting('server_version_num')::int AS num, current_setting('server_version') AS version`
+        const [row] =
+          await sql`SELECT current_setting('server_version_num')::int AS num, current_setting('server_version') AS version`
         const major = Math.floor(row!.num / 10_000)
         const plans = planCollectors(db, major)
         // Untrusted functions matter only where plans are sampled (the server may still turn sampling off).
@@ -142,7 +183,12 @@ async function checkPostgres(db: DatabaseConfig, timeoutS: number): Promise<Chec
         const custom = await customLines(db, (m) => postgresCustomQuery(sql, m))
         return {
           ok: custom.ok,
-          line: okLine(db, `postgres ${row!.version}`, plans) + parts + actions + (notes.length ? `; note: ${notes.join('; ')}` : '') + custom.text,
+          line:
+            okLine(db, `postgres ${row!.version}`, plans) +
+            parts +
+            actions +
+            (notes.length ? `; note: ${notes.join('; ')}` : '') +
+            custom.text,
         }
       })(),
       timeoutS * 1000,
@@ -158,7 +204,11 @@ async function checkPostgres(db: DatabaseConfig, timeoutS: number): Promise<Chec
 }
 
 /** JSON text with bidi controls escaped too, so that a value cannot reorder what the terminal shows. */
-const shown = (value: string) => JSON.stringify(value).replace(/[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
+const shown = (value: string) =>
+  JSON.stringify(value).replace(
+    /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  )
 
 /** Rows of a custom metric shown by the check. */
 const CHECK_ROWS = 3
@@ -180,12 +230,18 @@ async function customLines(db: DatabaseConfig, run: CustomQuery): Promise<{ ok: 
       continue
     }
     const result = customSamples(metric, rows)
-    const first = rows.slice(0, CHECK_ROWS).map((row) => `{${[...metric.labels, ...metric.values].map((c) => `${c}=${shown(customLabel(row[c]).slice(0, 80))}`).join(', ')}}`)
+    const first = rows
+      .slice(0, CHECK_ROWS)
+      .map(
+        (row) =>
+          `{${[...metric.labels, ...metric.values].map((c) => `${c}=${shown(customLabel(row[c]).slice(0, 80))}`).join(', ')}}`,
+      )
     const returned = `${rows.length > 1000 ? 'more than 1000' : rows.length} row(s)${first.length ? `, first: ${first.join(' ')}` : ''}`
     if (result.error !== undefined) {
       ok = false
       text += `\nFAIL  ${db.name}: custom metric ${metric.name}: ${shown(result.error)}; ${returned}`
-    } else text += `\nok    ${db.name}: custom metric ${metric.name} (${metric.kind}, every ${metric.intervalMs / 1000} s): ${returned}`
+    } else
+      text += `\nok    ${db.name}: custom metric ${metric.name} (${metric.kind}, every ${metric.intervalMs / 1000} s): ${returned}`
   }
   return { ok, text }
 }
@@ -213,11 +269,22 @@ async function checkClickHouse(db: DatabaseConfig, timeoutS: number): Promise<Ch
       // Each collector that would run says what keeps it from working, from the system tables looked up once
       // (querying a missing log table would count an UNKNOWN_TABLE error in system.errors, which log_events reports).
       const { systemTables } = await import('./collectors/clickhouse/system-tables.ts')
-      const check = { client: conn.client, db, versionNum: conn.versionNum, systemTables: await systemTables({ client: conn.client, now: Date.now(), state: new Map() }) }
+      const check = {
+        client: conn.client,
+        db,
+        versionNum: conn.versionNum,
+        systemTables: await systemTables({ client: conn.client, now: Date.now(), state: new Map() }),
+      }
       const notes: string[] = []
       for (const p of chPlans) if (p.run && p.collector.checkNotes) notes.push(...(await p.collector.checkNotes(check)))
       const custom = await customLines(db, (m) => clickhouseCustomQuery(conn.client, m))
-      return { ok: custom.ok, line: okLine(db, `clickhouse ${conn.version}`, plans) + (notes.length ? `; note: ${notes.join('; ')}` : '') + custom.text }
+      return {
+        ok: custom.ok,
+        line:
+          okLine(db, `clickhouse ${conn.version}`, plans) +
+          (notes.length ? `; note: ${notes.join('; ')}` : '') +
+          custom.text,
+      }
     } finally {
       await conn.close().catch(() => {})
     }
@@ -237,9 +304,16 @@ export function checkBufferDir(dir: string): CheckLine {
     writeFileSync(probe, '', { mode: 0o600, flag: 'wx' })
     rmSync(probe, { force: true })
   } catch (e) {
-    return { ok: false, line: `FAIL  buffer: ${dir} cannot hold the buffer and the saved baselines: ${(e as Error).message}` }
+    return {
+      ok: false,
+      line: `FAIL  buffer: ${dir} cannot hold the buffer and the saved baselines: ${(e as Error).message}`,
+    }
   }
-  if (othersMayWrite(dir)) return { ok: false, line: `FAIL  buffer: other users may create files in ${dir}; give the agent a directory of its own (--buffer-dir)` }
+  if (othersMayWrite(dir))
+    return {
+      ok: false,
+      line: `FAIL  buffer: other users may create files in ${dir}; give the agent a directory of its own (--buffer-dir)`,
+    }
   return { ok: true, line: `ok    buffer: ${dir}` }
 }
 

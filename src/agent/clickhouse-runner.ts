@@ -13,12 +13,23 @@ import type { ClickHouseCollector, ClickHouseContext } from './collectors/types.
 import { clickhouseTarget } from './config.ts'
 import { clickhouseFacts } from './server-state.ts'
 import type { AgentLogger } from './collectors/types.ts'
-import { Runner, type RunnerTimings, type Session, type SessionBase, abortable, planFor, withDeadline } from './runner.ts'
+import {
+  Runner,
+  type RunnerTimings,
+  type Session,
+  type SessionBase,
+  abortable,
+  planFor,
+  withDeadline,
+} from './runner.ts'
 import type { DatabaseConfig } from './config.ts'
 import type { CollectorPlan } from './runner.ts'
 
 /** Which ClickHouse collectors run (the same rules as PostgreSQL's; none has a minimum version yet). */
-export function planClickHouseCollectors(config: Pick<DatabaseConfig, 'enabledCollectors'>, major: number): CollectorPlan<ClickHouseContext>[] {
+export function planClickHouseCollectors(
+  config: Pick<DatabaseConfig, 'enabledCollectors'>,
+  major: number,
+): CollectorPlan<ClickHouseContext>[] {
   return planFor(clickhouseCollectors, config, major)
 }
 
@@ -35,7 +46,9 @@ export function clickhouseEndpoint(dsn: string): { host: string; port: number } 
 }
 
 async function serverIdentity(client: ClickHouseClient): Promise<string> {
-  const [row] = await (await client.query({ query: 'SELECT hostName() AS host, toString(serverUUID()) AS uuid', format: 'JSONEachRow' })).json<{
+  const [row] = await (
+    await client.query({ query: 'SELECT hostName() AS host, toString(serverUUID()) AS uuid', format: 'JSONEachRow' })
+  ).json<{
     host: string
     uuid: string
   }>()
@@ -49,7 +62,13 @@ const SENDING = new Set<PropertyKey>(['query', 'command', 'exec', 'insert'])
  * `client` as one run sees it: every request carries the run's signal and a query id of its own, none
  * starts once the signal aborted, and at the abort the queries started are killed on the server.
  */
-export function cancellableClient(client: ClickHouseClient, signal: AbortSignal, graceMs: number, log: AgentLogger, database: string): ClickHouseClient {
+export function cancellableClient(
+  client: ClickHouseClient,
+  signal: AbortSignal,
+  graceMs: number,
+  log: AgentLogger,
+  database: string,
+): ClickHouseClient {
   const started: string[] = []
   signal.addEventListener(
     'abort',
@@ -57,7 +76,11 @@ export function cancellableClient(client: ClickHouseClient, signal: AbortSignal,
       if (started.length === 0) return
       // Parameterised: the ids never become SQL text. ASYNC: the kill is requested, not waited for.
       client
-        .command({ query: 'KILL QUERY WHERE query_id IN {ids:Array(String)} ASYNC', query_params: { ids: started }, abort_signal: AbortSignal.timeout(graceMs) })
+        .command({
+          query: 'KILL QUERY WHERE query_id IN {ids:Array(String)} ASYNC',
+          query_params: { ids: started },
+          abort_signal: AbortSignal.timeout(graceMs),
+        })
         .catch((e: Error) => log.debug('KILL QUERY after a deadline failed', { database, cause: e.message }))
     },
     { once: true },
@@ -97,7 +120,10 @@ export class ClickHouseRunner extends Runner<ClickHouseContext> {
       conn = await abortable(withDeadline(connecting, this.timings.connectTimeoutS * 1000, 'connecting'), signal)
     } catch (e) {
       // A connection that arrives after the deadline or the stop is closed.
-      void connecting.then((late) => late.close(), () => {})
+      void connecting.then(
+        (late) => late.close(),
+        () => {},
+      )
       throw e
     }
     const { cancelGraceMs } = this

@@ -147,7 +147,24 @@ const TOP_LEVEL_KEYS = ['api', 'health', 'buffer', 'databases']
 const API_KEYS = ['endpoint', 'key']
 const HEALTH_KEYS = ['listen_addr']
 const BUFFER_KEYS = ['max_bytes']
-const DATABASE_KEYS = ['name', 'engine', 'dsn', 'poll_interval', 'enabled_collectors', 'pg_log_dir', 'explain_trusted_roles', 'allow_actions', 'enabled_exporter', 'tags', 'backup_command', 'backup_tool', 'backup_check_interval', 'backup_timeout', 'log_text', 'custom_metrics']
+const DATABASE_KEYS = [
+  'name',
+  'engine',
+  'dsn',
+  'poll_interval',
+  'enabled_collectors',
+  'pg_log_dir',
+  'explain_trusted_roles',
+  'allow_actions',
+  'enabled_exporter',
+  'tags',
+  'backup_command',
+  'backup_tool',
+  'backup_check_interval',
+  'backup_timeout',
+  'log_text',
+  'custom_metrics',
+]
 const CUSTOM_METRIC_KEYS = ['name', 'sql', 'interval', 'labels', 'values', 'kind', 'timeout', 'description', 'alert']
 const CUSTOM_ALERT_KEYS = ['above', 'below', 'for', 'severity']
 /** A custom metric's name: what follows dbm_custom_ on /metrics. */
@@ -161,8 +178,8 @@ const CUSTOM_COLUMN_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
 const NS_PER_UNIT: Record<string, bigint> = {
   ns: 1n,
   us: 1_000n,
-  'µs': 1_000n, // U+00B5 micro sign
-  'μs': 1_000n, // U+03BC Greek mu
+  µs: 1_000n, // U+00B5 micro sign
+  μs: 1_000n, // U+03BC Greek mu
   ms: 1_000_000n,
   s: 1_000_000_000n,
   m: 60_000_000_000n,
@@ -242,7 +259,8 @@ export function parseGoDuration(text: string): number {
     const unitName = s.slice(0, u)
     s = s.slice(u)
     const unit = NS_PER_UNIT[unitName]
-    if (unit === undefined) throw new ConfigError(`time: unknown unit ${goQuote(unitName)} in duration ${goQuote(text)}`)
+    if (unit === undefined)
+      throw new ConfigError(`time: unknown unit ${goQuote(unitName)} in duration ${goQuote(text)}`)
 
     if (whole > MAX_UINT / unit) throw invalid()
     let value = whole * unit
@@ -306,10 +324,12 @@ function clickhouseParamsProblem(query: URLSearchParams, scheme: string): string
     const name = JSON.stringify(key.length > 40 ? `${key.slice(0, 40)}…` : key)
     if (seen.has(key)) return `parameter ${name} is given twice`
     seen.add(key)
-    if (!CLICKHOUSE_DSN_PARAMETERS.includes(key)) return `unknown parameter ${name} (the agent reads ${CLICKHOUSE_DSN_PARAMETERS.join(', ')})`
+    if (!CLICKHOUSE_DSN_PARAMETERS.includes(key))
+      return `unknown parameter ${name} (the agent reads ${CLICKHOUSE_DSN_PARAMETERS.join(', ')})`
     if (key === 'secure') {
       const secure = parseSecure(value)
-      if ((scheme === 'http' && secure) || (scheme === 'https' && !secure)) return `secure=${value} contradicts the ${scheme}:// scheme, which decides; leave secure out`
+      if ((scheme === 'http' && secure) || (scheme === 'https' && !secure))
+        return `secure=${value} contradicts the ${scheme}:// scheme, which decides; leave secure out`
     }
   }
   return undefined
@@ -418,7 +438,9 @@ function rejectUnknownKeys(map: PlainMap, known: string[], where: string): void 
   for (const key of Object.keys(map)) {
     if (known.includes(key)) continue
     const near = nearestKey(key, known)
-    throw new ConfigError(`unknown key ${JSON.stringify(key)} ${where}${near ? ` (did you mean ${JSON.stringify(near)}?)` : ''}`)
+    throw new ConfigError(
+      `unknown key ${JSON.stringify(key)} ${where}${near ? ` (did you mean ${JSON.stringify(near)}?)` : ''}`,
+    )
   }
 }
 
@@ -467,13 +489,20 @@ function parseApi(value: Plain | undefined): AgentConfig['api'] {
   } catch {
     url = undefined
   }
-  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '' || url.search || url.hash) {
+  if (
+    !url ||
+    (url.protocol !== 'http:' && url.protocol !== 'https:') ||
+    url.hostname === '' ||
+    url.search ||
+    url.hash
+  ) {
     throw new ConfigError('api.endpoint: expected an http:// or https:// URL')
   }
 
   const key = optionalString(value, 'key', 'api.key')
   if (key === undefined) throw new ConfigError('api.key is required')
-  if (!API_KEY_PATTERN.test(key)) throw new ConfigError('api.key: expected an API key of the form dbm_ak_<key_id>_<secret>')
+  if (!API_KEY_PATTERN.test(key))
+    throw new ConfigError('api.key: expected an API key of the form dbm_ak_<key_id>_<secret>')
   return { endpoint, key }
 }
 
@@ -492,7 +521,15 @@ function parseHealth(value: Plain | undefined): AgentConfig['health'] {
 }
 
 /** Byte units of buffer.max_bytes: SI (powers of 1000) and IEC (powers of 1024), in any case (256mb is 256MB). */
-const BYTE_UNITS: Record<string, number> = { B: 1, KB: 1e3, MB: 1e6, GB: 1e9, KiB: 1024, MiB: 1024 ** 2, GiB: 1024 ** 3 }
+const BYTE_UNITS: Record<string, number> = {
+  B: 1,
+  KB: 1e3,
+  MB: 1e6,
+  GB: 1e9,
+  KiB: 1024,
+  MiB: 1024 ** 2,
+  GiB: 1024 ** 3,
+}
 const UNIT_BY_LOWER_CASE = new Map(Object.entries(BYTE_UNITS).map(([unit, bytes]) => [unit.toLowerCase(), bytes]))
 
 /** A size: a whole number of bytes, optionally followed (with no space) by one of BYTE_UNITS: 268435456, 256MB, 1GiB. */
@@ -517,7 +554,8 @@ function parseBuffer(value: Plain | undefined): AgentConfig['buffer'] {
       `buffer.max_bytes: expected a whole number of bytes, optionally with a unit (${Object.keys(BYTE_UNITS).join(', ')}) such as 256MB or 1GiB, got ${JSON.stringify(text)}`,
     )
   }
-  if (maxBytes < MIN_BUFFER_MAX_BYTES) throw new ConfigError(`buffer.max_bytes: must be at least 1MB, got ${JSON.stringify(text)}`)
+  if (maxBytes < MIN_BUFFER_MAX_BYTES)
+    throw new ConfigError(`buffer.max_bytes: must be at least 1MB, got ${JSON.stringify(text)}`)
   return { maxBytes }
 }
 
@@ -531,14 +569,19 @@ function resolveEngine(entry: PlainMap, dsn: string, path: string): EngineName {
     )
   }
   if (engineText !== 'postgres' && engineText !== 'clickhouse') {
-    throw new ConfigError(`${path}.engine: unsupported engine ${JSON.stringify(engineText)} (use postgres or clickhouse)`)
+    throw new ConfigError(
+      `${path}.engine: unsupported engine ${JSON.stringify(engineText)} (use postgres or clickhouse)`,
+    )
   }
   if (detected === undefined) {
-    const schemes = engineText === 'postgres' ? 'a postgres:// or postgresql://' : 'a clickhouse://, tcp://, http:// or https://'
+    const schemes =
+      engineText === 'postgres' ? 'a postgres:// or postgresql://' : 'a clickhouse://, tcp://, http:// or https://'
     throw new ConfigError(`${path}.dsn: engine ${engineText} expects ${schemes} URL`)
   }
   if (detected !== engineText) {
-    throw new ConfigError(`${path}.engine: engine is ${engineText} but the DSN scheme ${dsnScheme(dsn)}:// is for ${detected}`)
+    throw new ConfigError(
+      `${path}.engine: engine is ${engineText} but the DSN scheme ${dsnScheme(dsn)}:// is for ${detected}`,
+    )
   }
   return engineText
 }
@@ -563,12 +606,15 @@ function parseCollectors(entry: PlainMap, engine: EngineName, path: string): str
   if (!Array.isArray(value) || value.some((item) => typeof item !== 'string')) {
     throw new ConfigError(`${where}: expected a list of collector names`)
   }
-  if (value.length === 0) throw new ConfigError(`${where}: name at least one collector, or leave the key out to run them all`)
+  if (value.length === 0)
+    throw new ConfigError(`${where}: name at least one collector, or leave the key out to run them all`)
   const known = collectorsFor(engine)
   const names: string[] = []
   for (const item of value as string[]) {
     if (!known.includes(item)) {
-      throw new ConfigError(`${where}: unknown ${engine} collector ${JSON.stringify(item)} (known: ${known.join(', ')})`)
+      throw new ConfigError(
+        `${where}: unknown ${engine} collector ${JSON.stringify(item)} (known: ${known.join(', ')})`,
+      )
     }
     if (!names.includes(item)) names.push(item)
   }
@@ -581,7 +627,10 @@ function parseTrustedRoles(entry: PlainMap, engine: EngineName, path: string): s
   if (value === null || value === undefined) return undefined
   const where = `${path}.explain_trusted_roles`
   if (engine !== 'postgres') throw new ConfigError(`${where}: only for postgres databases`)
-  if (!Array.isArray(value) || value.some((item) => typeof item !== 'string' || item.length === 0 || Buffer.byteLength(item) > 63)) {
+  if (
+    !Array.isArray(value) ||
+    value.some((item) => typeof item !== 'string' || item.length === 0 || Buffer.byteLength(item) > 63)
+  ) {
     throw new ConfigError(`${where}: expected a list of role names`)
   }
   return [...new Set(value as string[])]
@@ -595,7 +644,8 @@ function parseAllowActions(entry: PlainMap, engine: EngineName, path: string): A
   if (engine !== 'postgres') throw new ConfigError(`${where}: only for postgres databases`)
   if (!Array.isArray(value)) throw new ConfigError(`${where}: expected a list of ${ACTION_KINDS.join(', ')}`)
   for (const item of value) {
-    if (!(ACTION_KINDS as readonly unknown[]).includes(item)) throw new ConfigError(`${where}: unknown action ${JSON.stringify(item)} (known: ${ACTION_KINDS.join(', ')})`)
+    if (!(ACTION_KINDS as readonly unknown[]).includes(item))
+      throw new ConfigError(`${where}: unknown action ${JSON.stringify(item)} (known: ${ACTION_KINDS.join(', ')})`)
   }
   return ACTION_KINDS.filter((k) => value.includes(k))
 }
@@ -604,7 +654,14 @@ const DEFAULT_BACKUP_INTERVAL = '10m'
 const DEFAULT_BACKUP_TIMEOUT = '60s'
 
 /** A duration key of the backup settings, within [minMs, maxMs]. */
-function backupDuration(entry: PlainMap, key: string, fallback: string, minMs: number, maxMs: number, path: string): number {
+function backupDuration(
+  entry: PlainMap,
+  key: string,
+  fallback: string,
+  minMs: number,
+  maxMs: number,
+  path: string,
+): number {
   const text = optionalString(entry, key, `${path}.${key}`) ?? fallback
   let ms: number
   try {
@@ -612,7 +669,8 @@ function backupDuration(entry: PlainMap, key: string, fallback: string, minMs: n
   } catch (error) {
     throw new ConfigError(`${path}.${key}: ${(error as Error).message}`)
   }
-  if (ms < minMs || ms > maxMs) throw new ConfigError(`${path}.${key}: must be between ${minMs / 1000}s and ${maxMs / 3_600_000}h, got ${text}`)
+  if (ms < minMs || ms > maxMs)
+    throw new ConfigError(`${path}.${key}: must be between ${minMs / 1000}s and ${maxMs / 3_600_000}h, got ${text}`)
   return ms
 }
 
@@ -623,29 +681,51 @@ function backupDuration(entry: PlainMap, key: string, fallback: string, minMs: n
  */
 function parseBackup(entry: PlainMap, engine: EngineName, path: string): BackupConfig | undefined {
   const value = entry.backup_command
-  const companions = ['backup_tool', 'backup_check_interval', 'backup_timeout'].filter((k) => entry[k] !== undefined && entry[k] !== null)
+  const companions = ['backup_tool', 'backup_check_interval', 'backup_timeout'].filter(
+    (k) => entry[k] !== undefined && entry[k] !== null,
+  )
   if (value === null || value === undefined) {
     if (companions.length > 0) throw new ConfigError(`${path}.${companions[0]}: set backup_command too`)
     return undefined
   }
   const where = `${path}.backup_command`
   if (engine !== 'postgres') throw new ConfigError(`${where}: only for postgres databases`)
-  if (!Array.isArray(value) || value.length === 0 || value.some((item) => typeof item !== 'string' || item === '' || item.includes('\0'))) {
-    throw new ConfigError(`${where}: expected a list: the program and its arguments, e.g. [pgbackrest, --stanza=main, info, --output=json]`)
+  if (
+    !Array.isArray(value) ||
+    value.length === 0 ||
+    value.some((item) => typeof item !== 'string' || item === '' || item.includes('\0'))
+  ) {
+    throw new ConfigError(
+      `${where}: expected a list: the program and its arguments, e.g. [pgbackrest, --stanza=main, info, --output=json]`,
+    )
   }
   const command = value as string[]
   const toolText = optionalString(entry, 'backup_tool', `${path}.backup_tool`)
   const program = (command[0]!.split('/').pop() ?? '').toLowerCase()
-  const inferred: BackupTool | undefined = program.startsWith('pgbackrest') ? 'pgbackrest' : /^wal-?g/.test(program) ? 'walg' : undefined
+  const inferred: BackupTool | undefined = program.startsWith('pgbackrest')
+    ? 'pgbackrest'
+    : /^wal-?g/.test(program)
+      ? 'walg'
+      : undefined
   if (toolText !== undefined && !(BACKUP_TOOLS as readonly string[]).includes(toolText)) {
     throw new ConfigError(`${path}.backup_tool: expected pgbackrest or walg, got ${JSON.stringify(toolText)}`)
   }
   const tool = (toolText as BackupTool | undefined) ?? inferred
-  if (tool === undefined) throw new ConfigError(`${path}.backup_tool: cannot tell the tool from ${JSON.stringify(command[0])}: set backup_tool: pgbackrest or walg`)
+  if (tool === undefined)
+    throw new ConfigError(
+      `${path}.backup_tool: cannot tell the tool from ${JSON.stringify(command[0])}: set backup_tool: pgbackrest or walg`,
+    )
   return {
     command,
     tool,
-    intervalMs: backupDuration(entry, 'backup_check_interval', DEFAULT_BACKUP_INTERVAL, 10_000, MAX_POLL_INTERVAL_MS, path),
+    intervalMs: backupDuration(
+      entry,
+      'backup_check_interval',
+      DEFAULT_BACKUP_INTERVAL,
+      10_000,
+      MAX_POLL_INTERVAL_MS,
+      path,
+    ),
     timeoutMs: backupDuration(entry, 'backup_timeout', DEFAULT_BACKUP_TIMEOUT, 1_000, 3_600_000, path),
   }
 }
@@ -672,15 +752,21 @@ function customColumns(entry: PlainMap, key: 'labels' | 'values', where: string)
     if (key === 'labels') return []
     throw new ConfigError(`${where}.values: name at least one column of the query's result`)
   }
-  if (!Array.isArray(value) || value.some((item) => typeof item !== 'string')) throw new ConfigError(`${where}.${key}: expected a list of column names`)
-  if (key === 'values' && value.length === 0) throw new ConfigError(`${where}.values: name at least one column of the query's result`)
+  if (!Array.isArray(value) || value.some((item) => typeof item !== 'string'))
+    throw new ConfigError(`${where}.${key}: expected a list of column names`)
+  if (key === 'values' && value.length === 0)
+    throw new ConfigError(`${where}.values: name at least one column of the query's result`)
   const columns: string[] = []
   for (const column of value as string[]) {
     if (!CUSTOM_COLUMN_NAME.test(column) || column.length > 100) {
-      throw new ConfigError(`${where}.${key}: ${JSON.stringify(column)} is not a usable column name (letters, digits and _, not starting with a digit; alias it in the SQL)`)
+      throw new ConfigError(
+        `${where}.${key}: ${JSON.stringify(column)} is not a usable column name (letters, digits and _, not starting with a digit; alias it in the SQL)`,
+      )
     }
     if (key === 'labels' && (column === 'database' || column.startsWith('__'))) {
-      throw new ConfigError(`${where}.labels: ${JSON.stringify(column)} is reserved (dbm adds the database label); alias it in the SQL`)
+      throw new ConfigError(
+        `${where}.labels: ${JSON.stringify(column)} is reserved (dbm adds the database label); alias it in the SQL`,
+      )
     }
     if (columns.includes(column)) throw new ConfigError(`${where}.${key}: ${JSON.stringify(column)} is named twice`)
     columns.push(column)
@@ -697,11 +783,16 @@ function parseCustomAlert(value: Plain | undefined, where: string, intervalMs: n
   if ((above === undefined) === (below === undefined)) throw new ConfigError(`${where}: set one of above or below`)
   const text = (above ?? below)!
   const threshold = Number(text.replaceAll('_', ''))
-  if (text.trim() === '' || !Number.isFinite(threshold)) throw new ConfigError(`${where}.${above !== undefined ? 'above' : 'below'}: expected a number, got ${JSON.stringify(text)}`)
+  if (text.trim() === '' || !Number.isFinite(threshold))
+    throw new ConfigError(
+      `${where}.${above !== undefined ? 'above' : 'below'}: expected a number, got ${JSON.stringify(text)}`,
+    )
   const forMs = customDuration(value, 'for', where, 0, 7 * 24 * 3_600_000) ?? 0
-  if (forMs > 0 && forMs < intervalMs) throw new ConfigError(`${where}.for: must be 0 or at least the metric's interval (${intervalMs / 1000}s)`)
+  if (forMs > 0 && forMs < intervalMs)
+    throw new ConfigError(`${where}.for: must be 0 or at least the metric's interval (${intervalMs / 1000}s)`)
   const severity = optionalString(value, 'severity', `${where}.severity`) ?? 'warning'
-  if (severity !== 'warning' && severity !== 'critical') throw new ConfigError(`${where}.severity: expected warning or critical, got ${JSON.stringify(severity)}`)
+  if (severity !== 'warning' && severity !== 'critical')
+    throw new ConfigError(`${where}.severity: expected warning or critical, got ${JSON.stringify(severity)}`)
   return { op: above !== undefined ? 'above' : 'below', threshold, forMs, severity }
 }
 
@@ -709,12 +800,21 @@ function parseCustomAlert(value: Plain | undefined, where: string, intervalMs: n
  * custom_metrics: a list of {name, sql, interval, labels, values, kind, timeout, description, alert}.
  * Errors name the database (by its name) and the metric.
  */
-function parseCustomMetrics(entry: PlainMap, path: string, databaseName: string, pollIntervalMs: number): CustomMetricConfig[] | undefined {
+function parseCustomMetrics(
+  entry: PlainMap,
+  path: string,
+  databaseName: string,
+  pollIntervalMs: number,
+): CustomMetricConfig[] | undefined {
   const value = entry.custom_metrics
   if (value === null || value === undefined) return undefined
   const base = `${path}.custom_metrics`
-  if (!Array.isArray(value)) throw new ConfigError(`${base} (database ${JSON.stringify(databaseName)}): expected a list`)
-  if (value.length > customMetricLimits.perDatabase) throw new ConfigError(`${base} (database ${JSON.stringify(databaseName)}): at most ${customMetricLimits.perDatabase} metrics`)
+  if (!Array.isArray(value))
+    throw new ConfigError(`${base} (database ${JSON.stringify(databaseName)}): expected a list`)
+  if (value.length > customMetricLimits.perDatabase)
+    throw new ConfigError(
+      `${base} (database ${JSON.stringify(databaseName)}): at most ${customMetricLimits.perDatabase} metrics`,
+    )
   const metrics: CustomMetricConfig[] = []
   value.forEach((item, i) => {
     const rawName = isPlainMap(item) && typeof item.name === 'string' ? item.name : undefined
@@ -725,29 +825,54 @@ function parseCustomMetrics(entry: PlainMap, path: string, databaseName: string,
       const name = optionalString(item, 'name', `${where}.name`)
       if (name === undefined) throw new ConfigError(`${where}.name is required`)
       if (!CUSTOM_METRIC_NAME.test(name) || name.length > 100) {
-        throw new ConfigError(`${where}.name: ${JSON.stringify(name)} must match [a-z_][a-z0-9_]* (at most 100 characters)`)
+        throw new ConfigError(
+          `${where}.name: ${JSON.stringify(name)} must match [a-z_][a-z0-9_]* (at most 100 characters)`,
+        )
       }
-      if (metrics.some((m) => m.name === name)) throw new ConfigError(`${where}.name: ${JSON.stringify(name)} is used twice in this database`)
+      if (metrics.some((m) => m.name === name))
+        throw new ConfigError(`${where}.name: ${JSON.stringify(name)} is used twice in this database`)
       const sql = optionalString(item, 'sql', `${where}.sql`)
       if (sql === undefined || sql.trim() === '') throw new ConfigError(`${where}.sql is required`)
-      if (sql.length > customMetricLimits.sqlLength || sql.includes('\0')) throw new ConfigError(`${where}.sql: at most ${customMetricLimits.sqlLength} characters, no NUL`)
-      const intervalMs = customDuration(item, 'interval', where, 1000, MAX_POLL_INTERVAL_MS) ?? Math.ceil(pollIntervalMs / 1000) * 1000
-      if (intervalMs < pollIntervalMs) throw new ConfigError(`${where}.interval: must be at least the database's poll_interval (${pollIntervalMs / 1000}s)`)
+      if (sql.length > customMetricLimits.sqlLength || sql.includes('\0'))
+        throw new ConfigError(`${where}.sql: at most ${customMetricLimits.sqlLength} characters, no NUL`)
+      const intervalMs =
+        customDuration(item, 'interval', where, 1000, MAX_POLL_INTERVAL_MS) ?? Math.ceil(pollIntervalMs / 1000) * 1000
+      if (intervalMs < pollIntervalMs)
+        throw new ConfigError(
+          `${where}.interval: must be at least the database's poll_interval (${pollIntervalMs / 1000}s)`,
+        )
       const labels = customColumns(item, 'labels', where)
       const values = customColumns(item, 'values', where)
       const both = labels.find((c) => values.includes(c))
-      if (both !== undefined) throw new ConfigError(`${where}: ${JSON.stringify(both)} is both a label and a value; a column is one or the other`)
-      if (labels.length + values.length > customMetricLimits.columns) throw new ConfigError(`${where}: at most ${customMetricLimits.columns} label and value columns`)
+      if (both !== undefined)
+        throw new ConfigError(
+          `${where}: ${JSON.stringify(both)} is both a label and a value; a column is one or the other`,
+        )
+      if (labels.length + values.length > customMetricLimits.columns)
+        throw new ConfigError(`${where}: at most ${customMetricLimits.columns} label and value columns`)
       const kind = optionalString(item, 'kind', `${where}.kind`) ?? 'gauge'
-      if (!(CUSTOM_METRIC_KINDS as readonly string[]).includes(kind)) throw new ConfigError(`${where}.kind: expected gauge or counter, got ${JSON.stringify(kind)}`)
+      if (!(CUSTOM_METRIC_KINDS as readonly string[]).includes(kind))
+        throw new ConfigError(`${where}.kind: expected gauge or counter, got ${JSON.stringify(kind)}`)
       const timeoutMs =
-        customDuration(item, 'timeout', where, 1000, customMetricLimits.maxTimeoutMs) ?? customMetricLimits.defaultTimeoutMs
+        customDuration(item, 'timeout', where, 1000, customMetricLimits.maxTimeoutMs) ??
+        customMetricLimits.defaultTimeoutMs
       const description = optionalString(item, 'description', `${where}.description`)
-      if (description !== undefined && (description.length > customMetricLimits.descriptionLength || description.includes('\0'))) {
+      if (
+        description !== undefined &&
+        (description.length > customMetricLimits.descriptionLength || description.includes('\0'))
+      ) {
         throw new ConfigError(`${where}.description: at most ${customMetricLimits.descriptionLength} characters`)
       }
       const alert = parseCustomAlert(item.alert, `${where}.alert`, intervalMs)
-      const metric: CustomMetricConfig = { name, sql, intervalMs, labels, values, kind: kind as CustomMetricKind, timeoutMs }
+      const metric: CustomMetricConfig = {
+        name,
+        sql,
+        intervalMs,
+        labels,
+        values,
+        kind: kind as CustomMetricKind,
+        timeoutMs,
+      }
       if (description !== undefined) metric.description = description
       if (alert !== undefined) metric.alert = alert
       metrics.push(metric)
@@ -773,7 +898,8 @@ function parseTags(entry: PlainMap, path: string): Record<string, string> {
     if (key.length === 0 || key.length > tagLimits.key || key.includes('\0')) {
       throw new ConfigError(`${path}.tags: keys must be 1 to ${tagLimits.key} characters`)
     }
-    if (tag.length > tagLimits.value || tag.includes('\0')) throw new ConfigError(`${path}.tags.${key}: at most ${tagLimits.value} characters`)
+    if (tag.length > tagLimits.value || tag.includes('\0'))
+      throw new ConfigError(`${path}.tags.${key}: at most ${tagLimits.value} characters`)
     tags[key] = tag
   }
   return tags
@@ -785,7 +911,8 @@ function parseDatabase(value: Plain, index: number): DatabaseConfig {
   rejectUnknownKeys(value, DATABASE_KEYS, `in ${path}`)
 
   const name = optionalString(value, 'name', `${path}.name`) ?? `db-${index}`
-  if (name.length > NAME_MAX_CHARS) throw new ConfigError(`${path}.name: must be 1 to ${NAME_MAX_CHARS} characters, got ${name.length}`)
+  if (name.length > NAME_MAX_CHARS)
+    throw new ConfigError(`${path}.name: must be 1 to ${NAME_MAX_CHARS} characters, got ${name.length}`)
   if (/[\u0000-\u001f\u007f]/.test(name)) throw new ConfigError(`${path}.name: must not contain control characters`)
 
   const dsn = optionalString(value, 'dsn', `${path}.dsn`)
@@ -800,7 +927,9 @@ function parseDatabase(value: Plain, index: number): DatabaseConfig {
     }
     // postgres.js reads `[::1]` as a host named `[` (getaddrinfo ENOTFOUND [) and a bare ::1 as localhost.
     if (url.hostname.startsWith('[')) {
-      throw new ConfigError(`${path}.dsn: IPv6 address literals are not supported in PostgreSQL DSNs; use a host name that resolves to ${url.hostname}`)
+      throw new ConfigError(
+        `${path}.dsn: IPv6 address literals are not supported in PostgreSQL DSNs; use a host name that resolves to ${url.hostname}`,
+      )
     }
     const problem = postgresDsnProblem(url)
     if (problem !== undefined) throw new ConfigError(`${path}.dsn: ${problem}`)
@@ -815,13 +944,16 @@ function parseDatabase(value: Plain, index: number): DatabaseConfig {
   const pollIntervalMs = parsePollInterval(value, path)
   const enabledCollectors = parseCollectors(value, engine, path)
   const pgLogDir = optionalString(value, 'pg_log_dir', `${path}.pg_log_dir`)
-  if (pgLogDir !== undefined && engine !== 'postgres') throw new ConfigError(`${path}.pg_log_dir: only for postgres databases`)
+  if (pgLogDir !== undefined && engine !== 'postgres')
+    throw new ConfigError(`${path}.pg_log_dir: only for postgres databases`)
   const explainTrustedRoles = parseTrustedRoles(value, engine, path)
   const allowActions = parseAllowActions(value, engine, path)
   const backup = parseBackup(value, engine, path)
   const logText = optionalString(value, 'log_text', `${path}.log_text`)
   if (logText !== undefined && !(LOG_TEXT_MODES as readonly string[]).includes(logText)) {
-    throw new ConfigError(`${path}.log_text: expected one of ${LOG_TEXT_MODES.join(', ')}, got ${JSON.stringify(logText)}`)
+    throw new ConfigError(
+      `${path}.log_text: expected one of ${LOG_TEXT_MODES.join(', ')}, got ${JSON.stringify(logText)}`,
+    )
   }
   const tags = parseTags(value, path)
   const exporter = optionalString(value, 'enabled_exporter', `${path}.enabled_exporter`)
@@ -863,7 +995,8 @@ export function parseAgentConfig(yamlText: string, source?: string): AgentConfig
   const seen = new Set<string>()
   list.forEach((entry, index) => {
     const database = parseDatabase(entry, index)
-    if (seen.has(database.name)) throw new ConfigError(`databases[${index}].name: duplicate name ${JSON.stringify(database.name)}`)
+    if (seen.has(database.name))
+      throw new ConfigError(`databases[${index}].name: duplicate name ${JSON.stringify(database.name)}`)
     seen.add(database.name)
     databases.push(database)
   })
@@ -886,7 +1019,11 @@ function isFile(path: string): boolean {
  * as unset). Relative paths are resolved against cwd. A chosen file that is missing is an error; there is
  * no falling back to the next place.
  */
-export function findConfigPath(flagPath: string | undefined, env: Record<string, string | undefined>, cwd: string): string {
+export function findConfigPath(
+  flagPath: string | undefined,
+  env: Record<string, string | undefined>,
+  cwd: string,
+): string {
   const chosen = flagPath || env.SERVICE_CONFIG || undefined
   if (chosen !== undefined) {
     const path = resolve(cwd, chosen)

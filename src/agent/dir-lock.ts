@@ -12,7 +12,17 @@
 // and the holder's pid is read without following a link, and only when it is a number.
 import { Database, constants as sqlite } from 'bun:sqlite'
 import { randomBytes } from 'node:crypto'
-import { closeSync, fstatSync, mkdirSync, openSync, readSync, renameSync, rmSync, constants as fs, writeSync } from 'node:fs'
+import {
+  closeSync,
+  fstatSync,
+  mkdirSync,
+  openSync,
+  readSync,
+  renameSync,
+  rmSync,
+  constants as fs,
+  writeSync,
+} from 'node:fs'
 import { join } from 'node:path'
 
 export interface DirLock {
@@ -70,7 +80,8 @@ export function lockDirectory(dir: string, name: string): DirLock | { holder: st
   return { release }
 }
 
-const linkProblem = (path: string) => `${path} is a symbolic link: remove it (the lock and pid files are never followed through a link)`
+const linkProblem = (path: string) =>
+  `${path} is a symbolic link: remove it (the lock and pid files are never followed through a link)`
 
 /** `path` opened with `flags` without following a link: its descriptor, or the one-line problem when it is a link or not a regular file. */
 function openRegular(path: string, flags: number, mode?: number): number | string {
@@ -99,7 +110,10 @@ function readPid(path: string): string | undefined {
   if (typeof fd === 'string') return undefined
   try {
     const buffer = Buffer.alloc(32)
-    const text = buffer.subarray(0, readSync(fd, buffer, 0, buffer.length, 0)).toString('utf8').trim()
+    const text = buffer
+      .subarray(0, readSync(fd, buffer, 0, buffer.length, 0))
+      .toString('utf8')
+      .trim()
     return /^\d{1,10}$/.test(text) ? text : undefined
   } catch {
     return undefined

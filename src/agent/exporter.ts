@@ -24,7 +24,10 @@ interface Figure {
 }
 
 /** The sections exported per engine, in the order their series are registered (and printed). */
-const EXPORTED_SECTIONS: Record<EngineName, Section[]> = { postgres: ['database_stats', 'wal_stats', 'bgwriter'], clickhouse: ['server_metrics'] }
+const EXPORTED_SECTIONS: Record<EngineName, Section[]> = {
+  postgres: ['database_stats', 'wal_stats', 'bgwriter'],
+  clickhouse: ['server_metrics'],
+}
 
 /** A metric record's series: its help closed the Prometheus way (a counter adds up since the agent started), times in seconds. */
 function figureOf(section: Section, record: MetricRecord): Figure {
@@ -45,7 +48,11 @@ export const EXPORTED_FIGURES: Record<EngineName, Figure[]> = {
 }
 
 function exportedOf(engine: EngineName): Figure[] {
-  return EXPORTED_SECTIONS[engine].flatMap((section) => (METRIC_SECTIONS[section] as readonly MetricRecord[]).filter((r) => r.exported !== undefined).map((r) => figureOf(section, r)))
+  return EXPORTED_SECTIONS[engine].flatMap((section) =>
+    (METRIC_SECTIONS[section] as readonly MetricRecord[])
+      .filter((r) => r.exported !== undefined)
+      .map((r) => figureOf(section, r)),
+  )
 }
 
 type Family = { figure: Figure; labels(database: string): CounterChild | GaugeChild }

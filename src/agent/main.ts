@@ -14,7 +14,11 @@ export interface AgentFlags {
   'log-level'?: string
 }
 
-export async function runAgent(flags: AgentFlags, env: Record<string, string | undefined>, cwd: string): Promise<number> {
+export async function runAgent(
+  flags: AgentFlags,
+  env: Record<string, string | undefined>,
+  cwd: string,
+): Promise<number> {
   const log = createLogger((flags['log-level'] ?? env.DBM_LOG_LEVEL ?? 'info') as LogLevel)
   let path: string
   try {
@@ -23,7 +27,11 @@ export async function runAgent(flags: AgentFlags, env: Record<string, string | u
       const config = loadAgentConfig(path)
       const bufferDir = flags['buffer-dir'] ?? env.DBM_AGENT_BUFFER_DIR ?? cwd
       const buffer = checkBufferDir(bufferDir)
-      const lines = await Promise.all([checkApi(config), checkConfig(config)]).then(([api, dbs]) => [api, ...dbs, ...(buffer.ok ? [] : [buffer])])
+      const lines = await Promise.all([checkApi(config), checkConfig(config)]).then(([api, dbs]) => [
+        api,
+        ...dbs,
+        ...(buffer.ok ? [] : [buffer]),
+      ])
       for (const l of lines) process.stdout.write(`${redactSecrets(l.line)}\n`)
       return lines.every((l) => l.ok) ? 0 : 1
     }

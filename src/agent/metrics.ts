@@ -4,7 +4,13 @@
 // by its answer, and for databases with enabled_exporter the database's own figures (exporter.ts). One set per Agent
 // (tests run several in one process). The labels name the agent's own databases, from its config file.
 import type { EngineName } from '../shared/collectors.ts'
-import { DURATION_BUCKETS, type CounterChild, type HistogramChild, Registry, registerProcessMetrics } from '../shared/prometheus.ts'
+import {
+  DURATION_BUCKETS,
+  type CounterChild,
+  type HistogramChild,
+  Registry,
+  registerProcessMetrics,
+} from '../shared/prometheus.ts'
 import type { IngestBatch } from '../shared/wire.ts'
 import { Exporter } from './exporter.ts'
 
@@ -118,7 +124,10 @@ export class AgentMetrics {
       collector: (name) => {
         let found = collectors.get(name)
         if (!found) {
-          found = { duration: this.collectorDuration.labels(database, name), failures: this.collectorFailures.labels(database, name) }
+          found = {
+            duration: this.collectorDuration.labels(database, name),
+            failures: this.collectorFailures.labels(database, name),
+          }
           collectors.set(name, found)
         }
         return found

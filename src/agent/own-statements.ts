@@ -105,7 +105,8 @@ export function markOwnStatements(sql: postgres.Sql): postgres.Sql {
     const markedUnsafe = Object.assign(
       (...args: unknown[]) => {
         const options = args[2] as { onexecute?: (connection: { execute: Execute }) => unknown } | undefined
-        if (typeof options?.onexecute === 'function') args[2] = { ...options, onexecute: markingConnection(options.onexecute) }
+        if (typeof options?.onexecute === 'function')
+          args[2] = { ...options, onexecute: markingConnection(options.onexecute) }
         return mark(unsafe.apply(sql, args))
       },
       { marked: true as const },
@@ -113,7 +114,8 @@ export function markOwnStatements(sql: postgres.Sql): postgres.Sql {
     own.unsafe = markedUnsafe
   }
   return new Proxy(sql, {
-    apply: (target, thisArg, args) => mark(Reflect.apply(target as unknown as (...a: unknown[]) => unknown, thisArg, args)),
+    apply: (target, thisArg, args) =>
+      mark(Reflect.apply(target as unknown as (...a: unknown[]) => unknown, thisArg, args)),
     get: (target, property) => {
       const value = Reflect.get(target, property) as unknown
       if (typeof value !== 'function') return value
@@ -142,7 +144,11 @@ interface TypeOptions {
 }
 
 /** The agent's postgres.js pool: its statements marked, its array types from `types` (fetchArrayTypes) rather than read unmarked per connection. */
-export function agentPostgres(dsn: string, options: postgres.Options<Record<string, postgres.PostgresType>>, types?: ArrayTypes): postgres.Sql {
+export function agentPostgres(
+  dsn: string,
+  options: postgres.Options<Record<string, postgres.PostgresType>>,
+  types?: ArrayTypes,
+): postgres.Sql {
   const { url, socket } = postgresConnection(dsn)
   const sql = postgres(url, { ...options, ...(socket === undefined ? {} : { host: socket }), fetch_types: false })
   if (types) addArrayTypes(sql, types)
@@ -173,7 +179,9 @@ export function addArrayTypes(sql: postgres.Sql, types: ArrayTypes): void {
     options.shared.typeArrayMap[oid] = typarray
     // postgres.js hands a parser marked `array` the text without its first character (`{`, or the `[` of bounds).
     const whole = (rest: string) => (/^-?\d+:-?\d+\]/.test(rest) ? `[${rest}` : `{${rest}`)
-    options.parsers[typarray] = Object.assign((rest: string) => readPgArray(whole(rest), readElement, delimiter), { array: true })
+    options.parsers[typarray] = Object.assign((rest: string) => readPgArray(whole(rest), readElement, delimiter), {
+      array: true,
+    })
     options.serializers[typarray] = (value: unknown) => writePgArray(value, options.serializers[oid], delimiter)
   }
 }
@@ -202,7 +210,8 @@ export function readPgArray(text: string, read: ((s: string) => unknown) | undef
       else if (c === '{') out.push(list())
       else if (c === '"') {
         let value = ''
-        for (at++; at < text.length && text[at] !== '"'; at++) value += text[at] === '\\' ? text[++at] ?? '' : text[at]
+        for (at++; at < text.length && text[at] !== '"'; at++)
+          value += text[at] === '\\' ? (text[++at] ?? '') : text[at]
         at++
         out.push(element(value))
       } else {

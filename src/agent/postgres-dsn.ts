@@ -14,7 +14,19 @@
 const SSL_MODES = ['disable', 'allow', 'prefer', 'require', 'verify-ca', 'verify-full']
 const TARGET_SESSION_ATTRS = ['any', 'read-write', 'read-only', 'primary', 'standby', 'prefer-standby']
 /** The query parameters the agent reads, in the order its messages name them. */
-export const POSTGRES_DSN_PARAMETERS = ['sslmode', 'sslrootcert', 'sslnegotiation', 'connect_timeout', 'target_session_attrs', 'options', 'host', 'port', 'user', 'dbname', 'password']
+export const POSTGRES_DSN_PARAMETERS = [
+  'sslmode',
+  'sslrootcert',
+  'sslnegotiation',
+  'connect_timeout',
+  'target_session_attrs',
+  'options',
+  'host',
+  'port',
+  'user',
+  'dbname',
+  'password',
+]
 /** libpq's client-certificate parameters, which postgres.js does not take from a URL. */
 const CLIENT_CERTIFICATE = ['sslcert', 'sslkey', 'sslpassword', 'sslcrl', 'sslcrldir', 'sslcertmode']
 
@@ -30,7 +42,9 @@ export function postgresConnection(dsn: string): { url: string; socket?: string 
   const param = params.get('host')
   const host = safeDecode(url.hostname)
   const socket = param?.startsWith('/') ? param : host.startsWith('/') ? host : undefined
-  const moved = ['host', 'port', 'user', 'dbname', 'password'].some((k) => params.has(k)) || params.get('target_session_attrs') === 'any'
+  const moved =
+    ['host', 'port', 'user', 'dbname', 'password'].some((k) => params.has(k)) ||
+    params.get('target_session_attrs') === 'any'
   if (socket === undefined && !moved) return { url: dsn }
   if (socket !== undefined) url.hostname = 'localhost'
   else if (param !== null && param !== '') url.hostname = param
@@ -64,46 +78,60 @@ export function postgresDsnProblem(url: URL): string | undefined {
     if (problem !== undefined) return problem
   }
   const params = url.searchParams
-  if (params.get('sslnegotiation') === 'direct' && !['require', 'verify-ca', 'verify-full'].includes(params.get('sslmode') ?? '')) {
+  if (
+    params.get('sslnegotiation') === 'direct' &&
+    !['require', 'verify-ca', 'verify-full'].includes(params.get('sslmode') ?? '')
+  ) {
     return 'sslnegotiation=direct needs sslmode=require, verify-ca or verify-full'
   }
   return undefined
 }
 
 function parameterProblem(key: string, value: string, url: URL): string | undefined {
-  const oneOf = (values: string[]) => (values.includes(value) ? undefined : `${key}: expected one of ${values.join(', ')}, got ${quote(value)}`)
+  const oneOf = (values: string[]) =>
+    values.includes(value) ? undefined : `${key}: expected one of ${values.join(', ')}, got ${quote(value)}`
   switch (key) {
     case 'sslmode':
       return oneOf(SSL_MODES)
     case 'sslrootcert':
-      return value === 'system' ? undefined : `sslrootcert: only sslrootcert=system (the system's certificate authorities) is supported, got ${quote(value)}`
+      return value === 'system'
+        ? undefined
+        : `sslrootcert: only sslrootcert=system (the system's certificate authorities) is supported, got ${quote(value)}`
     case 'sslnegotiation':
       return oneOf(['postgres', 'direct'])
     case 'target_session_attrs':
       return oneOf(TARGET_SESSION_ATTRS)
     case 'connect_timeout':
-      return /^\d{1,6}$/.test(value) ? undefined : `connect_timeout: expected a whole number of seconds, got ${quote(value)}`
+      return /^\d{1,6}$/.test(value)
+        ? undefined
+        : `connect_timeout: expected a whole number of seconds, got ${quote(value)}`
     case 'options':
       return optionsProblem(value)
     case 'host':
       if (value === '') return 'host: expected a host name or a socket directory'
       if (value.includes(',')) return 'host: expected one host: the agent watches a single server'
-      return !value.startsWith('/') && url.hostname !== '' ? 'host: the URL names its host already; give it once' : undefined
+      return !value.startsWith('/') && url.hostname !== ''
+        ? 'host: the URL names its host already; give it once'
+        : undefined
     case 'port':
-      if (!/^\d{1,5}$/.test(value) || Number(value) < 1 || Number(value) > 65535) return `port: expected a port number from 1 to 65535, got ${quote(value)}`
+      if (!/^\d{1,5}$/.test(value) || Number(value) < 1 || Number(value) > 65535)
+        return `port: expected a port number from 1 to 65535, got ${quote(value)}`
       return url.port !== '' ? 'port: the URL names its port already; give it once' : undefined
     case 'user':
       if (value === '') return 'user: expected a role name'
       return url.username !== '' ? 'user: the URL names its user already; give it once' : undefined
     case 'dbname':
       if (value === '') return 'dbname: expected a database name'
-      return url.pathname !== '' && url.pathname !== '/' ? 'dbname: the URL names its database already; give it once' : undefined
+      return url.pathname !== '' && url.pathname !== '/'
+        ? 'dbname: the URL names its database already; give it once'
+        : undefined
     case 'password':
       return url.password !== '' ? 'password: the URL holds a password already; give it once' : undefined
     case 'application_name':
       return 'application_name: the agent names its sessions dbm-agent (its log reader and the activity pages tell its own sessions apart by it); leave it out'
   }
-  if (CLIENT_CERTIFICATE.includes(key)) return `${key}: client certificates are not supported by the agent; use a password (in the DSN, PGPASSWORD or ~/.pgpass)`
+  if (CLIENT_CERTIFICATE.includes(key))
+    return `${key}: client certificates are not supported by the agent; use a password (in the DSN, PGPASSWORD or ~/.pgpass)`
   return `unknown parameter ${quote(key)} (the agent reads ${POSTGRES_DSN_PARAMETERS.join(', ')}; server settings go in options=-c name=value)`
 }
 

@@ -23,7 +23,12 @@ interface Started {
 }
 
 function isQuery(value: unknown): value is StartedQuery & PromiseLike<unknown> {
-  return typeof value === 'object' && value !== null && typeof (value as { cancel?: unknown }).cancel === 'function' && 'canceller' in value
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as { cancel?: unknown }).cancel === 'function' &&
+    'canceller' in value
+  )
 }
 
 /**
@@ -59,10 +64,18 @@ export class CancellablePool {
 
   /** The pool as one run sees it; without a signal, every query goes to the current pool untracked (the waits sampler). */
   view(signal?: AbortSignal): postgres.Sql {
-    if (!signal) return this.forward(() => this.current, () => this.current)
+    if (!signal)
+      return this.forward(
+        () => this.current,
+        () => this.current,
+      )
     const started: Started[] = []
     signal.addEventListener('abort', () => this.cancel(started), { once: true })
-    return this.forward(() => this.current, () => this.current, { signal, started })
+    return this.forward(
+      () => this.current,
+      () => this.current,
+      { signal, started },
+    )
   }
 
   /** The pool a session's opening queries use before there is any run. */
@@ -111,7 +124,11 @@ export class CancellablePool {
    * starts (tagged, unsafe, file, and those of a transaction) are remembered, and none starts once the
    * run's signal aborted.
    */
-  private forward(pool: () => postgres.Sql, owner: () => postgres.Sql, run?: { signal: AbortSignal; started: Started[] }): postgres.Sql {
+  private forward(
+    pool: () => postgres.Sql,
+    owner: () => postgres.Sql,
+    run?: { signal: AbortSignal; started: Started[] },
+  ): postgres.Sql {
     const guard = () => run?.signal.throwIfAborted()
     const track = <T>(value: T, to: postgres.Sql): T => {
       if (run && isQuery(value)) run.started.push({ query: value, pool: to })
@@ -123,7 +140,15 @@ export class CancellablePool {
         guard()
         const to = owner()
         const fn = args.pop() as (tx: postgres.Sql) => unknown
-        return method.call(target, ...args, (tx: postgres.Sql) => fn(this.forward(() => tx, () => to, run)))
+        return method.call(target, ...args, (tx: postgres.Sql) =>
+          fn(
+            this.forward(
+              () => tx,
+              () => to,
+              run,
+            ),
+          ),
+        )
       }
     return new Proxy(function sql() {} as unknown as postgres.Sql, {
       apply: (_target, _this, args) => {

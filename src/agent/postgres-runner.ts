@@ -11,7 +11,15 @@ import { type ArrayTypes, addArrayTypes, agentPostgres, fetchArrayTypes } from '
 import { postgresHost } from './postgres-dsn.ts'
 import { CancellablePool } from './postgres-pool.ts'
 import { postgresFacts } from './server-state.ts'
-import { type CollectorPlan, Runner, type Session, type SessionBase, abortable, planFor, withDeadline } from './runner.ts'
+import {
+  type CollectorPlan,
+  Runner,
+  type Session,
+  type SessionBase,
+  abortable,
+  planFor,
+  withDeadline,
+} from './runner.ts'
 
 export { type RunnerStatus, type RunnerTimings, defaultTimings } from './runner.ts'
 

@@ -63,7 +63,9 @@ export const defaultTimings: RunnerTimings = {
   cancelGraceMs: DEFAULT_CANCEL_GRACE_MS,
 }
 
-export type CollectorPlan<Ctx> = { collector: Collector<Ctx>; run: true } | { collector: Collector<Ctx>; run: false; reason: string }
+export type CollectorPlan<Ctx> =
+  | { collector: Collector<Ctx>; run: true }
+  | { collector: Collector<Ctx>; run: false; reason: string }
 
 const ENGINE_LABEL: Record<EngineName, string> = { postgres: 'PostgreSQL', clickhouse: 'ClickHouse' }
 
@@ -83,7 +85,8 @@ export function planFor<Ctx>(
     }
     const unconfigured = collector.unconfigured?.(config)
     if (unconfigured !== undefined) return { collector, run: false, reason: unconfigured }
-    if (settings?.disabled_collectors.includes(collector.name)) return { collector, run: false, reason: 'disabled on the server' }
+    if (settings?.disabled_collectors.includes(collector.name))
+      return { collector, run: false, reason: 'disabled on the server' }
     if (collector.serverSwitch && settings && !settings[collector.serverSwitch]) {
       return { collector, run: false, reason: `${collector.serverSwitch} is off on the server` }
     }
@@ -136,7 +139,12 @@ export function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<
  * or when `parent` aborts (with its reason), the signal handed to `work` aborts and the promise rejects at
  * once. What `work` returns late is dropped; the engine session stops its queries on the server.
  */
-export function cancelAfter<T>(work: (signal: AbortSignal) => Promise<T>, ms: number, what: string, parent: AbortSignal): Promise<T> {
+export function cancelAfter<T>(
+  work: (signal: AbortSignal) => Promise<T>,
+  ms: number,
+  what: string,
+  parent: AbortSignal,
+): Promise<T> {
   const run = new AbortController()
   const timer = setTimeout(() => run.abort(new Error(`${what} took longer than ${ms} ms`)), ms)
   const onParent = () => run.abort(parent.reason)
@@ -288,11 +296,14 @@ export abstract class Runner<Ctx> {
     const serverMs = settings.poll_interval_seconds * 1000
     if (serverMs !== this.config.pollIntervalMs && serverMs !== (this.settings?.poll_interval_seconds ?? 0) * 1000) {
       // The config's poll_interval registers a database; from then on the server's setting is the one.
-      this.log.info('the poll interval set on the server applies, not poll_interval in the config; change it on the server (PATCH /databases/{id}, or the dashboard)', {
-        database: this.config.name,
-        server_s: settings.poll_interval_seconds,
-        config_s: this.config.pollIntervalMs / 1000,
-      })
+      this.log.info(
+        'the poll interval set on the server applies, not poll_interval in the config; change it on the server (PATCH /databases/{id}, or the dashboard)',
+        {
+          database: this.config.name,
+          server_s: settings.poll_interval_seconds,
+          config_s: this.config.pollIntervalMs / 1000,
+        },
+      )
     }
     this.settings = settings
   }
@@ -303,7 +314,9 @@ export abstract class Runner<Ctx> {
   }
 
   private get pollIntervalMs(): number {
-    return this.settings ? serverPollIntervalMs(this.settings.poll_interval_seconds, this.config.pollIntervalMs) : this.config.pollIntervalMs
+    return this.settings
+      ? serverPollIntervalMs(this.settings.poll_interval_seconds, this.config.pollIntervalMs)
+      : this.config.pollIntervalMs
   }
 
   /** Starts the loop; the first cycle runs after `delayMs` (the agent spreads its databases' cycles). */
@@ -354,7 +367,8 @@ export abstract class Runner<Ctx> {
     if (!this.stateFile || !owner) return
     try {
       saveState(this.stateFile, owner, state, Date.now(), pending)
-      if (this.saveFailing) this.log.info('the collector state is saved again', { database: this.config.name, file: this.stateFile })
+      if (this.saveFailing)
+        this.log.info('the collector state is saved again', { database: this.config.name, file: this.stateFile })
       this.saveFailing = false
     } catch (e) {
       if (!this.saveFailing) {
@@ -376,18 +390,24 @@ export abstract class Runner<Ctx> {
     const sameTarget = saved.owner.target === this.target()
     const sameServer = saved.owner.lineage !== null && saved.owner.lineage === session.lineage
     if (!sameTarget || !sameServer) {
-      this.log.info('the saved collector state belongs to another server or DSN target; statistics start from a new baseline', {
-        database: this.config.name,
-      })
+      this.log.info(
+        'the saved collector state belongs to another server or DSN target; statistics start from a new baseline',
+        {
+          database: this.config.name,
+        },
+      )
       return
     }
     const age = Date.now() - saved.savedAt
     if (age > SAVED_STATE_MAX_AGE_MS || age < 0) {
       // Hours of activity sent as one cycle's deltas would stand as a spike in one minute of the charts.
-      this.log.warn('the saved collector state is older than an hour; statistics start from a new baseline and the gap is not counted', {
-        database: this.config.name,
-        saved_at: new Date(saved.savedAt).toISOString(),
-      })
+      this.log.warn(
+        'the saved collector state is older than an hour; statistics start from a new baseline and the gap is not counted',
+        {
+          database: this.config.name,
+          saved_at: new Date(saved.savedAt).toISOString(),
+        },
+      )
       return
     }
     for (const [key, value] of saved.entries) this.state.set(key, value)
@@ -438,7 +458,8 @@ export abstract class Runner<Ctx> {
     this.lastConnectionFailure = undefined
     this.authRetry = undefined
     this.startSamplers(session)
-    if (this.status.state !== 'connected') this.log.info('connected', { database: this.config.name, server_version: session.version })
+    if (this.status.state !== 'connected')
+      this.log.info('connected', { database: this.config.name, server_version: session.version })
     this.status.state = 'connected'
     this.wentUp()
   }
@@ -451,7 +472,8 @@ export abstract class Runner<Ctx> {
     for (const stop of this.stopSamplers) stop()
     this.stopSamplers = []
     for (const plan of this.plans(session)) {
-      if (plan.run && plan.collector.start) this.stopSamplers.push(plan.collector.start(session.context(Date.now(), this.settings)))
+      if (plan.run && plan.collector.start)
+        this.stopSamplers.push(plan.collector.start(session.context(Date.now(), this.settings)))
     }
   }
 
@@ -501,7 +523,11 @@ export abstract class Runner<Ctx> {
     if (before && this.loginPaused()) return
     const delayMs = before ? Math.min(before.delayMs * 2, AUTH_RETRY_MAX_MS) : this.timings.pingIntervalMs
     this.authRetry = { at: Date.now() + delayMs, delayMs }
-    const fields = { database: this.config.name, retry_in_s: delayMs / 1000, cause: failureMessage(error, dsnPassword(this.config.dsn)) }
+    const fields = {
+      database: this.config.name,
+      retry_in_s: delayMs / 1000,
+      cause: failureMessage(error, dsnPassword(this.config.dsn)),
+    }
     if (!before) {
       this.log.error(
         "the database refused the agent's login; no collector connects until it is accepted (retried after a ping interval, then twice as long each time up to 5 min, or at once on a config reload or SIGHUP)",
@@ -550,7 +576,12 @@ export abstract class Runner<Ctx> {
     }
     this.pinging = true
     try {
-      await cancelAfter((signal) => session.ping(signal), this.timings.statementTimeoutMs, 'health ping', this.lifetime.signal)
+      await cancelAfter(
+        (signal) => session.ping(signal),
+        this.timings.statementTimeoutMs,
+        'health ping',
+        this.lifetime.signal,
+      )
       this.failedPings = 0
       this.lastConnectionFailure = undefined
       if (this.session === session) {
@@ -563,7 +594,11 @@ export abstract class Runner<Ctx> {
       this.pingError = `health ping failed: ${(e as Error).message}`
       this.status.state = 'disconnected'
       this.status.last_error = this.pingError
-      this.log.warn('health ping failed', { database: this.config.name, failures: this.failedPings, cause: (e as Error).message })
+      this.log.warn('health ping failed', {
+        database: this.config.name,
+        failures: this.failedPings,
+        cause: (e as Error).message,
+      })
       if (this.connectionFailed(e, session)) {
         // Down, and the session closed: the next ping is a connection attempt.
       } else if (this.session !== session) {
@@ -572,7 +607,10 @@ export abstract class Runner<Ctx> {
         this.wentDown(e)
       }
       if (this.session === session && this.failedPings >= this.timings.reconnectAfterFailures) {
-        this.log.warn('reconnecting after consecutive failed pings', { database: this.config.name, failures: this.failedPings })
+        this.log.warn('reconnecting after consecutive failed pings', {
+          database: this.config.name,
+          failures: this.failedPings,
+        })
         await this.disconnect()
       }
     } finally {
@@ -608,7 +646,11 @@ export abstract class Runner<Ctx> {
     const since = before?.state === 'down' ? before.since : Date.now()
     this.status.availability = { state: 'down', since, cause, message }
     if (before?.state !== 'down') {
-      this.log.warn('the database is unreachable; reporting it down to the server', { database: this.config.name, cause, message })
+      this.log.warn('the database is unreachable; reporting it down to the server', {
+        database: this.config.name,
+        cause,
+        message,
+      })
     }
   }
 
@@ -618,7 +660,10 @@ export abstract class Runner<Ctx> {
     if (before?.state === 'up') return
     this.status.availability = { state: 'up', since: Date.now() }
     if (before?.state === 'down') {
-      this.log.info('the database is reachable again', { database: this.config.name, down_for_s: Math.round((Date.now() - before.since) / 1000) })
+      this.log.info('the database is reachable again', {
+        database: this.config.name,
+        down_for_s: Math.round((Date.now() - before.since) / 1000),
+      })
       this.report()
     }
   }
@@ -747,7 +792,8 @@ export abstract class Runner<Ctx> {
         finished++
         this.metrics?.collector(plan.collector.name).duration.since(started)
         const note = this.notes.get(plan.collector.name)
-        this.status.collectors[plan.collector.name] = `ok in ${Math.round(performance.now() - started)} ms${note ? `; ${note}` : ''}`
+        this.status.collectors[plan.collector.name] =
+          `ok in ${Math.round(performance.now() - started)} ms${note ? `; ${note}` : ''}`
       } catch (e) {
         // Stopping is not the collector's failure: the run is dropped and the cycle ends. Nor is a session
         // closed under the run (the ping or a sampler met a failed connection attempt and said so).
@@ -758,7 +804,11 @@ export abstract class Runner<Ctx> {
         observed?.failures.inc()
         errors.push({ collector: plan.collector.name, message: message.slice(0, 2000) })
         this.status.collectors[plan.collector.name] = `failed: ${message}`
-        this.log.warn('collector failed', { database: this.config.name, collector: plan.collector.name, cause: message })
+        this.log.warn('collector failed', {
+          database: this.config.name,
+          collector: plan.collector.name,
+          cause: message,
+        })
         // A failed connection attempt: the database is down and the session closed; the other
         // collectors would only try again (a refused login each).
         if (this.connectionFailed(e, session)) break
@@ -775,7 +825,11 @@ export abstract class Runner<Ctx> {
     this.metrics?.exported?.(batch)
     batch.collector_notes = [
       ...[...this.notes].map(([collector, message]) => ({ collector, message: message.slice(0, 2000) })),
-      ...[...this.infos].map(([collector, message]) => ({ collector, message: message.slice(0, 2000), level: 'info' as const })),
+      ...[...this.infos].map(([collector, message]) => ({
+        collector,
+        message: message.slice(0, 2000),
+        level: 'info' as const,
+      })),
     ]
     const parts = batchParts(batch, this.log)
     const bodies = parts.map((part) => JSON.stringify(part))
@@ -817,7 +871,12 @@ export abstract class Runner<Ctx> {
     const facts = session.facts
     if (!facts || this.lifetime.signal.aborted || this.session !== session) return { agent_started_at: this.startedAt }
     try {
-      const read = await cancelAfter((signal) => facts.call(session, signal), this.timings.collectorDeadlineMs, 'server state', this.lifetime.signal)
+      const read = await cancelAfter(
+        (signal) => facts.call(session, signal),
+        this.timings.collectorDeadlineMs,
+        'server state',
+        this.lifetime.signal,
+      )
       return this.settingsSent.section(read, this.startedAt)
     } catch (e) {
       this.log.debug('server state not read this cycle', { database: this.config.name, cause: (e as Error).message })
@@ -829,7 +888,12 @@ export abstract class Runner<Ctx> {
   private async checkIdentity(session: Session<Ctx>): Promise<void> {
     let same: boolean
     try {
-      same = await cancelAfter((signal) => session.sameServer(signal), this.timings.statementTimeoutMs, 'identity check', this.lifetime.signal)
+      same = await cancelAfter(
+        (signal) => session.sameServer(signal),
+        this.timings.statementTimeoutMs,
+        'identity check',
+        this.lifetime.signal,
+      )
     } catch (e) {
       // A failed connection attempt marks the database down; the ping loop deals with anything else.
       this.connectionFailed(e, session)

@@ -44,7 +44,7 @@ function tokenise(text: string): Token[] | undefined {
     } else if (c === '/' && text[i + 1] === '*') {
       let depth = 0
       while (i < n) {
-        if (text[i] === '/' && text[i + 1] === '*') (depth++, (i += 2))
+        if (text[i] === '/' && text[i + 1] === '*') depth++, (i += 2)
         else if (text[i] === '*' && text[i + 1] === '/') {
           i += 2
           if (--depth === 0) break
@@ -52,7 +52,11 @@ function tokenise(text: string): Token[] | undefined {
       }
       if (depth !== 0) return undefined
       out.push({ kind: 'comment', text: text.slice(start, i) })
-    } else if (c === "'" || (/[EeBbXxNn]/.test(c) && text[i + 1] === "'") || (/[Uu]/.test(c) && text[i + 1] === '&' && text[i + 2] === "'")) {
+    } else if (
+      c === "'" ||
+      (/[EeBbXxNn]/.test(c) && text[i + 1] === "'") ||
+      (/[Uu]/.test(c) && text[i + 1] === '&' && text[i + 2] === "'")
+    ) {
       const open = text.slice(start, text.indexOf("'", i) + 1)
       const escapes = /^[Ee]'$/.test(open)
       i = start + open.length
@@ -66,14 +70,26 @@ function tokenise(text: string): Token[] | undefined {
         else i++
       }
       if (i >= n) return undefined
-      out.push({ kind: 'string', text: text.slice(start, i + 1), open, close: "'", body: text.slice(bodyStart, i) } as Str)
+      out.push({
+        kind: 'string',
+        text: text.slice(start, i + 1),
+        open,
+        close: "'",
+        body: text.slice(bodyStart, i),
+      } as Str)
       i++
     } else if (c === '$' && /[A-Za-z_\u0080-\uffff$]/.test(text[i + 1] ?? '')) {
       const tag = /^\$(?:[A-Za-z_\u0080-\uffff][A-Za-z0-9_\u0080-\uffff]*)?\$/.exec(text.slice(i, i + 200))
       if (!tag) return undefined
       const end = text.indexOf(tag[0], i + tag[0].length)
       if (end < 0) return undefined
-      const tok = { kind: 'string' as const, text: text.slice(start, end + tag[0].length), open: tag[0], close: tag[0], body: text.slice(i + tag[0].length, end) }
+      const tok = {
+        kind: 'string' as const,
+        text: text.slice(start, end + tag[0].length),
+        open: tag[0],
+        close: tag[0],
+        body: text.slice(i + tag[0].length, end),
+      }
       out.push(tok)
       i = end + tag[0].length
     } else if (c === '$' && /\d/.test(text[i + 1] ?? '')) {
@@ -121,7 +137,8 @@ const maskedString = (t: Token) =>
       ? `U&'${MASK}'`
       : `'${MASK}'`
 /** A setting or option name as written: an identifier, unquoted. */
-const nameOf = (t: Token): string => (t.kind === 'qident' ? t.text.slice(t.text.indexOf('"') + 1, -1).replaceAll('""', '"') : t.text)
+const nameOf = (t: Token): string =>
+  t.kind === 'qident' ? t.text.slice(t.text.indexOf('"') + 1, -1).replaceAll('""', '"') : t.text
 
 /** password=... values (keyword/value connection strings) and URL passwords inside a literal's body. */
 // Every alternative below is disjoint from the others at each character, so matching is linear: a
@@ -129,7 +146,8 @@ const nameOf = (t: Token): string => (t.kind === 'qident' ? t.text.slice(t.text.
 // exponentially on a hostile literal, and when the engine gives up, replace() returns the text unmasked.
 // An unquoted value runs to white space, as libpq reads it: a backslash takes the next character with it,
 // and a doubled quote (a quote inside a standard string) is part of it.
-const CONNINFO_PASSWORD = /(\b(?:password|passwd|sslpassword|pwd)\s*=\s*)(''(?:''''|[^'])*''|\\'(?:\\\\|\\[^'\\]|[^\\'])*\\'|'(?:\\.|[^'\\])*'|(?:\\.|''|[^\s'\\])+)/gi
+const CONNINFO_PASSWORD =
+  /(\b(?:password|passwd|sslpassword|pwd)\s*=\s*)(''(?:''''|[^'])*''|\\'(?:\\\\|\\[^'\\]|[^\\'])*\\'|'(?:\\.|[^'\\])*'|(?:\\.|''|[^\s'\\])+)/gi
 /** The password of a URL's user information (`scheme://user:password@host`), found from each `://` only. */
 const URL_PASSWORD = /:\/\/([^\s/@:'"]*):[^\s/@'"]+@/g
 const maskBody = (body: string) => {
@@ -144,9 +162,12 @@ function maskStatement(s: Token[], masked: Set<Token>): void {
   // CREATE USER MAPPING FOR ...: not a role (a role may be named "mapping", though).
   const userMapping = isWord(at(1), 'USER') && isWord(at(2), 'MAPPING') && isWord(at(3), 'FOR', 'IF')
   const roleDdl = (first === 'CREATE' || first === 'ALTER') && isWord(at(1), 'ROLE', 'USER', 'GROUP') && !userMapping
-  const routine = isWord(at(1), 'FUNCTION', 'PROCEDURE') || (isWord(at(1), 'OR') && isWord(at(3), 'FUNCTION', 'PROCEDURE'))
+  const routine =
+    isWord(at(1), 'FUNCTION', 'PROCEDURE') || (isWord(at(1), 'OR') && isWord(at(3), 'FUNCTION', 'PROCEDURE'))
   const setScope =
-    first === 'SET' || (first === 'ALTER' && isWord(at(1), 'SYSTEM', 'DATABASE', 'ROLE', 'USER', 'FUNCTION', 'PROCEDURE', 'ROUTINE')) || (first === 'CREATE' && routine)
+    first === 'SET' ||
+    (first === 'ALTER' && isWord(at(1), 'SYSTEM', 'DATABASE', 'ROLE', 'USER', 'FUNCTION', 'PROCEDURE', 'ROUTINE')) ||
+    (first === 'CREATE' && routine)
   /** Masks the string at `j` and the strings right after it, which PostgreSQL joins to it ('abc'<newline>'def'). */
   const maskValue = (j: number) => {
     masked.add(at(j)!)
@@ -157,7 +178,13 @@ function maskStatement(s: Token[], masked: Set<Token>): void {
     // Role passwords: CREATE|ALTER ROLE|USER|GROUP ... [ENCRYPTED] PASSWORD '...'.
     if (roleDdl && isWord(t, 'PASSWORD') && at(i + 1)?.kind === 'string') maskValue(i + 1)
     // set_config('name', 'value', is_local): a SET as a function call, anywhere in any statement.
-    if (isWord(t, 'SET_CONFIG') && at(i + 1)?.text === '(' && at(i + 2)?.kind === 'string' && at(i + 3)?.text === ',' && at(i + 4)?.kind === 'string') {
+    if (
+      isWord(t, 'SET_CONFIG') &&
+      at(i + 1)?.text === '(' &&
+      at(i + 2)?.kind === 'string' &&
+      at(i + 3)?.text === ',' &&
+      at(i + 4)?.kind === 'string'
+    ) {
       if (isSecretSetting((at(i + 2) as Str).body)) maskValue(i + 4)
     }
     // COPY ... PROGRAM '...': a shell command, like archive_command, may hold a password.
@@ -188,7 +215,11 @@ function maskStatement(s: Token[], masked: Set<Token>): void {
       }
     }
     // OPTIONS ([ADD|SET|DROP] name 'value', ...) of servers, user mappings, foreign tables and wrappers.
-    if ((first === 'CREATE' || first === 'ALTER' || first === 'IMPORT') && isWord(t, 'OPTIONS') && at(i + 1)?.text === '(') {
+    if (
+      (first === 'CREATE' || first === 'ALTER' || first === 'IMPORT') &&
+      isWord(t, 'OPTIONS') &&
+      at(i + 1)?.text === '('
+    ) {
       let j = i + 2
       while (at(j) && at(j)!.text !== ')') {
         if (isWord(at(j), 'ADD', 'SET', 'DROP') && (at(j + 1)?.kind === 'word' || at(j + 1)?.kind === 'qident')) j++
@@ -211,7 +242,9 @@ function maskStatement(s: Token[], masked: Set<Token>): void {
 function looksSecret(text: string): boolean {
   // A URL with user information (its password perhaps cut off before the `@`), found without backtracking.
   if (/:\/\/[^\s/@:]*:/.test(text) || /\bprogram\b/i.test(text)) return true
-  return (text.match(/[A-Za-z_][A-Za-z0-9_.]*/g) ?? []).some((w) => isSecretSetting(w) || w.split('.').some(isSecretSetting))
+  return (text.match(/[A-Za-z_][A-Za-z0-9_.]*/g) ?? []).some(
+    (w) => isSecretSetting(w) || w.split('.').some(isSecretSetting),
+  )
 }
 
 /**
@@ -238,9 +271,12 @@ function maskText(text: string, depth: number): string {
   for (const t of [...tokens, { kind: 'semi' as const, text: '' }]) {
     if (t.kind === 'semi') {
       if (statement.length > 0) maskStatement(statement, masked)
-      if (isWord(statement[0], 'DO', 'CREATE')) for (const s of statement) if (s.kind === 'string' && s.open?.startsWith('$')) code.add(s)
+      if (isWord(statement[0], 'DO', 'CREATE'))
+        for (const s of statement) if (s.kind === 'string' && s.open?.startsWith('$')) code.add(s)
       // In a procedural body a statement follows BEGIN, THEN, LOOP or a label: read it from each start word too.
-      if (depth > 0) for (let k = 1; k < statement.length; k++) if (isWord(statement[k], ...INNER_STARTS)) maskStatement(statement.slice(k), masked)
+      if (depth > 0)
+        for (let k = 1; k < statement.length; k++)
+          if (isWord(statement[k], ...INNER_STARTS)) maskStatement(statement.slice(k), masked)
       statement = []
     } else if (t.kind !== 'space' && t.kind !== 'comment') statement.push(t)
   }
@@ -259,6 +295,7 @@ function maskText(text: string, depth: number): string {
   const result = out.join('')
   // The masked text must tokenise as the original did; otherwise nothing of it goes out.
   const again = tokenise(result)
-  if (!again || again.filter((t) => t.kind !== 'space').length !== tokens.filter((t) => t.kind !== 'space').length) return MASKED_WHOLE
+  if (!again || again.filter((t) => t.kind !== 'space').length !== tokens.filter((t) => t.kind !== 'space').length)
+    return MASKED_WHOLE
   return result
 }

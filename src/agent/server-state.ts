@@ -65,13 +65,20 @@ function detailsDigest(details: Record<string, SettingDetail>): string {
   const hasher = new Bun.CryptoHasher('sha256')
   for (const name of Object.keys(details).sort()) {
     const d = details[name]!
-    hasher.update(`${name}\u0000${JSON.stringify(Object.keys(d).sort().map((k) => [k, d[k as keyof SettingDetail]]))}\n`)
+    hasher.update(
+      `${name}\u0000${JSON.stringify(
+        Object.keys(d)
+          .sort()
+          .map((k) => [k, d[k as keyof SettingDetail]]),
+      )}\n`,
+    )
   }
   return hasher.digest('hex').slice(0, 32)
 }
 
 /** A default as the wire carries it: masked for a setting that may hold a secret (empty stays empty). */
-const maskedDefault = (name: string, value: string | null) => (value === null || value === '' || !isSecretSetting(name) ? value : HIDDEN)
+const maskedDefault = (name: string, value: string | null) =>
+  value === null || value === '' || !isSecretSetting(name) ? value : HIDDEN
 
 const cut = (text: string | null, max: number) => (text === null ? null : text.slice(0, max))
 
@@ -132,7 +139,7 @@ function postgresDetail(r: SettingRow): SettingDetail {
 function resetsSql(major: number): string {
   const at = (expression: string) => `floor(extract(epoch FROM ${expression}) * 1000)::int8`
   const views = [
-    `${at("(SELECT stats_reset FROM pg_stat_database WHERE datname = current_database())")} AS pg_stat_database`,
+    `${at('(SELECT stats_reset FROM pg_stat_database WHERE datname = current_database())')} AS pg_stat_database`,
     `${at('(SELECT stats_reset FROM pg_stat_bgwriter)')} AS pg_stat_bgwriter`,
   ]
   if (major >= 14) views.push(`${at('(SELECT stats_reset FROM pg_stat_wal)')} AS pg_stat_wal`)
@@ -156,10 +163,14 @@ export async function postgresFacts(sql: postgres.Sql, major: number): Promise<S
     if (row && view in row) resets[view] = epochMs(row[view])
   }
   // pg_stat_statements_info (extension 1.9+): its stats_reset moves on a full pg_stat_statements_reset().
-  const [extMajor = 0, extMinor = 0] = String(row?.pgss_version ?? '0.0').split('.').map(Number)
+  const [extMajor = 0, extMinor = 0] = String(row?.pgss_version ?? '0.0')
+    .split('.')
+    .map(Number)
   if (extMajor > 1 || (extMajor === 1 && extMinor >= 9)) {
     try {
-      const [info] = await sql.unsafe(`SELECT floor(extract(epoch FROM stats_reset) * 1000)::int8 AS at FROM pg_stat_statements_info`)
+      const [info] = await sql.unsafe(
+        `SELECT floor(extract(epoch FROM stats_reset) * 1000)::int8 AS at FROM pg_stat_statements_info`,
+      )
       resets.pg_stat_statements = epochMs(info?.at)
     } catch {
       // Installed in a schema off the search_path, or not loaded: no reset time for it.
@@ -188,12 +199,14 @@ const CLICKHOUSE_CLIENT_SETTINGS = [
 /** ClickHouse: the start time (now less uptime()) and the settings changed from their defaults (the profile's). */
 export async function clickhouseFacts(client: ClickHouseClient): Promise<ServerFacts> {
   const json = async <T>(query: string) => (await client.query({ query, format: 'JSONEachRow' })).json<T>()
-  const [up] = await json<{ started_ms: number | string }>('SELECT toUnixTimestamp64Milli(now64(3)) - uptime() * 1000 AS started_ms')
+  const [up] = await json<{ started_ms: number | string }>(
+    'SELECT toUnixTimestamp64Milli(now64(3)) - uptime() * 1000 AS started_ms',
+  )
   type Row = { name: string; value: string; default?: string; type?: string; description?: string }
   // system.settings' default column is recent (ClickHouse 22.x): a server without it gives the values alone.
-  const rows = await json<Row>('SELECT name, value, `default`, type, description FROM system.settings WHERE changed ORDER BY name').catch(() =>
-    json<Row>('SELECT name, value FROM system.settings WHERE changed ORDER BY name'),
-  )
+  const rows = await json<Row>(
+    'SELECT name, value, `default`, type, description FROM system.settings WHERE changed ORDER BY name',
+  ).catch(() => json<Row>('SELECT name, value FROM system.settings WHERE changed ORDER BY name'))
   const settings: Record<string, string> = {}
   const details: Record<string, SettingDetail> = {}
   for (const r of rows) {

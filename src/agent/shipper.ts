@@ -36,7 +36,14 @@ import type { AgentLogger } from './collectors/types.ts'
 import { DEFAULT_BUFFER_MAX_BYTES } from './config.ts'
 import type { ShipperMetrics } from './metrics.ts'
 import { VERSION } from '../version.ts'
-import { FIRST_WIRE_VERSION, type LeftOut, WIRE_RELEASES, WIRE_VERSION_HEADER, addedAfter, leaveOut } from '../shared/wire-contract.ts'
+import {
+  FIRST_WIRE_VERSION,
+  type LeftOut,
+  WIRE_RELEASES,
+  WIRE_VERSION_HEADER,
+  addedAfter,
+  leaveOut,
+} from '../shared/wire-contract.ts'
 
 /** Most times one batch is sent again without a field the server refused by name. */
 const MAX_UNKNOWN_FIELD_RETRIES = 16
@@ -72,7 +79,12 @@ export function parseRetryAfter(header: string | null, now: number): number | nu
  * plus a random share of as much again (at most `jitterMs`); else after the retry interval plus a
  * random share of `jitterMs`. `random` is in [0, 1).
  */
-export function retryDelayMs(retryAfterMs: number | null, retryIntervalMs: number, jitterMs: number, random: number): number {
+export function retryDelayMs(
+  retryAfterMs: number | null,
+  retryIntervalMs: number,
+  jitterMs: number,
+  random: number,
+): number {
   if (retryAfterMs === null) return retryIntervalMs + Math.floor(random * jitterMs)
   return retryAfterMs + Math.floor(random * Math.min(retryAfterMs, jitterMs))
 }
@@ -115,7 +127,11 @@ export function unknownFieldIn(error: string): string | null {
   const named = /unknown (?:field|property)s?\b[^A-Za-z0-9_/]*([A-Za-z0-9_.*[\]/]+)/i.exec(error)
   if (!named) return null
   // `/tables/0/x` and `tables.0.x` as a path of the contract: `tables[].x`.
-  return named[1]!.replace(/^\//, '').replaceAll('/', '.').replace(/\.\d+(?=\.|$)/g, '[]').replace(/\[\d+\]/g, '[]')
+  return named[1]!
+    .replace(/^\//, '')
+    .replaceAll('/', '.')
+    .replace(/\.\d+(?=\.|$)/g, '[]')
+    .replace(/\[\d+\]/g, '[]')
 }
 
 export interface LossRecord {
@@ -137,7 +153,15 @@ export interface ShippingCounters {
 }
 
 export function newShippingCounters(): ShippingCounters {
-  return { droppedBatches: 0, lastDrop: null, lostBatches: 0, lastLoss: null, leftOutValues: 0, leftOutFields: new Set(), unknownFieldRetries: 0 }
+  return {
+    droppedBatches: 0,
+    lastDrop: null,
+    lostBatches: 0,
+    lastLoss: null,
+    leftOutValues: 0,
+    leftOutFields: new Set(),
+    unknownFieldRetries: 0,
+  }
 }
 
 /** One database's shipping as /healthz shows it. */
@@ -245,7 +269,11 @@ export class Shipper {
     const buffered = this.buffer.size()
     if (buffered > 0) {
       this.outage = true
-      options.log.info('resuming buffered batches', { database: options.databaseName, buffered, file: this.buffer.path })
+      options.log.info('resuming buffered batches', {
+        database: options.databaseName,
+        buffered,
+        file: this.buffer.path,
+      })
     }
   }
 
@@ -327,7 +355,14 @@ export class Shipper {
     if (this.stopped || this.timer !== undefined) return
     const now = this.clock()
     const wait = now < this.notBefore ? this.notBefore - now : null
-    this.schedule(retryDelayMs(wait, this.options.retryIntervalMs, this.options.jitterMs ?? DEFAULT_JITTER_MS, (this.options.random ?? Math.random)()))
+    this.schedule(
+      retryDelayMs(
+        wait,
+        this.options.retryIntervalMs,
+        this.options.jitterMs ?? DEFAULT_JITTER_MS,
+        (this.options.random ?? Math.random)(),
+      ),
+    )
   }
 
   /** Ships the batch now, or buffers it behind earlier ones. Never throws. `body`: its JSON, when the caller built it already. */
@@ -349,7 +384,12 @@ export class Shipper {
     if (notKept === null) return 'buffered'
     this.lose(1, notKept)
     // While the buffer fails, the loss is logged once for the episode (when it ends, with the count).
-    if (!this.bufferEpisode) this.options.log.error('a batch could not be buffered; lost (its counter deltas go with the next batch)', { database: this.options.databaseName, lost: 1, reason: notKept })
+    if (!this.bufferEpisode)
+      this.options.log.error('a batch could not be buffered; lost (its counter deltas go with the next batch)', {
+        database: this.options.databaseName,
+        lost: 1,
+        reason: notKept,
+      })
     return 'lost'
   }
 
@@ -380,12 +420,15 @@ export class Shipper {
   private bufferFailed(operation: BufferOperation, cause: string): void {
     if (this.bufferEpisode) return
     this.bufferEpisode = { since: this.clock(), operation, cause, lost: 0 }
-    this.options.log.error('the buffer is failing; batches the API does not take now are lost until it works again (their counter deltas go with the next batch it takes)', {
-      database: this.options.databaseName,
-      operation,
-      cause,
-      file: join(this.options.bufferDir, bufferFileName(this.options.databaseName)),
-    })
+    this.options.log.error(
+      'the buffer is failing; batches the API does not take now are lost until it works again (their counter deltas go with the next batch it takes)',
+      {
+        database: this.options.databaseName,
+        operation,
+        cause,
+        file: join(this.options.bufferDir, bufferFileName(this.options.databaseName)),
+      },
+    )
   }
 
   private bufferWorks(): void {
@@ -441,12 +484,16 @@ export class Shipper {
           return
         }
         // A bounded pace: the next batch after as long as the server took for this one (at least the gap).
-        if (this.buffer.size() > 0) await Bun.sleep(Math.max(this.options.drainGapMs ?? DEFAULT_DRAIN_GAP_MS, performance.now() - started))
+        if (this.buffer.size() > 0)
+          await Bun.sleep(Math.max(this.options.drainGapMs ?? DEFAULT_DRAIN_GAP_MS, performance.now() - started))
       }
     }
     if (this.outage) {
       this.outage = false
-      this.options.log.info('API reachable again; buffer drained', { database: this.options.databaseName, delivered: this.recovered })
+      this.options.log.info('API reachable again; buffer drained', {
+        database: this.options.databaseName,
+        delivered: this.recovered,
+      })
       this.recovered = 0
     }
   }
@@ -472,12 +519,17 @@ export class Shipper {
     this.refused = null
     if (this.outage) return
     this.outage = true
-    this.options.log.warn('API unreachable; buffering batches', { database: this.options.databaseName, reason: outcome.reason, file: this.buffer.path })
+    this.options.log.warn('API unreachable; buffering batches', {
+      database: this.options.databaseName,
+      reason: outcome.reason,
+      file: this.buffer.path,
+    })
   }
 
   private settle(outcome: Exclude<Outcome, { kind: 'retry' }>) {
     if (outcome.kind === 'accepted') {
-      if (this.refused !== null) this.options.log.info('the API accepts the batches again', { database: this.options.databaseName })
+      if (this.refused !== null)
+        this.options.log.info('the API accepts the batches again', { database: this.options.databaseName })
       this.refused = null
       this.options.metrics?.sent.inc()
       this.options.onAccepted?.(outcome.response)
@@ -503,7 +555,11 @@ export class Shipper {
   private async deliver(body: string, bufferedForMs?: number): Promise<Outcome> {
     let sent = this.forServer(body)
     let outcome = await this.post(sent.text, bufferedForMs)
-    for (let retries = 0; outcome.kind === 'rejected' && outcome.status === 400 && retries < MAX_UNKNOWN_FIELD_RETRIES; retries++) {
+    for (
+      let retries = 0;
+      outcome.kind === 'rejected' && outcome.status === 400 && retries < MAX_UNKNOWN_FIELD_RETRIES;
+      retries++
+    ) {
       const field = unknownFieldIn(outcome.error)
       if (field === null || this.api.refusedFields.has(field)) break
       this.api.refusedFields.add(field)
@@ -535,7 +591,8 @@ export class Shipper {
   private forServer(body: string): { text: string; left: LeftOut } {
     const version = this.api.wireVersion
     const paths = version === null ? [] : addedAfter(version)
-    for (const field of this.api.refusedFields) paths.push(...(field === '*' ? addedAfter(FIRST_WIRE_VERSION) : [field]))
+    for (const field of this.api.refusedFields)
+      paths.push(...(field === '*' ? addedAfter(FIRST_WIRE_VERSION) : [field]))
     if (paths.length === 0) return { text: body, left: { values: 0, paths: [] } }
     const batch = JSON.parse(body) as object
     const left = leaveOut(batch, paths)
@@ -580,7 +637,11 @@ export class Shipper {
   private async post(body: string, bufferedForMs?: number): Promise<Outcome> {
     let res: Response
     const started = performance.now()
-    const headers: Record<string, string> = { 'content-type': 'application/json', 'x-api-key': this.options.apiKey, 'user-agent': `dbm-agent/${VERSION}` }
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      'x-api-key': this.options.apiKey,
+      'user-agent': `dbm-agent/${VERSION}`,
+    }
     if (bufferedForMs !== undefined) headers[BATCH_AGE_HEADER] = String(Math.floor(bufferedForMs / 1000))
     try {
       res = await fetch(this.options.endpoint + INGEST_PATH, {
@@ -593,12 +654,16 @@ export class Shipper {
       const code = (e as { code?: unknown }).code
       const message = (e as Error).message
       this.options.metrics?.request(0, started)
-      return { kind: 'retry', reason: typeof code === 'string' && !message.includes(code) ? `${code}: ${message}` : message }
+      return {
+        kind: 'retry',
+        reason: typeof code === 'string' && !message.includes(code) ? `${code}: ${message}` : message,
+      }
     }
     const text = await res.text().catch(() => '')
     this.options.metrics?.request(res.status, started)
     // Only the API's own answers tell its version: a batch taken, or refused by it.
-    if (res.ok || MALFORMED_STATUSES.has(res.status)) this.learnWireVersion(res.headers.get(WIRE_VERSION_HEADER), res.ok)
+    if (res.ok || MALFORMED_STATUSES.has(res.status))
+      this.learnWireVersion(res.headers.get(WIRE_VERSION_HEADER), res.ok)
     let parsed: unknown
     try {
       parsed = JSON.parse(text)
@@ -606,7 +671,8 @@ export class Shipper {
     const error = (parsed as { error?: string } | undefined)?.error ?? text.slice(0, 200)
     if (res.ok) {
       const response = parsed as IngestResponse
-      if (typeof response?.database_id !== 'string') return { kind: 'retry', reason: `HTTP ${res.status}: unexpected answer from the API` }
+      if (typeof response?.database_id !== 'string')
+        return { kind: 'retry', reason: `HTTP ${res.status}: unexpected answer from the API` }
       return { kind: 'accepted', response }
     }
     if (MALFORMED_STATUSES.has(res.status)) return { kind: 'rejected', status: res.status, error }
@@ -618,8 +684,15 @@ export class Shipper {
       const refused = `the API refused the batches (HTTP 403: ${error}); they are buffered until it takes them`
       return { kind: 'retry', reason: refused, refused }
     }
-    const retryAfterMs = RETRY_AFTER_STATUSES.has(res.status) ? parseRetryAfter(res.headers.get('retry-after'), this.clock()) : null
-    if (retryAfterMs !== null) return { kind: 'retry', reason: `HTTP ${res.status}: ${error} (retry after ${Math.ceil(retryAfterMs / 1000)} s)`, retryAfterMs }
+    const retryAfterMs = RETRY_AFTER_STATUSES.has(res.status)
+      ? parseRetryAfter(res.headers.get('retry-after'), this.clock())
+      : null
+    if (retryAfterMs !== null)
+      return {
+        kind: 'retry',
+        reason: `HTTP ${res.status}: ${error} (retry after ${Math.ceil(retryAfterMs / 1000)} s)`,
+        retryAfterMs,
+      }
     return { kind: 'retry', reason: `HTTP ${res.status}: ${error}` }
   }
 }

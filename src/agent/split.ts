@@ -18,7 +18,12 @@
 // that do (past its item cap, or a row bigger than a part on its own): a statement's text is shortened
 // to fit, and anything else left out is counted in `dropped`, which batchParts logs.
 import { createHash } from 'node:crypto'
-import { INGEST_BODY_LIMIT_BYTES, type IngestArraySection, ingestMaxItems, ingestTextLimits } from '../shared/ingest-limits.ts'
+import {
+  INGEST_BODY_LIMIT_BYTES,
+  type IngestArraySection,
+  ingestMaxItems,
+  ingestTextLimits,
+} from '../shared/ingest-limits.ts'
 import type { IngestBatch } from '../shared/wire.ts'
 import type { AgentLogger } from './collectors/types.ts'
 
@@ -36,7 +41,10 @@ export interface SplitLimits {
   maxItems: Record<IngestArraySection, number>
 }
 
-export const defaultSplitLimits: SplitLimits = { maxBodyBytes: INGEST_BODY_LIMIT_BYTES - PART_MARGIN_BYTES, maxItems: ingestMaxItems }
+export const defaultSplitLimits: SplitLimits = {
+  maxBodyBytes: INGEST_BODY_LIMIT_BYTES - PART_MARGIN_BYTES,
+  maxItems: ingestMaxItems,
+}
 
 export interface SplitResult {
   parts: IngestBatch[]
@@ -90,7 +98,10 @@ export function splitBatch(batch: IngestBatch, limits: SplitLimits = defaultSpli
   const idBytes = Math.max(ingestTextLimits.id + 2, jsonBytes(batch.batch_id))
   const headerBytes = jsonBytes({ ...header, batch_id: '' }) - 2 + idBytes
   const room = limits.maxBodyBytes - headerBytes
-  if (room <= 0) throw new Error(`the batch header alone (${headerBytes} bytes) is over the part size of ${limits.maxBodyBytes} bytes`)
+  if (room <= 0)
+    throw new Error(
+      `the batch header alone (${headerBytes} bytes) is over the part size of ${limits.maxBodyBytes} bytes`,
+    )
 
   const drafts: Draft[] = []
   let current: Draft = { sections: {}, bytes: headerBytes }
@@ -163,7 +174,8 @@ export function splitBatch(batch: IngestBatch, limits: SplitLimits = defaultSpli
       let row = capped(key, original)
       let bytes = jsonBytes(row)
       if (empty + bytes > room) {
-        const shortened = key === 'query_stats' ? shortenText(row as Record<string, unknown>, 'query_text', room - empty) : undefined
+        const shortened =
+          key === 'query_stats' ? shortenText(row as Record<string, unknown>, 'query_text', room - empty) : undefined
         if (!shortened) {
           count(dropped, key)
           continue
@@ -206,7 +218,11 @@ function biggestFirst(rows: NonNullable<IngestBatch['query_stats']>) {
 }
 
 /** The row with `field` cut until the row's JSON takes at most `maxBytes`; undefined when even an empty text does not fit. */
-function shortenText(row: Record<string, unknown>, field: string, maxBytes: number): { row: Record<string, unknown>; bytes: number } | undefined {
+function shortenText(
+  row: Record<string, unknown>,
+  field: string,
+  maxBytes: number,
+): { row: Record<string, unknown>; bytes: number } | undefined {
   const text = String(row[field] ?? '')
   const withText = (length: number) => {
     const candidate = { ...row, [field]: clip(text, length) }
@@ -233,15 +249,27 @@ function shortenText(row: Record<string, unknown>, field: string, maxBytes: numb
 export function partIds(batchId: string, n: number): string[] {
   if (n === 1) return [batchId]
   const suffix = `.${n}`.length
-  const base = batchId.length + suffix <= ingestTextLimits.id ? batchId : createHash('sha256').update(batchId).digest('hex').slice(0, 48)
+  const base =
+    batchId.length + suffix <= ingestTextLimits.id
+      ? batchId
+      : createHash('sha256').update(batchId).digest('hex').slice(0, 48)
   return Array.from({ length: n }, (_, i) => `${base}.${i + 1}`)
 }
 
 /** The parts of a cycle's batch, for the shipper; what could not be sent (or only shortened) is logged with its count. */
-export function batchParts(batch: IngestBatch, log: AgentLogger, limits: SplitLimits = defaultSplitLimits): IngestBatch[] {
+export function batchParts(
+  batch: IngestBatch,
+  log: AgentLogger,
+  limits: SplitLimits = defaultSplitLimits,
+): IngestBatch[] {
   const split = splitBatch(batch, limits)
   const database = batch.database.name
-  if (split.parts.length > 1) log.debug('batch split into parts to fit the server limits', { database, parts: split.parts.length, bytes: split.bytes })
+  if (split.parts.length > 1)
+    log.debug('batch split into parts to fit the server limits', {
+      database,
+      parts: split.parts.length,
+      bytes: split.bytes,
+    })
   for (const [section, dropped] of Object.entries(split.dropped)) {
     log.error('entries too many or too big for the server limits; dropped', { database, section, dropped })
   }

@@ -149,9 +149,11 @@ export function loadState(path: string): LoadedState {
   const unsafe = unsafeFileReason(path)
   if (unsafe) return { kind: 'unusable', reason: unsafe }
   try {
-    if (statSync(path).size > MAX_STATE_BYTES) return { kind: 'unusable', reason: `larger than ${MAX_STATE_BYTES} bytes` }
+    if (statSync(path).size > MAX_STATE_BYTES)
+      return { kind: 'unusable', reason: `larger than ${MAX_STATE_BYTES} bytes` }
     const saved = JSON.parse(readFileSync(path, 'utf8')) as SavedState
-    if (saved?.format !== STATE_FORMAT) return { kind: 'unusable', reason: `saved by another agent version (format ${saved?.format})` }
+    if (saved?.format !== STATE_FORMAT)
+      return { kind: 'unusable', reason: `saved by another agent version (format ${saved?.format})` }
     const wellFormed =
       typeof saved.target === 'string' &&
       (saved.lineage === null || typeof saved.lineage === 'string') &&
@@ -159,7 +161,8 @@ export function loadState(path: string): LoadedState {
       Array.isArray(saved.entries) &&
       saved.entries.every((entry) => Array.isArray(entry) && entry.length === 2 && typeof entry[0] === 'string') &&
       (saved.pending === undefined ||
-        (Array.isArray(saved.pending) && saved.pending.every((b) => typeof (b as Partial<IngestBatch> | null)?.batch_id === 'string')))
+        (Array.isArray(saved.pending) &&
+          saved.pending.every((b) => typeof (b as Partial<IngestBatch> | null)?.batch_id === 'string')))
     if (!wellFormed) return { kind: 'unusable', reason: 'not a state file' }
     // Every sample, watermark and time the collectors keep is a count or a time: a negative or endless
     // number can only come from a damaged or planted file, and would turn into an absurd delta.
@@ -180,8 +183,16 @@ export function loadState(path: string): LoadedState {
  * Saves the committed state (without cache entries) atomically: a crash leaves the old file or the new
  * one. `pending` are the JSON bodies of the batches saved with it, as the shipper sends them (built once).
  */
-export function saveState(path: string, owner: StateOwner, state: Map<string, unknown>, now: number, pending: string[] = []): void {
-  const entries = [...state].filter(([key]) => !key.startsWith(CACHE_PREFIX)).map(([key, value]): [string, unknown] => [key, toSaved(value)])
+export function saveState(
+  path: string,
+  owner: StateOwner,
+  state: Map<string, unknown>,
+  now: number,
+  pending: string[] = [],
+): void {
+  const entries = [...state]
+    .filter(([key]) => !key.startsWith(CACHE_PREFIX))
+    .map(([key, value]): [string, unknown] => [key, toSaved(value)])
   const head = JSON.stringify({ format: STATE_FORMAT, saved_at: now, ...owner, entries } satisfies SavedState)
   const body = pending.length > 0 ? `${head.slice(0, -1)},"pending":[${pending.join(',')}]}` : head
   mkdirSync(dirname(path), { recursive: true })

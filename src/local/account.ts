@@ -21,11 +21,18 @@ export async function localUser(deps: Pick<Deps, 'store' | 'clock'>): Promise<Us
   let user: User | undefined = await store.findUserByEmail(LOCAL_EMAIL)
   if (!user) {
     if (await store.hasOrganization()) {
-      throw new ForeignStoreError('the data directory holds the store of a dbm serve (it has accounts but no local one); give dbm local a data directory of its own (--data-dir)')
+      throw new ForeignStoreError(
+        'the data directory holds the store of a dbm serve (it has accounts but no local one); give dbm local a data directory of its own (--data-dir)',
+      )
     }
     const created = await store.createAccount({
       org: { name: 'Local', slug: 'local', plan: 'free' },
-      user: { email: LOCAL_EMAIL, name: 'Local user', passwordHash: await hashPassword(randomToken(32)), role: 'owner' },
+      user: {
+        email: LOCAL_EMAIL,
+        name: 'Local user',
+        passwordHash: await hashPassword(randomToken(32)),
+        role: 'owner',
+      },
       onlyFirst: true,
     })
     user = created.user
@@ -37,8 +44,10 @@ export async function localUser(deps: Pick<Deps, 'store' | 'clock'>): Promise<Us
 /** Ends every session of the organization's users and revokes every API key of the organization. */
 export async function endEarlierRuns(deps: Pick<Deps, 'store' | 'clock'>, user: User): Promise<void> {
   const { store } = deps
-  for (const member of await store.members.listMembers(user.org_id)) await store.revokeUserSessions(member.id, deps.clock())
-  for (const key of await store.listApiKeys(user.org_id, false)) await store.revokeApiKey(user.org_id, key.id, deps.clock())
+  for (const member of await store.members.listMembers(user.org_id))
+    await store.revokeUserSessions(member.id, deps.clock())
+  for (const key of await store.listApiKeys(user.org_id, false))
+    await store.revokeApiKey(user.org_id, key.id, deps.clock())
 }
 
 /** A new API key of the user's organization for this run's agent (after endEarlierRuns). */

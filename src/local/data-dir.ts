@@ -20,7 +20,11 @@ import { dirname, isAbsolute, join, resolve, sep } from 'node:path'
 const JWT_SECRET_FILE = 'jwt-secret'
 
 /** The per-user data directory of `dbm local` on `platform`. */
-export function defaultDataDir(platform: NodeJS.Platform, env: Record<string, string | undefined>, home = homedir()): string {
+export function defaultDataDir(
+  platform: NodeJS.Platform,
+  env: Record<string, string | undefined>,
+  home = homedir(),
+): string {
   if (platform === 'darwin') return join(home, 'Library', 'Application Support', 'dbm')
   if (platform === 'win32') return join(env.LOCALAPPDATA || join(home, 'AppData', 'Local'), 'dbm')
   // The XDG base directory spec: a relative $XDG_DATA_HOME is invalid and ignored.
@@ -33,7 +37,8 @@ const modeOf = (stat: Stats) => (stat.mode & 0o7777).toString(8).padStart(4, '0'
 /** Why `stat` (of `what`) may not be used by `uid`, or undefined; `ownerOnly`: its mode means nothing (a link's). */
 function refusal(what: string, stat: Stats, uid: number, ownerOnly = false): string | undefined {
   if (stat.uid !== uid) return `${what} belongs to another user (uid ${stat.uid}; this is uid ${uid})`
-  if (!ownerOnly && (stat.mode & 0o022) !== 0) return `${what} is writable by other users (mode ${modeOf(stat)}), who could have put or changed files in it`
+  if (!ownerOnly && (stat.mode & 0o022) !== 0)
+    return `${what} is writable by other users (mode ${modeOf(stat)}), who could have put or changed files in it`
   return undefined
 }
 
@@ -53,10 +58,12 @@ function unsafeOnTheWay(path: string, uid: number, gid: number): string | undefi
     if (!stat) break
     const theirs = stat.uid !== uid && stat.uid !== 0
     if (stat.isSymbolicLink()) {
-      if (theirs) return `${at}, on its path, is a symbolic link of another user (uid ${stat.uid}; this is uid ${uid}), who may point it elsewhere at any time`
+      if (theirs)
+        return `${at}, on its path, is a symbolic link of another user (uid ${stat.uid}; this is uid ${uid}), who may point it elsewhere at any time`
       continue
     }
-    if (theirs) return `${at}, on its path, belongs to another user (uid ${stat.uid}; this is uid ${uid}), who may rename or replace what is in it`
+    if (theirs)
+      return `${at}, on its path, belongs to another user (uid ${stat.uid}; this is uid ${uid}), who may rename or replace what is in it`
     const othersWrite = (stat.mode & 0o002) !== 0 || ((stat.mode & 0o020) !== 0 && stat.gid !== gid)
     if (othersWrite && (stat.mode & STICKY) === 0) {
       return `${at}, on its path, is writable by other users (mode ${modeOf(stat)}, not sticky), who may rename or replace what is in it`
@@ -81,7 +88,9 @@ export function prepareDataDir(dir: string): string {
   if (!stat.isDirectory()) throw new Error('it is not a directory')
   if (uid === -1) return path
   const own = lstatSync(path)
-  const refused = (own.isSymbolicLink() ? refusal('it (a symbolic link)', own, uid, true) : undefined) ?? refusal(own.isSymbolicLink() ? 'it (what it links to)' : 'it', stat, uid)
+  const refused =
+    (own.isSymbolicLink() ? refusal('it (a symbolic link)', own, uid, true) : undefined) ??
+    refusal(own.isSymbolicLink() ? 'it (what it links to)' : 'it', stat, uid)
   if (refused) throw new Error(`${refused}; give dbm local a directory of your own, created by it (--data-dir)`)
   if ((stat.mode & 0o077) !== 0) chmodSync(path, 0o700)
   for (const name of readdirSync(path)) {
@@ -90,7 +99,9 @@ export function prepareDataDir(dir: string): string {
     // A link: its own owner (its mode means nothing), then what it points at; a dangling one is left to whoever opens it.
     const isLink = link.isSymbolicLink()
     const entry = isLink ? statSync(file, { throwIfNoEntry: false }) : link
-    const wrong = (isLink ? refusal(name, link, uid, true) : undefined) ?? (entry && refusal(isLink ? `${name} (what it links to)` : name, entry, uid))
+    const wrong =
+      (isLink ? refusal(name, link, uid, true) : undefined) ??
+      (entry && refusal(isLink ? `${name} (what it links to)` : name, entry, uid))
     if (wrong) throw new Error(`${wrong}; remove it if it is not yours, or give dbm local a new directory (--data-dir)`)
     if (!entry) continue
     if ((entry.mode & 0o044) !== 0 && name === JWT_SECRET_FILE) {

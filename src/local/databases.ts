@@ -42,7 +42,11 @@ const MAX_ROLE_BYTES = 63
  * refuse is a UsageError carrying the agent's own message, about the DSN by its place and without its password.
  * `trustedRoles`: --explain-trusted-role, for every PostgreSQL database (with its owner, always trusted).
  */
-export function localAgentConfig(dsns: readonly string[], env: Record<string, string | undefined>, trustedRoles: readonly string[] = []): AgentConfig {
+export function localAgentConfig(
+  dsns: readonly string[],
+  env: Record<string, string | undefined>,
+  trustedRoles: readonly string[] = [],
+): AgentConfig {
   const which = (i: number) => `dbm local: DSN ${i + 1} (${redactSecrets(dsns[i]!)})`
   for (const role of trustedRoles) {
     if (role === '' || Buffer.byteLength(role) > MAX_ROLE_BYTES || role.includes('\0')) {
@@ -52,9 +56,13 @@ export function localAgentConfig(dsns: readonly string[], env: Record<string, st
   const databases = dsns.map((dsn, i) => {
     const engine = detectEngine(dsn)
     if (engine === undefined) {
-      throw new UsageError(`${which(i)}: expected a postgres://, postgresql://, clickhouse://, tcp://, http:// or https:// URL`)
+      throw new UsageError(
+        `${which(i)}: expected a postgres://, postgresql://, clickhouse://, tcp://, http:// or https:// URL`,
+      )
     }
-    return engine === 'postgres' && trustedRoles.length > 0 ? { dsn, explain_trusted_roles: [...trustedRoles] } : { dsn }
+    return engine === 'postgres' && trustedRoles.length > 0
+      ? { dsn, explain_trusted_roles: [...trustedRoles] }
+      : { dsn }
   })
   if (trustedRoles.length > 0 && !databases.some((d) => 'explain_trusted_roles' in d)) {
     throw new UsageError('dbm local: --explain-trusted-role is for PostgreSQL databases, and no DSN names one')
@@ -62,7 +70,9 @@ export function localAgentConfig(dsns: readonly string[], env: Record<string, st
   let config: AgentConfig
   try {
     // JSON is YAML: the config goes through the agent's parser exactly as a config file would.
-    config = parseAgentConfig(JSON.stringify({ api: { endpoint: 'http://127.0.0.1', key: PLACEHOLDER_KEY }, databases }))
+    config = parseAgentConfig(
+      JSON.stringify({ api: { endpoint: 'http://127.0.0.1', key: PLACEHOLDER_KEY }, databases }),
+    )
   } catch (e) {
     if (!(e instanceof ConfigError)) throw e
     const m = /^databases\[(\d+)\](?:\.dsn)?:? ?(.*)$/s.exec(e.message)
@@ -76,7 +86,8 @@ export function localAgentConfig(dsns: readonly string[], env: Record<string, st
     // The user's own database: the dashboard may cancel, terminate and explain (issue 26).
     if (db.engine === 'postgres') db.allowActions = ['cancel', 'terminate', 'explain']
     const earlier = seen.get(db.name)
-    if (earlier !== undefined) throw new UsageError(`${which(i)}: names the same database as DSN ${earlier + 1} (${db.name})`)
+    if (earlier !== undefined)
+      throw new UsageError(`${which(i)}: names the same database as DSN ${earlier + 1} (${db.name})`)
     seen.set(db.name, i)
   }
   return config

@@ -74,6 +74,7 @@ export function outputExposure(stat: Stats, uid: number): string | undefined {
   if (!stat.isFile() && !stat.isFIFO()) return undefined
   const kind = stat.isFile() ? 'a file' : 'a FIFO'
   if (stat.uid !== uid) return `standard output is ${kind} of another user (uid ${stat.uid})`
-  if ((stat.mode & 0o044) !== 0) return `standard output is ${kind} that others may read (mode ${(stat.mode & 0o777).toString(8).padStart(4, '0')})`
+  if ((stat.mode & 0o044) !== 0)
+    return `standard output is ${kind} that others may read (mode ${(stat.mode & 0o777).toString(8).padStart(4, '0')})`
   return undefined
 }

@@ -32,13 +32,18 @@ export const PORT_ATTEMPTS = 20
  * PORT_ATTEMPTS). A given port held on either address is a ListenError: nothing is printed for an
  * address this process does not hold.
  */
-export function listenLoopback(open: (hostname: string, port: number) => Server<unknown>, port: number): Server<unknown>[] {
+export function listenLoopback(
+  open: (hostname: string, port: number) => Server<unknown>,
+  port: number,
+): Server<unknown>[] {
   for (let attempt = 0; attempt < PORT_ATTEMPTS; attempt++) {
     let v4: Server<unknown>
     try {
       v4 = open('127.0.0.1', port)
     } catch (e) {
-      throw new ListenError(`cannot listen on 127.0.0.1:${port}: ${inUse(e) ? 'another process holds it; stop it, or pick another port (--listen)' : (e as Error).message}`)
+      throw new ListenError(
+        `cannot listen on 127.0.0.1:${port}: ${inUse(e) ? 'another process holds it; stop it, or pick another port (--listen)' : (e as Error).message}`,
+      )
     }
     try {
       return [v4, open('::1', v4.port!)]
@@ -79,7 +84,10 @@ export function hostScreen(name: string, port: () => number): (request: Request)
     const headers = { ...securityHeaders, 'cache-control': 'no-store' }
     // A browser (http://localhost:PORT/ typed by hand) gets a page saying the same, an API client the error body.
     if (request.headers.get('accept')?.includes('text/html')) {
-      return new Response(WRONG_ADDRESS_PAGE, { status: 421, headers: { ...headers, 'content-type': 'text/html; charset=utf-8' } })
+      return new Response(WRONG_ADDRESS_PAGE, {
+        status: 421,
+        headers: { ...headers, 'content-type': 'text/html; charset=utf-8' },
+      })
     }
     return Response.json({ error: WRONG_ADDRESS }, { status: 421, headers })
   }

@@ -49,7 +49,10 @@ export function isLoopback(hostname: string): boolean {
 function serveConfig(flags: LocalFlags, dataDir: string, env: Record<string, string | undefined>): ServeConfig {
   const listen = flags.listen ?? '127.0.0.1:0'
   const { hostname } = parseListen(listen, '--listen')
-  if (!isLoopback(hostname)) throw new UsageError(`dbm local: --listen must name a loopback address (127.0.0.1, ::1 or localhost), got "${listen}"`)
+  if (!isLoopback(hostname))
+    throw new UsageError(
+      `dbm local: --listen must name a loopback address (127.0.0.1, ::1 or localhost), got "${listen}"`,
+    )
   const kept: Record<string, string | undefined> = {
     DBM_SIGNUP: 'closed',
     DBM_LOG_LEVEL: env.DBM_LOG_LEVEL,
@@ -66,7 +69,10 @@ function serveConfig(flags: LocalFlags, dataDir: string, env: Record<string, str
 /** Whom the plan sampler trusts, when a PostgreSQL database is watched: its owner, and the flag's roles. */
 export function explainLine(config: AgentConfig, roles: readonly string[]): string | undefined {
   if (!config.databases.some((d) => d.engine === 'postgres')) return undefined
-  const others = roles.length === 0 ? '; --explain-trusted-role NAME adds a role' : `, and ${roles.map((r) => JSON.stringify(r)).join(', ')} (--explain-trusted-role)`
+  const others =
+    roles.length === 0
+      ? '; --explain-trusted-role NAME adds a role'
+      : `, and ${roles.map((r) => JSON.stringify(r)).join(', ')} (--explain-trusted-role)`
   return `Plans:     statements of each PostgreSQL database's owner are explained (it is your own database: its code is yours)${others}`
 }
 
@@ -84,8 +90,15 @@ function withUmask(umask: number | undefined, f: () => void): void {
   }
 }
 
-export async function runLocal(flags: LocalFlags, dsns: readonly string[], env: Record<string, string | undefined>): Promise<number> {
-  if (dsns.length === 0) throw new UsageError('dbm local: name at least one database DSN, e.g. dbm local postgres://user@localhost:5432/app, with the password in PGPASSWORD or ~/.pgpass (see dbm local --help)')
+export async function runLocal(
+  flags: LocalFlags,
+  dsns: readonly string[],
+  env: Record<string, string | undefined>,
+): Promise<number> {
+  if (dsns.length === 0)
+    throw new UsageError(
+      'dbm local: name at least one database DSN, e.g. dbm local postgres://user@localhost:5432/app, with the password in PGPASSWORD or ~/.pgpass (see dbm local --help)',
+    )
   const agentConfig = localAgentConfig(dsns, env, flags['explain-trusted-role'] ?? [])
   const config = serveConfig(flags, flags['data-dir'] ?? defaultDataDir(process.platform, env), env)
   const log = createLogger(config.logLevel as LogLevel)
@@ -102,7 +115,13 @@ export async function runLocal(flags: LocalFlags, dsns: readonly string[], env: 
   }
 }
 
-async function runInDataDir(flags: LocalFlags, config: ServeConfig, agentConfig: AgentConfig, log: Logger, userUmask: number | undefined): Promise<number> {
+async function runInDataDir(
+  flags: LocalFlags,
+  config: ServeConfig,
+  agentConfig: AgentConfig,
+  log: Logger,
+  userUmask: number | undefined,
+): Promise<number> {
   let dataDir: string
   try {
     dataDir = prepareDataDir(config.dataDir)
@@ -117,7 +136,9 @@ async function runInDataDir(flags: LocalFlags, config: ServeConfig, agentConfig:
     return 1
   }
   if (!('release' in lock)) {
-    process.stderr.write(`dbm local: another dbm local${lock.holder ? ` (pid ${lock.holder})` : ''} is running on ${dataDir}; stop it first, or give this one another --data-dir\n`)
+    process.stderr.write(
+      `dbm local: another dbm local${lock.holder ? ` (pid ${lock.holder})` : ''} is running on ${dataDir}; stop it first, or give this one another --data-dir\n`,
+    )
     return 1
   }
 
@@ -191,7 +212,8 @@ async function runInDataDir(flags: LocalFlags, config: ServeConfig, agentConfig:
         // As `dbm agent --check` says it; a database that does not answer is retried by the agent meanwhile.
         void checkConfig(agentConfig).then((lines) => {
           for (const l of lines) out(redactSecrets(l.line))
-          if (lines.some((l) => !l.ok)) out('The agent keeps trying the databases that failed; they show up once they answer.')
+          if (lines.some((l) => !l.ok))
+            out('The agent keeps trying the databases that failed; they show up once they answer.')
           out('Stop with Ctrl-C.')
         })
       },

@@ -8,7 +8,11 @@ import type { LinkFile } from './link-file.ts'
 type Spawn = (command: string[], options: Parameters<typeof Bun.spawn>[1]) => { unref(): void; exited: Promise<number> }
 
 /** The command that opens `url`, or undefined when there is no desktop to open it on. */
-export function openCommand(platform: NodeJS.Platform, env: Record<string, string | undefined>, url: string): string[] | undefined {
+export function openCommand(
+  platform: NodeJS.Platform,
+  env: Record<string, string | undefined>,
+  url: string,
+): string[] | undefined {
   if (platform === 'darwin') return ['open', url]
   // `start`'s first quoted argument is a window title: an empty one, then the URL.
   if (platform === 'win32') return ['cmd', '/c', 'start', '""', url]
@@ -30,13 +34,25 @@ export function openBrowser(
     return undefined
   }
   try {
-    const proc = spawn(command, { stdin: 'ignore', stdout: 'ignore', stderr: 'ignore', env: env as Record<string, string> })
+    const proc = spawn(command, {
+      stdin: 'ignore',
+      stdout: 'ignore',
+      stderr: 'ignore',
+      env: env as Record<string, string>,
+    })
     proc.unref()
     void proc.exited.then((code) => {
-      if (code !== 0) log.warn('--open: the browser could not be opened; open the sign-in link yourself', { command: command[0], exit_code: code })
+      if (code !== 0)
+        log.warn('--open: the browser could not be opened; open the sign-in link yourself', {
+          command: command[0],
+          exit_code: code,
+        })
     })
   } catch (e) {
-    log.warn('--open: the browser could not be opened; open the sign-in link yourself', { command: command[0], cause: (e as Error).message })
+    log.warn('--open: the browser could not be opened; open the sign-in link yourself', {
+      command: command[0],
+      cause: (e as Error).message,
+    })
   }
   return command
 }

@@ -30,7 +30,10 @@ export function commandLineWarning(dsns: readonly string[]): string | undefined 
   const carrying = dsns.flatMap((dsn, i) => (dsnHasPassword(dsn) ? [i] : []))
   if (carrying.length === 0) return undefined
   const places = carrying.map((i) => i + 1)
-  const which = places.length === 1 ? `DSN ${places[0]} carries` : `DSNs ${places.slice(0, -1).join(', ')} and ${places.at(-1)} carry`
+  const which =
+    places.length === 1
+      ? `DSN ${places[0]} carries`
+      : `DSNs ${places.slice(0, -1).join(', ')} and ${places.at(-1)} carry`
   const engines = new Set(carrying.map((i) => detectEngine(dsns[i]!)))
   const ways = [
     ...(engines.has('postgres') ? ['PGPASSWORD or a ~/.pgpass line (PostgreSQL)'] : []),
@@ -113,15 +116,20 @@ export function pgpassPath(env: Env, platform: NodeJS.Platform, home = homedir()
 export function readPgpass(path: string, platform: NodeJS.Platform): { text?: string; warning?: string } {
   const stat = statSync(path, { throwIfNoEntry: false })
   if (!stat) return {}
-  if (!stat.isFile()) return { warning: `dbm local: warning: password file ${path} is not a plain file; it is not read` }
+  if (!stat.isFile())
+    return { warning: `dbm local: warning: password file ${path} is not a plain file; it is not read` }
   if (platform !== 'win32' && (stat.mode & 0o077) !== 0) {
     const mode = (stat.mode & 0o777).toString(8).padStart(4, '0')
-    return { warning: `dbm local: warning: password file ${path} has group or world access (mode ${mode}), so it is not read; chmod 600 it` }
+    return {
+      warning: `dbm local: warning: password file ${path} has group or world access (mode ${mode}), so it is not read; chmod 600 it`,
+    }
   }
   try {
     return { text: readFileSync(path, 'utf8') }
   } catch (e) {
-    return { warning: `dbm local: warning: password file ${path} cannot be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}); it is not used` }
+    return {
+      warning: `dbm local: warning: password file ${path} cannot be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}); it is not used`,
+    }
   }
 }
 
@@ -137,7 +145,12 @@ function withPassword(dsn: string, password: string): string {
  * Gives each database of `config` whose DSN holds no password the one of the environment or the password
  * file, in place. Returns the warnings to print (a password file that was needed but is not read).
  */
-export function applyPasswords(config: AgentConfig, env: Env, platform: NodeJS.Platform = process.platform, home = homedir()): string[] {
+export function applyPasswords(
+  config: AgentConfig,
+  env: Env,
+  platform: NodeJS.Platform = process.platform,
+  home = homedir(),
+): string[] {
   const warnings: string[] = []
   let pgpass: { text?: string } | undefined
   for (const db of config.databases) {

@@ -32,9 +32,27 @@ export class SignInLinks {
   consume(token: string, now: number): Outcome {
     const restart = 'Stop dbm local and start it again: it prints a new sign-in link.'
     const link = token ? this.links.get(sha256(token)) : undefined
-    if (!link) return { ok: false, status: 404, title: 'Unknown sign-in link', text: `This sign-in link is not one this dbm local issued. ${restart}` }
-    if (link.used) return { ok: false, status: 410, title: 'Sign-in link already used', text: `Each sign-in link works once. ${restart}` }
-    if (now >= link.expiresAt) return { ok: false, status: 410, title: 'Sign-in link expired', text: `A sign-in link works for 15 minutes. ${restart}` }
+    if (!link)
+      return {
+        ok: false,
+        status: 404,
+        title: 'Unknown sign-in link',
+        text: `This sign-in link is not one this dbm local issued. ${restart}`,
+      }
+    if (link.used)
+      return {
+        ok: false,
+        status: 410,
+        title: 'Sign-in link already used',
+        text: `Each sign-in link works once. ${restart}`,
+      }
+    if (now >= link.expiresAt)
+      return {
+        ok: false,
+        status: 410,
+        title: 'Sign-in link expired',
+        text: `A sign-in link works for 15 minutes. ${restart}`,
+      }
     link.used = true
     return { ok: true, userId: link.userId }
   }
@@ -45,28 +63,37 @@ const page = (title: string, text: string) =>
 
 /** `name`: the run's host name; `used`: told when a link has signed someone in. */
 export function localSignInRoutes(deps: Deps, links: SignInLinks, options: { name: string; used?: () => void }) {
-  return new Elysia().get(SIGN_IN_PATH, async ({ request, cookie, set }) => {
-    withSecurityHeaders(set.headers)
-    set.headers['cache-control'] = 'no-store'
-    if (!byName(request, options.name)) {
-      set.status = 403
-      set.headers['content-type'] = 'text/html; charset=utf-8'
-      return page('Open the link as printed', 'Sign-in links work only at the address dbm local printed, whose name is this run\'s own: open the Sign in line of its output as it is.')
-    }
-    const token = new URL(request.url).searchParams.get('token') ?? ''
-    const outcome = links.consume(token, deps.clock())
-    const user = outcome.ok ? await deps.store.getUser(outcome.userId) : undefined
-    if (!outcome.ok || !user) {
-      const { status, title, text } = outcome.ok ? { status: 404, title: 'Unknown user', text: 'The local user of this link no longer exists.' } : outcome
-      set.status = status
-      set.headers['content-type'] = 'text/html; charset=utf-8'
-      return page(title, text)
-    }
-    await startSession(deps, user, cookie as CookieJar)
-    options.used?.()
-    deps.log.info('sign-in link used')
-    set.status = 302
-    set.headers.location = '/#/databases'
-    // Local mode's own door, not part of the API: left out of GET /api/v1/openapi.json.
-  }, { detail: { hide: true } })
+  return new Elysia().get(
+    SIGN_IN_PATH,
+    async ({ request, cookie, set }) => {
+      withSecurityHeaders(set.headers)
+      set.headers['cache-control'] = 'no-store'
+      if (!byName(request, options.name)) {
+        set.status = 403
+        set.headers['content-type'] = 'text/html; charset=utf-8'
+        return page(
+          'Open the link as printed',
+          "Sign-in links work only at the address dbm local printed, whose name is this run's own: open the Sign in line of its output as it is.",
+        )
+      }
+      const token = new URL(request.url).searchParams.get('token') ?? ''
+      const outcome = links.consume(token, deps.clock())
+      const user = outcome.ok ? await deps.store.getUser(outcome.userId) : undefined
+      if (!outcome.ok || !user) {
+        const { status, title, text } = outcome.ok
+          ? { status: 404, title: 'Unknown user', text: 'The local user of this link no longer exists.' }
+          : outcome
+        set.status = status
+        set.headers['content-type'] = 'text/html; charset=utf-8'
+        return page(title, text)
+      }
+      await startSession(deps, user, cookie as CookieJar)
+      options.used?.()
+      deps.log.info('sign-in link used')
+      set.status = 302
+      set.headers.location = '/#/databases'
+      // Local mode's own door, not part of the API: left out of GET /api/v1/openapi.json.
+    },
+    { detail: { hide: true } },
+  )
 }

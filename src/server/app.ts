@@ -140,7 +140,10 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
     .onRequest(async ({ request, server, set }) => {
       withSecurityHeaders(set.headers)
       if (headSize(request) > headerLimits.bytes) {
-        throw new HttpError(431, `the request line and headers are larger than the ${headerLimits.bytes / 1024} KiB limit`)
+        throw new HttpError(
+          431,
+          `the request line and headers are larger than the ${headerLimits.bytes / 1024} KiB limit`,
+        )
       }
       if (request.url.includes('%00')) throw new HttpError(400, 'the URL must not contain NUL characters')
       if (request.method !== 'POST') return
@@ -174,14 +177,16 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
       if (!result.allowed) throw tooManyRequests(result.retryAfterMs)
     })
     .onParse(async ({ request }) => {
-      if (canonicalPath(new URL(request.url).pathname) !== INGEST_PATH) return parseJsonBody(request, bodyLimits.default)
+      if (canonicalPath(new URL(request.url).pathname) !== INGEST_PATH)
+        return parseJsonBody(request, bodyLimits.default)
       // An ingest's body must arrive within the admission's time (408 after it, its place freed).
       return admission.readBody(request, parseJsonBody(request, bodyLimits.ingest))
     })
     .onError(({ code, error, set, request }) => {
       let failure: HttpError
       if (error instanceof HttpError) failure = error
-      else if (code === 'PARSE' && (error as Error).cause instanceof HttpError) failure = (error as Error).cause as HttpError
+      else if (code === 'PARSE' && (error as Error).cause instanceof HttpError)
+        failure = (error as Error).cause as HttpError
       else if (code === 'PARSE') failure = new HttpError(400, 'request body must be valid JSON')
       else if (code === 'VALIDATION' && (error as ValidationError).type === 'response') {
         // The answer does not match the route's response schema (src/shared/api): a bug of ours, never
@@ -223,7 +228,11 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
         observeIngest(Number(set.status ?? 200), ingestStart)
       }
       if (log.enabled('debug')) {
-        log.debug('request', { method: request.method, path: new URL(request.url).pathname, status: Number(set.status ?? 200) })
+        log.debug('request', {
+          method: request.method,
+          path: new URL(request.url).pathname,
+          status: Number(set.status ?? 200),
+        })
       }
     })
     .get(
@@ -236,7 +245,11 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
       },
       {
         response: { 200: Healthz, 503: HealthzUnavailable },
-        detail: { summary: "The server's health: 200 while its store answers, else 503", tags: ['health'], security: [] },
+        detail: {
+          summary: "The server's health: 200 while its store answers, else 503",
+          tags: ['health'],
+          security: [],
+        },
       },
     )
     .use(metricsRoute(deps))

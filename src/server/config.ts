@@ -85,7 +85,8 @@ export const METRICS_TOKEN_MIN_LENGTH = 32
 function metricsToken(env: Record<string, string | undefined>): string | undefined {
   const direct = env.DBM_METRICS_TOKEN || undefined
   const file = env.DBM_METRICS_TOKEN_FILE || undefined
-  if (direct !== undefined && file !== undefined) throw new UsageError('DBM_METRICS_TOKEN and DBM_METRICS_TOKEN_FILE: set one of them, not both')
+  if (direct !== undefined && file !== undefined)
+    throw new UsageError('DBM_METRICS_TOKEN and DBM_METRICS_TOKEN_FILE: set one of them, not both')
   let token = direct
   let source = 'DBM_METRICS_TOKEN'
   if (file !== undefined) {
@@ -93,12 +94,18 @@ function metricsToken(env: Record<string, string | undefined>): string | undefin
     try {
       token = readFileSync(file, 'utf8').replace(/\r?\n$/, '')
     } catch (e) {
-      throw new UsageError(`DBM_METRICS_TOKEN_FILE: cannot read ${JSON.stringify(file)} (${(e as NodeJS.ErrnoException).code ?? 'error'})`)
+      throw new UsageError(
+        `DBM_METRICS_TOKEN_FILE: cannot read ${JSON.stringify(file)} (${(e as NodeJS.ErrnoException).code ?? 'error'})`,
+      )
     }
   }
   if (token === undefined) return undefined
-  if (!/^[\x21-\x7e]*$/.test(token)) throw new UsageError(`${source}: the token must be printable ASCII without spaces or line breaks`)
-  if (token.length < METRICS_TOKEN_MIN_LENGTH) throw new UsageError(`${source}: the token must be at least ${METRICS_TOKEN_MIN_LENGTH} characters (for example: openssl rand -hex 32)`)
+  if (!/^[\x21-\x7e]*$/.test(token))
+    throw new UsageError(`${source}: the token must be printable ASCII without spaces or line breaks`)
+  if (token.length < METRICS_TOKEN_MIN_LENGTH)
+    throw new UsageError(
+      `${source}: the token must be at least ${METRICS_TOKEN_MIN_LENGTH} characters (for example: openssl rand -hex 32)`,
+    )
   return token
 }
 
@@ -110,7 +117,10 @@ export function isPostgresUrl(url: string): boolean {
 /** Where `dbm serve` listens when neither --listen nor DBM_LISTEN says: this machine only. */
 export const DEFAULT_LISTEN = '127.0.0.1:8080'
 
-export function resolveServeConfig(flags: Record<string, string>, env: Record<string, string | undefined>): ServeConfig {
+export function resolveServeConfig(
+  flags: Record<string, string>,
+  env: Record<string, string | undefined>,
+): ServeConfig {
   const pick = (flag: string, variable: string): [string | undefined, string] =>
     flags[flag] !== undefined ? [flags[flag], `--${flag}`] : [env[variable] || undefined, variable]
 
@@ -133,14 +143,17 @@ export function resolveServeConfig(flags: Record<string, string>, env: Record<st
   if (!logLevels.includes(logLevel)) throw new UsageError(`${levelSource}: expected one of ${logLevels.join(', ')}`)
 
   const jwtSecret = env.DBM_JWT_SECRET || undefined
-  if (jwtSecret !== undefined && jwtSecret.length < 32) throw new UsageError('DBM_JWT_SECRET: must be at least 32 characters')
+  if (jwtSecret !== undefined && jwtSecret.length < 32)
+    throw new UsageError('DBM_JWT_SECRET: must be at least 32 characters')
 
   const retention = env.DBM_RETENTION_DAYS ?? '30'
   const retentionDays = Number(retention)
-  if (!Number.isInteger(retentionDays) || retentionDays < 1) throw new UsageError('DBM_RETENTION_DAYS: expected a whole number of days ≥ 1')
+  if (!Number.isInteger(retentionDays) || retentionDays < 1)
+    throw new UsageError('DBM_RETENTION_DAYS: expected a whole number of days ≥ 1')
 
   const signup = (env.DBM_SIGNUP || 'open') as (typeof signupModes)[number]
-  if (!signupModes.includes(signup)) throw new UsageError(`DBM_SIGNUP: expected open or closed, got "${env.DBM_SIGNUP}"`)
+  if (!signupModes.includes(signup))
+    throw new UsageError(`DBM_SIGNUP: expected open or closed, got "${env.DBM_SIGNUP}"`)
 
   return {
     hostname,

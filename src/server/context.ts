@@ -50,7 +50,11 @@ export interface Deps {
  * proxy appended. Earlier entries are whatever the client sent and prove nothing. Rate limits count it
  * by rateLimitSubject (its /64 for IPv6).
  */
-export function clientAddress(deps: Pick<Deps, 'trustProxy'>, request: Request, server: { requestIP(r: Request): { address: string } | null } | null): string {
+export function clientAddress(
+  deps: Pick<Deps, 'trustProxy'>,
+  request: Request,
+  server: { requestIP(r: Request): { address: string } | null } | null,
+): string {
   if (deps.trustProxy) {
     const forwarded = request.headers.get('x-forwarded-for')?.split(',').at(-1)?.trim()
     if (forwarded) return forwarded

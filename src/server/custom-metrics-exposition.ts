@@ -35,7 +35,9 @@ export function customExposition(inputs: readonly CustomExpositionInput[]): stri
         const name = customFamily(metric, s.column)
         let family = families.get(name)
         if (!family) {
-          const help = metric.description ?? `custom metric ${metric.name} (${metric.kind}) from the agent config${metric.values.length > 1 ? `, column ${s.column}` : ''}`
+          const help =
+            metric.description ??
+            `custom metric ${metric.name} (${metric.kind}) from the agent config${metric.values.length > 1 ? `, column ${s.column}` : ''}`
           family = { help, type: metric.kind, lines: [] }
           families.set(name, family)
         }

@@ -32,13 +32,24 @@ export function signupGate(deps: Pick<HealthzDeps, 'store' | 'signup'>): () => P
   }
 }
 
-export type HealthzAnswer = { status: 200; body: Static<typeof Healthz> } | { status: 503; body: Static<typeof HealthzUnavailable> }
+export type HealthzAnswer =
+  | { status: 200; body: Static<typeof Healthz> }
+  | { status: 503; body: Static<typeof HealthzUnavailable> }
 
 /** The status and JSON body of GET /healthz. */
 export async function healthz(deps: HealthzDeps, signupClosed: () => Promise<boolean>): Promise<HealthzAnswer> {
   const loop = deps.loopLag ? { event_loop: deps.loopLag.figures() } : {}
   if (await storeAnswers(deps.store)) {
-    return { status: 200, body: { status: 'ok', version: VERSION, store: 'ok', signup: deps.signup === 'local' ? 'local' : (await signupClosed()) ? 'closed' : 'open', ...loop } }
+    return {
+      status: 200,
+      body: {
+        status: 'ok',
+        version: VERSION,
+        store: 'ok',
+        signup: deps.signup === 'local' ? 'local' : (await signupClosed()) ? 'closed' : 'open',
+        ...loop,
+      },
+    }
   }
   return { status: 503, body: { status: 'unavailable', version: VERSION, store: 'unavailable', ...loop } }
 }

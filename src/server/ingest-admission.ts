@@ -49,7 +49,10 @@ const shedCounters = {
 }
 
 const refusalCounters = Object.fromEntries(
-  (['unauthenticated', 'forbidden', 'capacity', 'org_share', 'body_timeout', 'body_aborted'] as const).map((r) => [r, serverMetrics.ingestRefusals.labels(r)]),
+  (['unauthenticated', 'forbidden', 'capacity', 'org_share', 'body_timeout', 'body_aborted'] as const).map((r) => [
+    r,
+    serverMetrics.ingestRefusals.labels(r),
+  ]),
 ) as Record<RefusalReason, ReturnType<typeof serverMetrics.ingestRefusals.labels>>
 
 /** Counts an ingest refused before it took a place: its caller has no valid key, or a key without the ingest scope. */
@@ -196,7 +199,9 @@ export class IngestAdmission {
     if (reason === 'org_share') episode.orgShare++
     const [low, high] = this.limits.retryAfterSeconds[kind]
     const seconds = low + Math.floor(this.random() * (high - low + 1))
-    return new HttpError(503, `the server is busy taking batches; try again in ${seconds} s`, { 'retry-after': String(seconds) })
+    return new HttpError(503, `the server is busy taking batches; try again in ${seconds} s`, {
+      'retry-after': String(seconds),
+    })
   }
 
   /** The episode a refusal belongs to, begun (with its one warning) by the first. */
@@ -210,11 +215,20 @@ export class IngestAdmission {
         backlog_in_flight: this.limits.backlog.inFlight,
       }
       if (reason === 'capacity') {
-        this.log.warn('ingest: more batches than this process takes at once; shedding with 503 and Retry-After (backlog first)', figures)
+        this.log.warn(
+          'ingest: more batches than this process takes at once; shedding with 503 and Retry-After (backlog first)',
+          figures,
+        )
       } else if (reason === 'org_share') {
-        this.log.warn("ingest: an organization holds its share of the batches this process takes at once; shedding its batches with 503 and Retry-After", figures)
+        this.log.warn(
+          'ingest: an organization holds its share of the batches this process takes at once; shedding its batches with 503 and Retry-After',
+          figures,
+        )
       } else {
-        this.log.warn('ingest: a batch body did not arrive in time; refused with 408 (a slow or stalled client)', { ...figures, body_read_s: Math.round(this.limits.bodyReadMs / 1000) })
+        this.log.warn('ingest: a batch body did not arrive in time; refused with 408 (a slow or stalled client)', {
+          ...figures,
+          body_read_s: Math.round(this.limits.bodyReadMs / 1000),
+        })
       }
     }
     this.episode.lastShedAt = now

@@ -75,10 +75,13 @@ export async function parseJsonBody(request: Request, limit: number): Promise<ob
     throw new HttpError(400, 'request body must be valid JSON')
   }
   // Refused before validation, which deep documents would stall.
-  if (deeperThan(parsed, MAX_JSON_DEPTH)) throw new HttpError(400, `request body is nested deeper than ${MAX_JSON_DEPTH} levels`)
+  if (deeperThan(parsed, MAX_JSON_DEPTH))
+    throw new HttpError(400, `request body is nested deeper than ${MAX_JSON_DEPTH} levels`)
   // Every endpoint takes a JSON object; anything else is refused here with one clear message.
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new HttpError(400, 'request body must be a JSON object')
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+    throw new HttpError(400, 'request body must be a JSON object')
   // JSON carries a NUL only as the escape \u0000, so only such bodies need the walk.
-  if (text.includes('\\u0000') && holdsNul(parsed)) throw new HttpError(400, 'request body strings must not contain NUL characters')
+  if (text.includes('\\u0000') && holdsNul(parsed))
+    throw new HttpError(400, 'request body strings must not contain NUL characters')
   return parsed
 }

@@ -145,7 +145,10 @@ export const databaseDefaults = {
  * How long an agent may send nothing before it counts as silent (the database disconnected, DECISIONS.md):
  * max(3 × the poll interval, `floorMs`, by default databaseDefaults.connectedFloorMs).
  */
-export function silentAfterMs(pollIntervalSeconds: number, floorMs: number = databaseDefaults.connectedFloorMs): number {
+export function silentAfterMs(
+  pollIntervalSeconds: number,
+  floorMs: number = databaseDefaults.connectedFloorMs,
+): number {
   return Math.max(3 * pollIntervalSeconds * 1000, floorMs)
 }
 

@@ -58,7 +58,8 @@ export function startLoopLag(now: () => number = () => performance.now()): LoopL
         if (lag[i]! <= 0) values.push(0)
       }
       values.sort((a, b) => a - b)
-      const pick = (q: number) => (values.length === 0 ? 0 : values[Math.min(values.length - 1, Math.floor(q * values.length))]!)
+      const pick = (q: number) =>
+        values.length === 0 ? 0 : values[Math.min(values.length - 1, Math.floor(q * values.length))]!
       const round = (n: number) => Math.round(n * 10) / 10
       return {
         window_s: LOOP_LAG_WINDOW_MS / 1000,

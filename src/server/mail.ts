@@ -46,7 +46,9 @@ export function createMailer(options: { smtpUrl?: string; from: string; log: Log
   const { log } = options
   const pending = new Set<Promise<void>>()
   const { smtpUrl } = options
-  const transport: Promise<Transporter> | undefined = smtpUrl ? import('nodemailer').then((m) => m.default.createTransport(smtpUrl)) : undefined
+  const transport: Promise<Transporter> | undefined = smtpUrl
+    ? import('nodemailer').then((m) => m.default.createTransport(smtpUrl))
+    : undefined
   // A bad URL fails at the first send (logged there); never as an unhandled rejection.
   transport?.catch(() => {})
 

@@ -52,7 +52,7 @@ export const serverMetrics = {
   }),
   healthMonitorRunDuration: serverRegistry.histogram({
     name: 'dbm_health_monitor_run_duration_seconds',
-    help: "Time of one health monitor pass (diagnoses and notification deliveries), in seconds.",
+    help: 'Time of one health monitor pass (diagnoses and notification deliveries), in seconds.',
     buckets: DURATION_BUCKETS,
   }),
   healthMonitorDiagnoses: serverRegistry.counter({
@@ -141,6 +141,7 @@ export function timeStoreDriver<D extends SqlDriver>(driver: D): D {
   driver.runAll = (statements) => time(storeCalls.runAll, runAll.call(driver, statements))
   driver.exec = (script) => time(storeCalls.exec, exec.call(driver, script))
   if (runLast) driver.runLast = (statements) => time(storeCalls.runAll, runLast.call(driver, statements))
-  driver.transaction = <T>(fn: (tx: SqlDriver) => Promise<T>, lockKey?: string) => transaction.call(driver, (tx) => fn(timeStoreDriver(tx)), lockKey) as Promise<T>
+  driver.transaction = <T>(fn: (tx: SqlDriver) => Promise<T>, lockKey?: string) =>
+    transaction.call(driver, (tx) => fn(timeStoreDriver(tx)), lockKey) as Promise<T>
   return driver
 }

@@ -63,25 +63,81 @@ const OPTIONAL = Symbol.for('TypeBox.Optional')
 
 /** JSON Schema 2020-12 keywords (and OpenAPI's own) the document keeps; any other is TypeBox's or ours. */
 const SCHEMA_KEYWORDS = new Set([
-  'type', 'enum', 'const', 'title', 'description', 'default', 'examples', 'example', 'deprecated', 'readOnly', 'writeOnly',
-  'format', 'pattern', 'minLength', 'maxLength', 'contentMediaType', 'contentEncoding',
-  'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'multipleOf',
-  'items', 'prefixItems', 'minItems', 'maxItems', 'uniqueItems', 'contains', 'minContains', 'maxContains',
-  'properties', 'required', 'additionalProperties', 'patternProperties', 'propertyNames', 'minProperties', 'maxProperties',
-  'dependentRequired', 'dependentSchemas', 'unevaluatedProperties', 'unevaluatedItems',
-  'anyOf', 'oneOf', 'allOf', 'not', 'if', 'then', 'else', '$ref', '$defs',
+  'type',
+  'enum',
+  'const',
+  'title',
+  'description',
+  'default',
+  'examples',
+  'example',
+  'deprecated',
+  'readOnly',
+  'writeOnly',
+  'format',
+  'pattern',
+  'minLength',
+  'maxLength',
+  'contentMediaType',
+  'contentEncoding',
+  'minimum',
+  'maximum',
+  'exclusiveMinimum',
+  'exclusiveMaximum',
+  'multipleOf',
+  'items',
+  'prefixItems',
+  'minItems',
+  'maxItems',
+  'uniqueItems',
+  'contains',
+  'minContains',
+  'maxContains',
+  'properties',
+  'required',
+  'additionalProperties',
+  'patternProperties',
+  'propertyNames',
+  'minProperties',
+  'maxProperties',
+  'dependentRequired',
+  'dependentSchemas',
+  'unevaluatedProperties',
+  'unevaluatedItems',
+  'anyOf',
+  'oneOf',
+  'allOf',
+  'not',
+  'if',
+  'then',
+  'else',
+  '$ref',
+  '$defs',
 ])
 /** Keywords whose value is a map of names to schemas. */
 const SCHEMA_MAPS = new Set(['properties', 'patternProperties', '$defs', 'dependentSchemas'])
 /** Keywords whose value is a schema or an array of schemas. */
 const SCHEMA_VALUES = new Set([
-  'items', 'prefixItems', 'contains', 'additionalProperties', 'propertyNames', 'unevaluatedProperties', 'unevaluatedItems',
-  'anyOf', 'oneOf', 'allOf', 'not', 'if', 'then', 'else',
+  'items',
+  'prefixItems',
+  'contains',
+  'additionalProperties',
+  'propertyNames',
+  'unevaluatedProperties',
+  'unevaluatedItems',
+  'anyOf',
+  'oneOf',
+  'allOf',
+  'not',
+  'if',
+  'then',
+  'else',
 ])
 
 const kindOf = (schema: unknown): unknown => (schema as Record<symbol, unknown>)[KIND]
 
-const isObject = (v: unknown): v is Record<string | symbol, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v)
+const isObject = (v: unknown): v is Record<string | symbol, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v)
 
 /** The JSON value of a keyword that is not a schema (enum values, examples, defaults). */
 function plain(value: unknown): Json {
@@ -96,7 +152,9 @@ function plain(value: unknown): Json {
 function elysiaNumeric(schema: JsonObject): JsonObject | undefined {
   const members = schema.anyOf
   if (!Array.isArray(members)) return undefined
-  const numbers = members.filter((m) => !(isObject(m) && m.type === 'string' && (m.format === 'integer' || m.format === 'numeric')))
+  const numbers = members.filter(
+    (m) => !(isObject(m) && m.type === 'string' && (m.format === 'integer' || m.format === 'numeric')),
+  )
   if (numbers.length !== 1 || numbers.length === members.length) return undefined
   const { anyOf: _, ...rest } = schema
   return { ...rest, ...(numbers[0] as JsonObject) }
@@ -188,10 +246,18 @@ function tagFor(path: string): string {
 }
 
 const errorRef = { $ref: '#/components/schemas/Error' }
-const errorResponse = (description: string): JsonObject => ({ description, content: { 'application/json': { schema: errorRef } } })
+const errorResponse = (description: string): JsonObject => ({
+  description,
+  content: { 'application/json': { schema: errorRef } },
+})
 
 const STATUS_TEXT: Record<number, string> = {
-  101: 'Switching Protocols', 200: 'OK', 201: 'Created', 202: 'Accepted', 204: 'No Content', 503: 'Service Unavailable',
+  101: 'Switching Protocols',
+  200: 'OK',
+  201: 'Created',
+  202: 'Accepted',
+  204: 'No Content',
+  503: 'Service Unavailable',
 }
 
 const ALL_SCHEMES = [{ apiKey: [] }, { bearer: [] }, { cookie: [] }]
@@ -201,7 +267,9 @@ function isSchema(value: unknown): value is TSchema {
 }
 
 /** The response map of a route: `{ 200: X }`, or one schema for every status (Elysia's short form, read as 200). */
-function responseMap(response: RouteInfo['hooks'] extends infer H ? (H extends { response?: infer R } ? R : never) : never): [number, TSchema][] {
+function responseMap(
+  response: RouteInfo['hooks'] extends infer H ? (H extends { response?: infer R } ? R : never) : never,
+): [number, TSchema][] {
   if (!response) return []
   if (isSchema(response)) return [[200, response]]
   return Object.entries(response as Record<string, TSchema>).map(([status, schema]) => [Number(status), schema])
@@ -226,10 +294,13 @@ export function buildOpenApi(routes: readonly RouteInfo[], options: OpenApiOptio
     const tag = detail.tags?.[0] ?? tagFor(route.path)
     tags.add(tag)
     operation.tags = [tag]
-    operation.operationId = detail.operationId ?? operationIdFor(route.method === 'WS' ? 'GET' : route.method, route.path)
+    operation.operationId =
+      detail.operationId ?? operationIdFor(route.method === 'WS' ? 'GET' : route.method, route.path)
     if (detail.summary) operation.summary = detail.summary
     if (detail.description) operation.description = detail.description
-    else if (websocket) operation.description = 'A WebSocket: the request upgrades the connection (101), which then carries JSON messages.'
+    else if (websocket)
+      operation.description =
+        'A WebSocket: the request upgrades the connection (101), which then carries JSON messages.'
 
     const parameters: JsonObject[] = []
     const pathNames = [...path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]!)
@@ -237,7 +308,11 @@ export function buildOpenApi(routes: readonly RouteInfo[], options: OpenApiOptio
     for (const name of pathNames) {
       const sub = paramsSchema?.properties?.[name] as TSchema | undefined
       // Every {id} of the API is a server id (a UUID; anything else is a 400 naming the parameter).
-      const schema = sub ? converter.convert(sub, false) : name === 'id' ? { type: 'string', format: 'uuid' } : { type: 'string' }
+      const schema = sub
+        ? converter.convert(sub, false)
+        : name === 'id'
+          ? { type: 'string', format: 'uuid' }
+          : { type: 'string' }
       parameters.push({ name, in: 'path', required: true, schema })
     }
     const querySchema = route.hooks?.query as TSchema | undefined
@@ -246,7 +321,12 @@ export function buildOpenApi(routes: readonly RouteInfo[], options: OpenApiOptio
       for (const [name, sub] of Object.entries(querySchema.properties as Record<string, TSchema>)) {
         // A parameter read from its text by the route (a number in digits, a time) says what it means to a client.
         const documented = (sub as { documentAs?: JsonObject }).documentAs
-        const param: JsonObject = { name, in: 'query', required: required.has(name), schema: documented ? plain(documented) as JsonObject : converter.convert(sub, false) }
+        const param: JsonObject = {
+          name,
+          in: 'query',
+          required: required.has(name),
+          schema: documented ? (plain(documented) as JsonObject) : converter.convert(sub, false),
+        }
         if (typeof sub.description === 'string') param.description = sub.description
         parameters.push(param)
       }
@@ -256,7 +336,10 @@ export function buildOpenApi(routes: readonly RouteInfo[], options: OpenApiOptio
     const bodySchema = route.hooks?.body as TSchema | undefined
     if (bodySchema && !websocket) {
       const optional = (bodySchema as unknown as Record<symbol, unknown>)[OPTIONAL] === 'Optional'
-      operation.requestBody = { required: !optional, content: { 'application/json': { schema: converter.convert(bodySchema, false) } } }
+      operation.requestBody = {
+        required: !optional,
+        content: { 'application/json': { schema: converter.convert(bodySchema, false) } },
+      }
     }
 
     const responses: Record<string, JsonObject> = {}
@@ -268,29 +351,41 @@ export function buildOpenApi(routes: readonly RouteInfo[], options: OpenApiOptio
         responses[String(status)] = { description }
         continue
       }
-      const mediaType = typeof schema.contentMediaType === 'string' && schema.type === 'string' ? schema.contentMediaType : 'application/json'
+      const mediaType =
+        typeof schema.contentMediaType === 'string' && schema.type === 'string'
+          ? schema.contentMediaType
+          : 'application/json'
       const converted = converter.convert(schema, true)
       if (mediaType !== 'application/json') delete converted.contentMediaType
       responses[String(status)] = { description, content: { [mediaType.split(';')[0]!.trim()]: { schema: converted } } }
     }
 
-    for (const [status, response] of Object.entries(detail.responses ?? {})) responses[status] = plain(response) as JsonObject
+    for (const [status, response] of Object.entries(detail.responses ?? {}))
+      responses[status] = plain(response) as JsonObject
     const security = detail.security ?? ALL_SCHEMES
     // The scope an API key needs here (auth/scopes.ts), when it needs one.
     const access = ROUTE_ACCESS[routeKey(route.method, route.path)]
     const scope = access === 'ingest' || access === 'read' || access === 'admin' ? access : undefined
     operation.security = security as Json
-    const hasInput = bodySchema !== undefined || pathNames.length > 0 || (querySchema !== undefined && Object.keys(querySchema.properties ?? {}).length > 0)
+    const hasInput =
+      bodySchema !== undefined ||
+      pathNames.length > 0 ||
+      (querySchema !== undefined && Object.keys(querySchema.properties ?? {}).length > 0)
     const errors: [number, string, boolean][] = [
       [400, 'Bad Request: a parameter or the body is invalid (the message names the field)', hasInput],
       [401, 'Unauthorized: no valid credentials', security.length > 0],
-      [403, `Forbidden: an API key without the '${scope}' scope this route needs`, scope !== undefined && security.some((s) => 'apiKey' in s)],
+      [
+        403,
+        `Forbidden: an API key without the '${scope}' scope this route needs`,
+        scope !== undefined && security.some((s) => 'apiKey' in s),
+      ],
       [404, 'Not Found: no such resource in your organization', pathNames.length > 0],
       [413, 'Payload Too Large: the body is over its cap', bodySchema !== undefined],
       [429, 'Too Many Requests: over the rate limit (see Retry-After)', rateLimited.has(path)],
       [503, 'Service Unavailable: the store cannot be reached', true],
     ]
-    for (const [status, text, applies] of errors) if (applies && !responses[String(status)]) responses[String(status)] = errorResponse(text)
+    for (const [status, text, applies] of errors)
+      if (applies && !responses[String(status)]) responses[String(status)] = errorResponse(text)
     operation.responses = responses
 
     paths[path] ??= {}
@@ -307,7 +402,7 @@ export function buildOpenApi(routes: readonly RouteInfo[], options: OpenApiOptio
       title: 'dbm API',
       version: VERSION,
       description:
-        'Monitoring of PostgreSQL and ClickHouse: accounts, API keys, registered databases, their telemetry and diagnosis, alerts, and the agent\'s ingest. ' +
+        "Monitoring of PostgreSQL and ClickHouse: accounts, API keys, registered databases, their telemetry and diagnosis, alerts, and the agent's ingest. " +
         'Errors are always {"error": "..."}; times are RFC 3339 in UTC; sizes are bytes and durations milliseconds unless a field says otherwise.',
     },
     servers: [{ url: '/' }],
@@ -317,8 +412,17 @@ export function buildOpenApi(routes: readonly RouteInfo[], options: OpenApiOptio
       schemas: components,
       securitySchemes: {
         apiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key', description: 'an API key (dbm_ak_…)' },
-        bearer: { type: 'http', scheme: 'bearer', description: 'a user access token (from signup, login or refresh) or an API key' },
-        cookie: { type: 'apiKey', in: 'cookie', name: 'dbm_access', description: "the dashboard's session cookie, set by signup, login and refresh" },
+        bearer: {
+          type: 'http',
+          scheme: 'bearer',
+          description: 'a user access token (from signup, login or refresh) or an API key',
+        },
+        cookie: {
+          type: 'apiKey',
+          in: 'cookie',
+          name: 'dbm_access',
+          description: "the dashboard's session cookie, set by signup, login and refresh",
+        },
       },
     },
   }
@@ -327,7 +431,10 @@ export function buildOpenApi(routes: readonly RouteInfo[], options: OpenApiOptio
 const cache = new WeakMap<object, { document: OpenApiDocument; json: string }>()
 
 /** The document of `app`'s routes, built on first use and kept (the routes do not change once the app is built). */
-export function openApiOf(app: { routes: readonly unknown[] }, options: OpenApiOptions = {}): { document: OpenApiDocument; json: string } {
+export function openApiOf(
+  app: { routes: readonly unknown[] },
+  options: OpenApiOptions = {},
+): { document: OpenApiDocument; json: string } {
   let built = cache.get(app)
   if (!built) {
     const document = buildOpenApi(app.routes as RouteInfo[], options)
@@ -341,9 +448,14 @@ export function openApiOf(app: { routes: readonly unknown[] }, options: OpenApiO
  * The error answers a route gives beyond those the generator adds, for its `detail.responses`:
  * `errorAnswers({ 409: 'the name is taken' })`.
  */
-export function errorAnswers(answers: Record<number, string>): Record<string, { description: string; content: Record<string, { schema: { $ref: string } }> }> {
+export function errorAnswers(
+  answers: Record<number, string>,
+): Record<string, { description: string; content: Record<string, { schema: { $ref: string } }> }> {
   return Object.fromEntries(
-    Object.entries(answers).map(([status, description]) => [status, { description, content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } }]),
+    Object.entries(answers).map(([status, description]) => [
+      status,
+      { description, content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } },
+    ]),
   )
 }
 
@@ -351,4 +463,5 @@ export function errorAnswers(answers: Record<number, string>): Record<string, { 
 export const userSession: Record<string, string[]>[] = [{ bearer: [] }, { cookie: [] }]
 
 /** The 403 of a route that members may not use (requireOwner in auth/principal.ts), nor keys without `admin` (auth/scopes.ts). */
-export const ownersOnly = (what: string) => errorAnswers({ 403: `the caller is a member (only an owner can ${what}), or an API key without the 'admin' scope` })
+export const ownersOnly = (what: string) =>
+  errorAnswers({ 403: `the caller is a member (only an owner can ${what}), or an API key without the 'admin' scope` })

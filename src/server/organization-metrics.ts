@@ -17,7 +17,11 @@ const SEVERITIES = ['critical', 'warning', 'info'] as const
  * The organization's exposition from its databases' figures and the states their agents reported (by
  * database id), judged at `now` (epoch ms): a database its agent reports down is disconnected, as on /health.
  */
-export function organizationExposition(databases: readonly DatabaseFigures[], states: ReadonlyMap<string, AvailabilityState>, now: number): string {
+export function organizationExposition(
+  databases: readonly DatabaseFigures[],
+  states: ReadonlyMap<string, AvailabilityState>,
+  now: number,
+): string {
   const registry = new Registry()
   const counts = registry.gauge({
     name: 'dbm_databases',
@@ -26,7 +30,7 @@ export function organizationExposition(databases: readonly DatabaseFigures[], st
   })
   const connected = registry.gauge({
     name: 'dbm_database_connected',
-    help: '1 while the database\'s agent sends batches and does not report it down (connected), else 0.',
+    help: "1 while the database's agent sends batches and does not report it down (connected), else 0.",
     labelNames: ['id', 'name', 'engine'],
   })
   // One series per database whatever the cause, so that a cause changing within an outage (timeout, then

@@ -68,14 +68,18 @@ export interface ServeHooks {
   screen?: (request: Request) => Response | undefined
 }
 
-type Fetch = (request: Request, server: Server<unknown>) => Response | Promise<Response> | undefined | Promise<Response | undefined>
+type Fetch = (
+  request: Request,
+  server: Server<unknown>,
+) => Response | Promise<Response> | undefined | Promise<Response | undefined>
 
 /** `primary`, except that a request's address and upgrade are those of the listener that received it. */
 function appServer(primary: Server<unknown>, receivedBy: WeakMap<Request, Server<unknown>>): Server<unknown> {
   const of = (request: Request) => receivedBy.get(request) ?? primary
   return new Proxy(primary, {
     get(target, property) {
-      if (property === 'upgrade') return (request: Request, options?: unknown) => of(request).upgrade(request, options as never)
+      if (property === 'upgrade')
+        return (request: Request, options?: unknown) => of(request).upgrade(request, options as never)
       if (property === 'requestIP') return (request: Request) => of(request).requestIP(request)
       const value = Reflect.get(target, property, target)
       return typeof value === 'function' ? value.bind(target) : value
@@ -93,11 +97,19 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
       // Before each migration: some rebuild tables (10: about 15 to 30 s per GB of SQLite store), and the
       // server answers nothing until they are done.
       applying: (m, storeBytes) =>
-        log.info('applying migration', { version: m.version, name: m.name, ...(storeBytes !== null ? { store_mb: Math.round(storeBytes / 1e6) } : {}) }),
+        log.info('applying migration', {
+          version: m.version,
+          name: m.name,
+          ...(storeBytes !== null ? { store_mb: Math.round(storeBytes / 1e6) } : {}),
+        }),
       // A counter a family gained (src/shared/families.ts) becomes a column of the existing store.
-      columnAdded: (c) => log.info('store column added for a counter', { table: c.table, column: c.column, definition: c.definition }),
+      columnAdded: (c) =>
+        log.info('store column added for a counter', { table: c.table, column: c.column, definition: c.definition }),
       retrying: (attempt, cause) =>
-        log.warn('store busy: adding counter columns waits for other serves ingesting; trying again', { attempt, cause: (cause as Error).message }),
+        log.warn('store busy: adding counter columns waits for other serves ingesting; trying again', {
+          attempt,
+          cause: (cause as Error).message,
+        }),
       // Started with the health monitor, after the API is built (below).
       checkpointsWhenTold: true,
     })
@@ -128,7 +140,9 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
       jwtSecret = await sharedSecret(driver, 'jwt', local, Date.now(), jwtGenerated && driver.dialect === 'sqlite')
       if (jwtSecret !== local) {
         jwtAccepted = [local]
-        log.info("signing sessions with the store's JWT secret, shared by every serve of the store; the data directory's still verifies the tokens it signed")
+        log.info(
+          "signing sessions with the store's JWT secret, shared by every serve of the store; the data directory's still verifies the tokens it signed",
+        )
       }
     } catch (e) {
       log.error('cannot open the store', { cause: `reading the JWT secret: ${(e as Error).message}` })
@@ -169,23 +183,35 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
     const url = new URL(request.url)
     if (request.method === 'GET' && url.pathname === '/healthz' && url.search === '') {
       const answer = await healthz(early, signupClosed)
-      return Response.json(answer.body, { status: answer.status, headers: { ...securityHeaders, [WIRE_VERSION_HEADER]: String(WIRE_VERSION) } })
+      return Response.json(answer.body, {
+        status: answer.status,
+        headers: { ...securityHeaders, [WIRE_VERSION_HEADER]: String(WIRE_VERSION) },
+      })
     }
     return (await api!)(request, server)
   }
   // Each listener's requests go through `handle` (first `starting`, then the app), after the screen; which
   // listener received a request is remembered for the app (see `appServer`).
   const receivedBy = new WeakMap<Request, Server<unknown>>()
-  const through = (handle: Fetch): Fetch => (request, server) => {
-    const refused = hooks.screen?.(request)
-    if (refused) return refused
-    receivedBy.set(request, server)
-    return handle(request, server)
-  }
+  const through =
+    (handle: Fetch): Fetch =>
+    (request, server) => {
+      const refused = hooks.screen?.(request)
+      if (refused) return refused
+      receivedBy.set(request, server)
+      return handle(request, server)
+    }
   // reusePort off: a second dbm on a taken port must fail, not split requests between two stores.
   // idleTimeout 30 s as Elysia's own listen has it (a request waiting for a diagnosis is answered before: API_WAIT_MS).
   const open = (hostname: string, port: number) =>
-    Bun.serve({ ...serverOptions, hostname, port, reusePort: false, idleTimeout: IDLE_TIMEOUT_S, fetch: through(starting) as never })
+    Bun.serve({
+      ...serverOptions,
+      hostname,
+      port,
+      reusePort: false,
+      idleTimeout: IDLE_TIMEOUT_S,
+      fetch: through(starting) as never,
+    })
   let servers: Server<unknown>[]
   try {
     servers = hooks.listen ? hooks.listen(open) : [open(config.hostname, config.port)]
@@ -197,7 +223,9 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
     return 1
   }
   const server = servers[0]!
-  const address = servers.map((s) => (s.hostname?.includes(':') ? `[${s.hostname}]:${s.port}` : `${s.hostname}:${s.port}`)).join(',')
+  const address = servers
+    .map((s) => (s.hostname?.includes(':') ? `[${s.hostname}]:${s.port}` : `${s.hostname}:${s.port}`))
+    .join(',')
   log.info('dbm serve listening', {
     version: VERSION,
     address,
@@ -207,7 +235,10 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
     // open: anyone who reaches the server may sign up; closed: only the first account; local: dbm local's.
     signup: config.signup,
   })
-  const exposed = openSignupWarning(config.signup, servers.map((s) => s.hostname ?? config.hostname))
+  const exposed = openSignupWarning(
+    config.signup,
+    servers.map((s) => s.hostname ?? config.hostname),
+  )
   if (exposed) log.warn(exposed, { address })
   if (config.webhookAllowPrivate) log.warn('webhooks may go to internal addresses (DBM_WEBHOOK_ALLOW_PRIVATE=true)')
 
@@ -217,9 +248,11 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
     return new SqlStore(driver)
   })()
   const sweep = setInterval(() => {
-    loadStore!.then((store) => store.sweepRateEvents(Date.now() - rateEventRetentionMs)).catch((e) => {
-      if (!isStoreUnreachable(e)) log.warn('rate-limit sweep failed', { cause: (e as Error).message })
-    })
+    loadStore!
+      .then((store) => store.sweepRateEvents(Date.now() - rateEventRetentionMs))
+      .catch((e) => {
+        if (!isStoreUnreachable(e)) log.warn('rate-limit sweep failed', { cause: (e as Error).message })
+      })
   }, RATE_SWEEP_MS)
 
   // The API, built after listen; then the health monitor and, in a thread of its own (doctor/worker.ts),
@@ -238,7 +271,11 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
     await nextTurn()
     const { createApp } = await import('./app.ts')
     await nextTurn()
-    const [{ TokenService }, { createMailer }, { websocket }] = await Promise.all([import('./auth/tokens.ts'), import('./mail.ts'), import('elysia/ws')])
+    const [{ TokenService }, { createMailer }, { websocket }] = await Promise.all([
+      import('./auth/tokens.ts'),
+      import('./mail.ts'),
+      import('elysia/ws'),
+    ])
     await nextTurn()
     const mailer = createMailer({ smtpUrl: config.smtpUrl, from: config.smtpFrom, log })
     const deps: Deps = {
@@ -247,7 +284,9 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
       mailer,
       log,
       clock: Date.now,
-      publicUrl: hooks.publicUrlFor?.({ hostname: server.hostname ?? config.hostname, port: server.port ?? config.port }) ?? config.publicUrl,
+      publicUrl:
+        hooks.publicUrlFor?.({ hostname: server.hostname ?? config.hostname, port: server.port ?? config.port }) ??
+        config.publicUrl,
       trustProxy: config.trustProxy,
       signup: config.signup,
       webhooks: { allowPrivate: config.webhookAllowPrivate },
@@ -265,15 +304,27 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
     const fetch = app.fetch as Fetch
     for (const s of servers) s.reload({ fetch: through(fetch) as never, websocket: websocket as never })
     await nextTurn()
-    const [{ createMonitor }, { startDiagnosisWorker }] = await Promise.all([import('./monitor/index.ts'), import('./doctor/diagnosis-worker.ts')])
+    const [{ createMonitor }, { startDiagnosisWorker }] = await Promise.all([
+      import('./monitor/index.ts'),
+      import('./doctor/diagnosis-worker.ts'),
+    ])
     await nextTurn()
-    const diagnoser = startDiagnosisWorker({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, logLevel: config.logLevel, local: config.signup === 'local', servingSince: deps.servingSince, log }).then(
+    const diagnoser = startDiagnosisWorker({
+      dataDir: config.dataDir,
+      databaseUrl: config.databaseUrl,
+      logLevel: config.logLevel,
+      local: config.signup === 'local',
+      servingSince: deps.servingSince,
+      log,
+    }).then(
       (worker) => {
         Object.assign(deps, { diagnoser: worker })
         return worker
       },
       (e) => {
-        log.warn('no diagnosis worker; the health monitor diagnoses on the main thread', { cause: (e as Error).message })
+        log.warn('no diagnosis worker; the health monitor diagnoses on the main thread', {
+          cause: (e as Error).message,
+        })
         return undefined
       },
     )

@@ -18,11 +18,18 @@ export function storeUnavailable(): HttpError {
 /** The innermost error that carries a code (the driver's or the socket's), for the log. */
 function rootCause(error: unknown): { code?: string; cause?: string } {
   let found: { code?: unknown; message?: unknown } | undefined
-  for (let e = error as { code?: unknown; message?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 8; e = e.cause as typeof e, depth++) {
+  for (
+    let e = error as { code?: unknown; message?: unknown; cause?: unknown } | undefined, depth = 0;
+    e && depth < 8;
+    e = e.cause as typeof e, depth++
+  ) {
     if (typeof e !== 'object') break
     if (e.code !== undefined || !found) found = e
   }
-  return { code: typeof found?.code === 'string' ? found.code : undefined, cause: typeof found?.message === 'string' ? found.message : undefined }
+  return {
+    code: typeof found?.code === 'string' ? found.code : undefined,
+    cause: typeof found?.message === 'string' ? found.message : undefined,
+  }
 }
 
 /** Logs each outage episode of the store twice: when it starts and when it ends. Returns the unsubscribe. */
@@ -31,12 +38,19 @@ export function logStoreOutages(store: Store, log: Logger): () => void {
   if (!reachability) return () => {}
   return reachability.onChange((change) => {
     if (change.available) log.info('store available again', { unavailable_for_ms: change.unavailableForMs })
-    else log.error('store unavailable; requests that need it are answered 503 until it answers again', rootCause(change.cause))
+    else
+      log.error(
+        'store unavailable; requests that need it are answered 503 until it answers again',
+        rootCause(change.cause),
+      )
   })
 }
 
 /** True when the store answers a trivial query within `deadlineMs`. */
-export async function storeAnswers(store: Pick<Store, 'ping'>, deadlineMs = STORE_HEALTH_DEADLINE_MS): Promise<boolean> {
+export async function storeAnswers(
+  store: Pick<Store, 'ping'>,
+  deadlineMs = STORE_HEALTH_DEADLINE_MS,
+): Promise<boolean> {
   let timer: ReturnType<typeof setTimeout> | undefined
   const deadline = new Promise<false>((resolve) => {
     timer = setTimeout(() => resolve(false), deadlineMs)

@@ -113,7 +113,8 @@ class Stripper {
 
   private unknownKey(shape: Shape, key: string): void {
     if (!shape.firstUnknown(key)) return
-    if (this.distinct >= this.limits.distinctPaths) throw badRequest(`too many unknown fields (more than ${this.limits.distinctPaths})`)
+    if (this.distinct >= this.limits.distinctPaths)
+      throw badRequest(`too many unknown fields (more than ${this.limits.distinctPaths})`)
     this.distinct++
     if (this.paths.length < this.limits.named) this.paths.push(shape.path ? `${shape.path}.${key}` : key)
   }
@@ -185,7 +186,11 @@ class Stripper {
  * records (counter maps, tags) are kept as they are. Call it on a value that passed validation; throws
  * a 400 when the batch holds more distinct unknown paths than `limits.distinctPaths`.
  */
-export function stripUnknownFields<T extends object>(schema: TSchema, value: T, limits: UnknownFieldLimits): StrippedBatch<T> {
+export function stripUnknownFields<T extends object>(
+  schema: TSchema,
+  value: T,
+  limits: UnknownFieldLimits,
+): StrippedBatch<T> {
   const stripper = new Stripper(limits)
   const stripped = stripper.walk(schema, value, new Shape('')) as T
   return { value: stripped, paths: stripper.paths, more: stripper.distinct - stripper.paths.length }

@@ -97,7 +97,10 @@ function spansOf(input: UptimeInput): { down: Span[]; unknown: Span[] } {
   const silent = merged(unknown)
   // An outage still open lasts until now, less the time the agent has been silent; nothing counts after
   // now (a start or end the server's clock has not reached yet is cut there).
-  const down = minus(merged(spans.outages.map((o): Span => [Math.min(o.started_at, now), Math.min(o.ended_at ?? now, now)])), silent)
+  const down = minus(
+    merged(spans.outages.map((o): Span => [Math.min(o.started_at, now), Math.min(o.ended_at ?? now, now)])),
+    silent,
+  )
   return { down, unknown: silent }
 }
 
@@ -108,7 +111,13 @@ function figures(down: Span[], unknown: Span[], createdAt: number, windowFrom: n
   const downMs = within(down, from, end)
   const unknownMs = within(unknown, from, end)
   const upMs = Math.max(0, end - from - downMs - unknownMs)
-  return { up_ms: upMs, down_ms: downMs, unknown_ms: unknownMs, watched_ms: upMs + downMs, ratio: upMs + downMs > 0 ? Number((upMs / (upMs + downMs)).toFixed(4)) : null }
+  return {
+    up_ms: upMs,
+    down_ms: downMs,
+    unknown_ms: unknownMs,
+    watched_ms: upMs + downMs,
+    ratio: upMs + downMs > 0 ? Number((upMs / (upMs + downMs)).toFixed(4)) : null,
+  }
 }
 
 /** The figures over [now - days, now) alone (the database list's: one pass over the spans, no days). */
@@ -123,7 +132,10 @@ export function uptime(input: UptimeInput, days: number): { total: UptimeFigures
   const from = input.now - days * DAY
   const list: UptimeDay[] = []
   for (let day = Math.floor(from / DAY) * DAY; day < input.now; day += DAY) {
-    list.push({ date: new Date(day).toISOString().slice(0, 10), ...figures(down, unknown, input.createdAt, Math.max(day, from), Math.min(day + DAY, input.now)) })
+    list.push({
+      date: new Date(day).toISOString().slice(0, 10),
+      ...figures(down, unknown, input.createdAt, Math.max(day, from), Math.min(day + DAY, input.now)),
+    })
   }
   return { total: figures(down, unknown, input.createdAt, from, input.now), days: list }
 }

@@ -51,18 +51,24 @@ export function apiKeyView(k: ApiKey, creator: { id: string; email: string; name
 }
 
 /** `connected` while a batch arrived within max(3 × poll interval, 60 s). */
-export function healthStatus(db: Pick<RegisteredDatabase, 'last_seen_at' | 'poll_interval_seconds'>, now: number): 'connected' | 'disconnected' {
+export function healthStatus(
+  db: Pick<RegisteredDatabase, 'last_seen_at' | 'poll_interval_seconds'>,
+  now: number,
+): 'connected' | 'disconnected' {
   if (db.last_seen_at === null) return 'disconnected'
   return now - db.last_seen_at <= silentAfterMs(db.poll_interval_seconds) ? 'connected' : 'disconnected'
 }
-
 
 /**
  * The database's status with its availability: disconnected when the agent reports the database down
  * (reason database_down, within one ping of the failure) or when nothing was heard from the agent (batches
  * or reports) for max(3 × poll interval, 60 s) (agent_silent); connected otherwise.
  */
-export function availabilityView(db: Pick<RegisteredDatabase, 'last_seen_at' | 'poll_interval_seconds'>, state: AvailabilityState | undefined, now: number) {
+export function availabilityView(
+  db: Pick<RegisteredDatabase, 'last_seen_at' | 'poll_interval_seconds'>,
+  state: AvailabilityState | undefined,
+  now: number,
+) {
   const heard = lastHeardAt(db, state)
   const window = silentAfterMs(db.poll_interval_seconds)
   const down = state?.state === 'down'
@@ -79,7 +85,12 @@ export function availabilityView(db: Pick<RegisteredDatabase, 'last_seen_at' | '
 }
 
 /** `availability30d`: the database's 30-day figures (the list and one database; POST answers leave them out). */
-export function databaseView(db: RegisteredDatabase, now: number, state?: AvailabilityState, availability30d?: { ratio: number | null; watched_ms: number }) {
+export function databaseView(
+  db: RegisteredDatabase,
+  now: number,
+  state?: AvailabilityState,
+  availability30d?: { ratio: number | null; watched_ms: number },
+) {
   return {
     id: db.id,
     name: db.name,
@@ -94,7 +105,9 @@ export function databaseView(db: RegisteredDatabase, now: number, state?: Availa
     disabled_collectors: db.disabled_collectors,
     last_seen_at: rfc3339(db.last_seen_at),
     ...availabilityView(db, state, now),
-    ...(availability30d !== undefined ? { availability_30d: availability30d.ratio, availability_30d_watched_ms: availability30d.watched_ms } : {}),
+    ...(availability30d !== undefined
+      ? { availability_30d: availability30d.ratio, availability_30d_watched_ms: availability30d.watched_ms }
+      : {}),
     created_at: rfc3339(db.created_at),
     updated_at: rfc3339(db.updated_at),
   }

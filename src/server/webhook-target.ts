@@ -26,7 +26,8 @@ export const strictPolicy: WebhookPolicy = { allowPrivate: false }
 /** The hint every refusal ends with. */
 export const ALLOW_PRIVATE_HINT = 'set DBM_WEBHOOK_ALLOW_PRIVATE=true on the server to allow internal receivers'
 
-export const systemResolver: Resolver = async (hostname) => (await lookup(hostname, { all: true, verbatim: true })).map((a) => a.address)
+export const systemResolver: Resolver = async (hostname) =>
+  (await lookup(hostname, { all: true, verbatim: true })).map((a) => a.address)
 
 /** A URL refused as a webhook; the message is the API's 400 answer. */
 export class WebhookUrlError extends Error {
@@ -80,7 +81,8 @@ export function ipv6Groups(address: string): number[] | null {
   const halves = text.split('::')
   const head = parse(halves[0]!)
   const rest = halves.length === 2 ? parse(halves[1]!) : null
-  const groups = rest === null ? head : [...head, ...new Array(Math.max(0, 8 - head.length - rest.length)).fill(0), ...rest]
+  const groups =
+    rest === null ? head : [...head, ...new Array(Math.max(0, 8 - head.length - rest.length)).fill(0), ...rest]
   return groups.length === 8 ? groups : null
 }
 
@@ -136,7 +138,8 @@ export function parseWebhookUrl(value: string): URL {
   } catch {
     throw new WebhookUrlError('url must be an http:// or https:// URL')
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new WebhookUrlError('url must be an http:// or https:// URL')
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw new WebhookUrlError('url must be an http:// or https:// URL')
   if (url.username || url.password) throw new WebhookUrlError('url must not contain a user name or password')
   if (url.hostname === '') throw new WebhookUrlError('url must be an http:// or https:// URL')
   return url
@@ -164,7 +167,9 @@ export function namesAHost(value: string): boolean {
  * IPv4 address): the server's resolver may know internal names that the organization should not learn.
  */
 function refusal(host: string, literal: boolean, address: string, kind: string): string {
-  return literal ? `address ${address} is ${kind}` : `${host} resolves to an internal address (${kind.replace(/ \(IPv4 [^)]*\)$/, '')})`
+  return literal
+    ? `address ${address} is ${kind}`
+    : `${host} resolves to an internal address (${kind.replace(/ \(IPv4 [^)]*\)$/, '')})`
 }
 
 /** Resolves within `timeoutMs` (getaddrinfo itself has no deadline). */
@@ -225,7 +230,11 @@ export type DeliveryTargets = { ok: true; targets: PinnedTarget[] } | { ok: fals
  * delivery is not sent (the name does not resolve, or resolves to an internal address while those are
  * refused: one internal address refuses the delivery, as at PUT).
  */
-export async function deliveryTargets(webhookUrl: string, policy: WebhookPolicy, timeoutMs: number): Promise<DeliveryTargets> {
+export async function deliveryTargets(
+  webhookUrl: string,
+  policy: WebhookPolicy,
+  timeoutMs: number,
+): Promise<DeliveryTargets> {
   let url: URL
   try {
     url = parseWebhookUrl(webhookUrl)
@@ -247,11 +256,18 @@ export async function deliveryTargets(webhookUrl: string, policy: WebhookPolicy,
   const targets: PinnedTarget[] = []
   for (const address of addresses) {
     const kind = internalKind(address)
-    if (kind === 'not an IP address') return { ok: false, error: `cannot resolve ${host} (not an IP address: ${address.slice(0, 60)})` }
-    if (kind !== null && !policy.allowPrivate) return { ok: false, error: `${refusal(host, literal, address, kind)}; ${ALLOW_PRIVATE_HINT}` }
+    if (kind === 'not an IP address')
+      return { ok: false, error: `cannot resolve ${host} (not an IP address: ${address.slice(0, 60)})` }
+    if (kind !== null && !policy.allowPrivate)
+      return { ok: false, error: `${refusal(host, literal, address, kind)}; ${ALLOW_PRIVATE_HINT}` }
     const pinned = new URL(url)
     pinned.hostname = isIPv6(address) ? `[${address}]` : address
-    targets.push({ address, url: pinned.toString(), host: url.host, serverName: url.protocol === 'https:' && !literal ? host : undefined })
+    targets.push({
+      address,
+      url: pinned.toString(),
+      host: url.host,
+      serverName: url.protocol === 'https:' && !literal ? host : undefined,
+    })
   }
   return { ok: true, targets }
 }

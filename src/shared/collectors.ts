@@ -18,8 +18,17 @@ export interface CollectorName {
 }
 
 export const collectorNames: readonly CollectorName[] = [
-  { engine: 'postgres', name: 'query_stats', needs: ['pg_stat_statements in shared_preload_libraries', 'CREATE EXTENSION pg_stat_statements'] },
-  { engine: 'postgres', name: 'explain_plans', serverSwitch: 'collect_explain_plans', needs: ['pg_stat_statements 1.9+', 'explain_trusted_roles for statements of other roles'] },
+  {
+    engine: 'postgres',
+    name: 'query_stats',
+    needs: ['pg_stat_statements in shared_preload_libraries', 'CREATE EXTENSION pg_stat_statements'],
+  },
+  {
+    engine: 'postgres',
+    name: 'explain_plans',
+    serverSwitch: 'collect_explain_plans',
+    needs: ['pg_stat_statements 1.9+', 'explain_trusted_roles for statements of other roles'],
+  },
   { engine: 'postgres', name: 'activity' },
   { engine: 'postgres', name: 'locks' },
   { engine: 'postgres', name: 'waits' },
@@ -27,9 +36,18 @@ export const collectorNames: readonly CollectorName[] = [
   { engine: 'postgres', name: 'indexes' },
   { engine: 'postgres', name: 'replication', serverSwitch: 'collect_replication' },
   { engine: 'postgres', name: 'bgwriter' },
-  { engine: 'postgres', name: 'wal_stats', minVersion: 14, needs: ['track_wal_io_timing on for its write and sync times'] },
+  {
+    engine: 'postgres',
+    name: 'wal_stats',
+    minVersion: 14,
+    needs: ['track_wal_io_timing on for its write and sync times'],
+  },
   { engine: 'postgres', name: 'io_stats', minVersion: 16 },
-  { engine: 'postgres', name: 'database_stats', needs: ['track_counts on', 'track_io_timing on for statements\' read and write times'] },
+  {
+    engine: 'postgres',
+    name: 'database_stats',
+    needs: ['track_counts on', "track_io_timing on for statements' read and write times"],
+  },
   { engine: 'postgres', name: 'constraints' },
   { engine: 'postgres', name: 'bloat' },
   { engine: 'postgres', name: 'connections' },
@@ -41,7 +59,11 @@ export const collectorNames: readonly CollectorName[] = [
   { engine: 'postgres', name: 'wal_dir' },
   { engine: 'postgres', name: 'security' },
   { engine: 'postgres', name: 'host' },
-  { engine: 'postgres', name: 'log_events', needs: ['log_destination stderr, csvlog or jsonlog', 'logging_collector on, or pg_log_dir in the agent config'] },
+  {
+    engine: 'postgres',
+    name: 'log_events',
+    needs: ['log_destination stderr, csvlog or jsonlog', 'logging_collector on, or pg_log_dir in the agent config'],
+  },
   { engine: 'postgres', name: 'custom_metrics', needs: ['custom_metrics in the agent config'] },
   { engine: 'clickhouse', name: 'query_stats', needs: ['system.query_log (<query_log> in the server config)'] },
   { engine: 'clickhouse', name: 'activity' },
@@ -49,7 +71,11 @@ export const collectorNames: readonly CollectorName[] = [
   { engine: 'clickhouse', name: 'merges' },
   { engine: 'clickhouse', name: 'mutations' },
   { engine: 'clickhouse', name: 'server_metrics' },
-  { engine: 'clickhouse', name: 'log_events', needs: ['system.text_log (<text_log> in the server config) for warnings and fatal messages'] },
+  {
+    engine: 'clickhouse',
+    name: 'log_events',
+    needs: ['system.text_log (<text_log> in the server config) for warnings and fatal messages'],
+  },
   { engine: 'clickhouse', name: 'host' },
   { engine: 'clickhouse', name: 'security', needs: ['SHOW USERS (GRANT SHOW USERS ON *.*) to read system.users'] },
   { engine: 'clickhouse', name: 'custom_metrics', needs: ['custom_metrics in the agent config'] },

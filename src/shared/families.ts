@@ -46,8 +46,24 @@ export const STATEMENT_FIELDS = [
   { key: 'shared_blks_written', kind: 'counter', unit: 'blocks', pg: 'shared_blks_written' },
   { key: 'temp_blks_read', kind: 'counter', unit: 'blocks', pg: 'temp_blks_read' },
   { key: 'temp_blks_written', kind: 'counter', unit: 'blocks', pg: 'temp_blks_written' },
-  { key: 'blk_read_time_ms', kind: 'counter', unit: 'ms', pg: [[111, 'shared_blk_read_time'], [0, 'blk_read_time']] },
-  { key: 'blk_write_time_ms', kind: 'counter', unit: 'ms', pg: [[111, 'shared_blk_write_time'], [0, 'blk_write_time']] },
+  {
+    key: 'blk_read_time_ms',
+    kind: 'counter',
+    unit: 'ms',
+    pg: [
+      [111, 'shared_blk_read_time'],
+      [0, 'blk_read_time'],
+    ],
+  },
+  {
+    key: 'blk_write_time_ms',
+    kind: 'counter',
+    unit: 'ms',
+    pg: [
+      [111, 'shared_blk_write_time'],
+      [0, 'blk_write_time'],
+    ],
+  },
   // ClickHouse: bytes read and peak memory summed over the calls, and the calls that failed.
   { key: 'read_bytes', kind: 'counter', unit: 'bytes' },
   { key: 'memory_bytes', kind: 'counter', unit: 'bytes' },
@@ -89,9 +105,11 @@ type Keys<F extends readonly Field[]> = F[number]['key']
 type KindKeys<F extends readonly Field[], K extends Field['kind']> = Extract<F[number], { kind: K }>['key']
 
 /** The fields of one kind (counters or gauges), typed as such. */
-export const ofKind = <F extends Field, K extends Field['kind']>(fields: readonly F[], kind: K) => fields.filter((f): f is Extract<F, { kind: K }> => f.kind === kind)
+export const ofKind = <F extends Field, K extends Field['kind']>(fields: readonly F[], kind: K) =>
+  fields.filter((f): f is Extract<F, { kind: K }> => f.kind === kind)
 
-const keysOf = <F extends readonly Field[], K extends Field['kind']>(fields: F, kind: K) => ofKind(fields, kind).map((f) => f.key) as KindKeys<F, K>[]
+const keysOf = <F extends readonly Field[], K extends Field['kind']>(fields: F, kind: K) =>
+  ofKind(fields, kind).map((f) => f.key) as KindKeys<F, K>[]
 
 export type StatementCounter = Keys<typeof STATEMENT_FIELDS>
 /** Every statement counter the store keeps, in the order of query_stats' columns. */
@@ -113,10 +131,13 @@ export const INDEX_COUNTERS: readonly IndexCounter[] = keysOf(INDEX_FIELDS, 'cou
 export const INDEX_GAUGES: readonly IndexGauge[] = keysOf(INDEX_FIELDS, 'gauge')
 
 /** A field's column type in the PostgreSQL store (SQLite: INTEGER or REAL): durations are doubles, the rest 64-bit integers. */
-export const columnType = (field: Field): 'bigint' | 'double precision' => (field.unit === 'ms' ? 'double precision' : 'bigint')
+export const columnType = (field: Field): 'bigint' | 'double precision' =>
+  field.unit === 'ms' ? 'double precision' : 'bigint'
 
 /** The statement counters kept as doubles (durations); the others are 64-bit integers. */
-export const STATEMENT_DURATIONS: ReadonlySet<string> = new Set(STATEMENT_FIELDS.filter((f) => columnType(f) === 'double precision').map((f) => f.key))
+export const STATEMENT_DURATIONS: ReadonlySet<string> = new Set(
+  STATEMENT_FIELDS.filter((f) => columnType(f) === 'double precision').map((f) => f.key),
+)
 
 /**
  * The SELECT list that reads `fields` from PostgreSQL at `version` (see PgSource): `expression AS key`,

@@ -3,7 +3,19 @@
 // each kind carries in its `fields` map. Shared by the agent's classifier, the server's store, rules and
 // API, and the dashboard's Logs page. Plain constants: the agent loads this module without TypeBox.
 
-export const LOG_CATEGORIES = ['errors', 'connections', 'locks', 'queries', 'vacuum', 'checkpoints', 'resources', 'archive', 'replication', 'server', 'other'] as const
+export const LOG_CATEGORIES = [
+  'errors',
+  'connections',
+  'locks',
+  'queries',
+  'vacuum',
+  'checkpoints',
+  'resources',
+  'archive',
+  'replication',
+  'server',
+  'other',
+] as const
 export type LogCategory = (typeof LOG_CATEGORIES)[number]
 
 /**
@@ -18,9 +30,17 @@ export const LOG_KINDS = {
   /** too many connections / remaining slots reserved / too many connections for role or database. */
   too_many_connections: { category: 'connections', label: 'Too many connections', fields: ['limit_kind'] },
   /** `still waiting for <mode> on <lock>` (log_lock_waits). */
-  lock_wait: { category: 'locks', label: 'Lock wait', fields: ['mode', 'lock', 'relation', 'wait_ms', 'holders', 'waiters'] },
+  lock_wait: {
+    category: 'locks',
+    label: 'Lock wait',
+    fields: ['mode', 'lock', 'relation', 'wait_ms', 'holders', 'waiters'],
+  },
   /** `acquired <mode> on <lock> after <n> ms`. */
-  lock_acquired: { category: 'locks', label: 'Lock acquired after a wait', fields: ['mode', 'lock', 'relation', 'wait_ms'] },
+  lock_acquired: {
+    category: 'locks',
+    label: 'Lock acquired after a wait',
+    fields: ['mode', 'lock', 'relation', 'wait_ms'],
+  },
   /** `deadlock detected`: the processes, what each waited for, and their statements. */
   deadlock: { category: 'locks', label: 'Deadlock', fields: ['pids', 'waits', 'statements'] },
   /** canceling statement due to statement timeout / user request / lock timeout / conflict with recovery. */
@@ -33,7 +53,19 @@ export const LOG_KINDS = {
   checkpoint: {
     category: 'checkpoints',
     label: 'Checkpoint',
-    fields: ['reason', 'restartpoint', 'buffers_written', 'write_ms', 'sync_ms', 'total_ms', 'distance_bytes', 'estimate_bytes', 'wal_added', 'wal_removed', 'wal_recycled'],
+    fields: [
+      'reason',
+      'restartpoint',
+      'buffers_written',
+      'write_ms',
+      'sync_ms',
+      'total_ms',
+      'distance_bytes',
+      'estimate_bytes',
+      'wal_added',
+      'wal_removed',
+      'wal_recycled',
+    ],
   },
   /** `checkpoints are occurring too frequently (N seconds apart)`. */
   checkpoints_too_frequent: { category: 'checkpoints', label: 'Checkpoints too frequent', fields: ['seconds_apart'] },
@@ -85,7 +117,11 @@ export const LOG_KINDS = {
   /** received smart/fast/immediate shutdown request, database system is shut down. */
   server_shutdown: { category: 'server', label: 'Server shut down', fields: ['mode'] },
   /** a server process was terminated by a signal / exited abnormally; ClickHouse: system.crash_log. */
-  server_crash: { category: 'server', label: 'Server crash', fields: ['signal', 'exit_code', 'process', 'version', 'trace'] },
+  server_crash: {
+    category: 'server',
+    label: 'Server crash',
+    fields: ['signal', 'exit_code', 'process', 'version', 'trace'],
+  },
   /** database system was not properly shut down; automatic recovery in progress / redo done. */
   recovery: { category: 'server', label: 'Crash recovery', fields: ['phase', 'redo_ms'] },
   /** Anything else, counted by severity; `own: true` marks an entry of the agent's own session (PostgreSQL). */
@@ -133,11 +169,20 @@ export function importanceOf(kind: string, severity: string): string {
 
 /** The kinds whose own importance is one of `severities`: they match a severity filter at any logged level. */
 export function kindsRaisedTo(severities: readonly string[]): LogKind[] {
-  return (Object.entries(LOG_KIND_IMPORTANCE) as [LogKind, LogSeverity][]).filter(([, s]) => severities.includes(s)).map(([k]) => k)
+  return (Object.entries(LOG_KIND_IMPORTANCE) as [LogKind, LogSeverity][])
+    .filter(([, s]) => severities.includes(s))
+    .map(([k]) => k)
 }
 
 /** Kinds that also appear in the database's events timeline. */
-export const TIMELINE_LOG_KINDS: readonly LogKind[] = ['server_crash', 'out_of_memory', 'disk_full', 'archive_failed', 'recovery', 'could_not_fork']
+export const TIMELINE_LOG_KINDS: readonly LogKind[] = [
+  'server_crash',
+  'out_of_memory',
+  'disk_full',
+  'archive_failed',
+  'recovery',
+  'could_not_fork',
+]
 
 /** What the agent keeps of statement texts and parameter values in log entries (agent config `log_text`). */
 export const LOG_TEXT_MODES = ['redacted', 'full', 'none'] as const

@@ -27,7 +27,8 @@ const NEEDS_QUOTES = new RegExp(`[\\s"=\\\\\\u0000-\\u001f\\u007f-\\u009f${HIDDE
 const ESCAPE_TOO = new RegExp(`[\\u007f-\\u009f${HIDDEN_CHARACTERS}]`, 'gu')
 
 /** `\uXXXX` for each UTF-16 unit of `c` (a character past U+FFFF is its two surrogates, as JSON writes it). */
-const jsonEscape = (c: string) => Array.from({ length: c.length }, (_, i) => `\\u${c.charCodeAt(i).toString(16).padStart(4, '0')}`).join('')
+const jsonEscape = (c: string) =>
+  Array.from({ length: c.length }, (_, i) => `\\u${c.charCodeAt(i).toString(16).padStart(4, '0')}`).join('')
 
 /**
  * A field's value as one token: as it is when plain, else a JSON string in which every control and
@@ -65,11 +66,19 @@ export function writeStderr(line: string): void {
 }
 
 export function createLogger(level: LogLevel = 'info', write: (line: string) => void = writeStderr): Logger {
-  const at = (lvl: LogLevel) => (message: string, fields: LogFields = {}) => {
-    if (order[lvl] < order[level]) return
-    const parts = [new Date().toISOString(), lvl.toUpperCase(), message]
-    for (const [k, v] of Object.entries(fields)) if (v !== undefined) parts.push(`${k}=${formatLogValue(v)}`)
-    write(parts.join(' '))
+  const at =
+    (lvl: LogLevel) =>
+    (message: string, fields: LogFields = {}) => {
+      if (order[lvl] < order[level]) return
+      const parts = [new Date().toISOString(), lvl.toUpperCase(), message]
+      for (const [k, v] of Object.entries(fields)) if (v !== undefined) parts.push(`${k}=${formatLogValue(v)}`)
+      write(parts.join(' '))
+    }
+  return {
+    enabled: (lvl) => order[lvl] >= order[level],
+    debug: at('debug'),
+    info: at('info'),
+    warn: at('warn'),
+    error: at('error'),
   }
-  return { enabled: (lvl) => order[lvl] >= order[level], debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') }
 }

@@ -37,36 +37,93 @@ export interface MetricRecord<K extends string = string> {
 }
 
 type Extra = Pick<MetricRecord, 'minVersion' | 'lastVersion' | 'label' | 'exported'>
-const counter = <K extends string>(key: K, unit: MetricUnit, help: string, extra: Extra = {}) => ({ key, kind: 'counter' as const, unit, help, ...extra })
-const gauge = <K extends string>(key: K, unit: MetricUnit, help: string, extra: Extra = {}) => ({ key, kind: 'gauge' as const, unit, help, ...extra })
+const counter = <K extends string>(key: K, unit: MetricUnit, help: string, extra: Extra = {}) => ({
+  key,
+  kind: 'counter' as const,
+  unit,
+  help,
+  ...extra,
+})
+const gauge = <K extends string>(key: K, unit: MetricUnit, help: string, extra: Extra = {}) => ({
+  key,
+  kind: 'gauge' as const,
+  unit,
+  help,
+  ...extra,
+})
 
 /** The keys of `records` of one kind (or all), in the records' order. */
-function keysOf<R extends { key: string; kind: MetricKind }, Kind extends MetricKind = MetricKind>(records: readonly R[], kind?: Kind): Extract<R, { kind: Kind }>['key'][] {
-  return records.filter((r) => kind === undefined || r.kind === kind).map((r) => r.key) as Extract<R, { kind: Kind }>['key'][]
+function keysOf<R extends { key: string; kind: MetricKind }, Kind extends MetricKind = MetricKind>(
+  records: readonly R[],
+  kind?: Kind,
+): Extract<R, { kind: Kind }>['key'][] {
+  return records.filter((r) => kind === undefined || r.kind === kind).map((r) => r.key) as Extract<
+    R,
+    { kind: Kind }
+  >['key'][]
 }
 
 /** pg_stat_bgwriter / pg_stat_checkpointer (PostgreSQL 17 moved the checkpoint counters there). */
 export const BGWRITER_METRICS = [
-  counter('checkpoints_timed', 'count', 'Checkpoints started by checkpoint_timeout', { label: 'timed', exported: 'dbm_pg_checkpoints_timed_total' }),
-  counter('checkpoints_req', 'count', 'Checkpoints requested (max_wal_size reached, CHECKPOINT)', { label: 'requested', exported: 'dbm_pg_checkpoints_requested_total' }),
-  counter('checkpoint_write_time_ms', 'ms', 'Time checkpoints spent writing buffers', { label: 'write', exported: 'dbm_pg_checkpoint_write_seconds_total' }),
+  counter('checkpoints_timed', 'count', 'Checkpoints started by checkpoint_timeout', {
+    label: 'timed',
+    exported: 'dbm_pg_checkpoints_timed_total',
+  }),
+  counter('checkpoints_req', 'count', 'Checkpoints requested (max_wal_size reached, CHECKPOINT)', {
+    label: 'requested',
+    exported: 'dbm_pg_checkpoints_requested_total',
+  }),
+  counter('checkpoint_write_time_ms', 'ms', 'Time checkpoints spent writing buffers', {
+    label: 'write',
+    exported: 'dbm_pg_checkpoint_write_seconds_total',
+  }),
   counter('checkpoint_sync_time_ms', 'ms', 'Time checkpoints spent syncing files to disk', { label: 'sync' }),
-  counter('buffers_checkpoint', 'count', 'Buffers written by checkpoints', { label: 'checkpointer', exported: 'dbm_pg_checkpoint_buffers_written_total' }),
+  counter('buffers_checkpoint', 'count', 'Buffers written by checkpoints', {
+    label: 'checkpointer',
+    exported: 'dbm_pg_checkpoint_buffers_written_total',
+  }),
   counter('buffers_clean', 'count', 'Buffers written by the background writer', { label: 'bgwriter' }),
-  counter('maxwritten_clean', 'count', 'Times the background writer stopped a round for writing bgwriter_lru_maxpages buffers'),
-  counter('buffers_backend', 'count', 'Buffers written by backends themselves (pg_stat_io has them from PostgreSQL 17)', { lastVersion: 16, label: 'backends' }),
+  counter(
+    'maxwritten_clean',
+    'count',
+    'Times the background writer stopped a round for writing bgwriter_lru_maxpages buffers',
+  ),
+  counter(
+    'buffers_backend',
+    'count',
+    'Buffers written by backends themselves (pg_stat_io has them from PostgreSQL 17)',
+    { lastVersion: 16, label: 'backends' },
+  ),
   counter('buffers_backend_fsync', 'count', 'Times a backend had to fsync a file itself', { lastVersion: 16 }),
   counter('buffers_alloc', 'count', 'Buffers allocated'),
-  counter('restartpoints_timed', 'count', 'Restartpoints started by checkpoint_timeout on a standby (pg_stat_checkpointer)', { minVersion: 17 }),
-  counter('restartpoints_req', 'count', 'Restartpoints requested on a standby (pg_stat_checkpointer)', { minVersion: 17 }),
-  counter('restartpoints_done', 'count', 'Restartpoints completed on a standby (pg_stat_checkpointer)', { minVersion: 17 }),
+  counter(
+    'restartpoints_timed',
+    'count',
+    'Restartpoints started by checkpoint_timeout on a standby (pg_stat_checkpointer)',
+    { minVersion: 17 },
+  ),
+  counter('restartpoints_req', 'count', 'Restartpoints requested on a standby (pg_stat_checkpointer)', {
+    minVersion: 17,
+  }),
+  counter('restartpoints_done', 'count', 'Restartpoints completed on a standby (pg_stat_checkpointer)', {
+    minVersion: 17,
+  }),
 ] as const
 
 /** pg_stat_wal (PostgreSQL 14+; on 18 the writes and syncs come from pg_stat_io's object 'wal'). */
 export const WAL_METRICS = [
-  counter('wal_records', 'count', 'WAL records written (pg_stat_wal)', { label: 'records', exported: 'dbm_pg_wal_records_total' }),
-  counter('wal_fpi', 'count', 'Full page images written to WAL (pg_stat_wal)', { label: 'full-page images', exported: 'dbm_pg_wal_full_page_images_total' }),
-  counter('wal_bytes', 'bytes', 'Bytes of WAL written (pg_stat_wal)', { label: 'WAL', exported: 'dbm_pg_wal_bytes_total' }),
+  counter('wal_records', 'count', 'WAL records written (pg_stat_wal)', {
+    label: 'records',
+    exported: 'dbm_pg_wal_records_total',
+  }),
+  counter('wal_fpi', 'count', 'Full page images written to WAL (pg_stat_wal)', {
+    label: 'full-page images',
+    exported: 'dbm_pg_wal_full_page_images_total',
+  }),
+  counter('wal_bytes', 'bytes', 'Bytes of WAL written (pg_stat_wal)', {
+    label: 'WAL',
+    exported: 'dbm_pg_wal_bytes_total',
+  }),
   counter('wal_buffers_full', 'count', 'Times WAL was written to disk because the WAL buffers were full'),
   counter('wal_write', 'count', 'Times WAL buffers were written out to disk'),
   counter('wal_sync', 'count', 'Times WAL files were synced to disk'),
@@ -96,43 +153,105 @@ export const IO_METRICS = [
 
 /** pg_stat_database counters of the connected database, then gauges of it and of the server. */
 export const DATABASE_METRICS = [
-  counter('xact_commit', 'count', 'Transactions committed (pg_stat_database.xact_commit)', { label: 'commits', exported: 'dbm_pg_xact_commit_total' }),
-  counter('xact_rollback', 'count', 'Transactions rolled back (pg_stat_database.xact_rollback)', { label: 'rollbacks', exported: 'dbm_pg_xact_rollback_total' }),
-  counter('blks_read', 'count', 'Blocks read from disk or the OS cache (pg_stat_database.blks_read)', { label: 'read', exported: 'dbm_pg_blocks_read_total' }),
-  counter('blks_hit', 'count', 'Blocks found in shared buffers (pg_stat_database.blks_hit)', { label: 'hit', exported: 'dbm_pg_blocks_hit_total' }),
-  counter('tup_returned', 'count', 'Rows returned by scans (pg_stat_database.tup_returned)', { label: 'returned', exported: 'dbm_pg_tuples_returned_total' }),
-  counter('tup_fetched', 'count', 'Rows fetched by index scans (pg_stat_database.tup_fetched)', { label: 'fetched', exported: 'dbm_pg_tuples_fetched_total' }),
-  counter('tup_inserted', 'count', 'Rows inserted (pg_stat_database.tup_inserted)', { label: 'inserted', exported: 'dbm_pg_tuples_inserted_total' }),
-  counter('tup_updated', 'count', 'Rows updated (pg_stat_database.tup_updated)', { label: 'updated', exported: 'dbm_pg_tuples_updated_total' }),
-  counter('tup_deleted', 'count', 'Rows deleted (pg_stat_database.tup_deleted)', { label: 'deleted', exported: 'dbm_pg_tuples_deleted_total' }),
-  counter('conflicts', 'count', 'Queries cancelled by recovery conflicts on a standby (pg_stat_database.conflicts)', { exported: 'dbm_pg_recovery_conflicts_total' }),
-  counter('temp_files', 'count', 'Temporary files written by queries (pg_stat_database.temp_files)', { exported: 'dbm_pg_temp_files_total' }),
-  counter('temp_bytes', 'bytes', 'Bytes of temporary files written by queries (pg_stat_database.temp_bytes)', { exported: 'dbm_pg_temp_bytes_total' }),
-  counter('deadlocks', 'count', 'Deadlocks detected (pg_stat_database.deadlocks)', { exported: 'dbm_pg_deadlocks_total' }),
-  gauge('numbackends', 'count', 'Sessions connected to the database (pg_stat_database.numbackends)', { label: 'backends', exported: 'dbm_pg_backends' }),
-  gauge('database_size_bytes', 'bytes', 'Size of the database on disk (pg_database_size)', { exported: 'dbm_pg_database_size_bytes' }),
-  gauge('connections_total', 'count', "Client backends of the whole server, the ones max_connections limits"),
-  gauge('max_connections', 'setting', 'The max_connections setting', { label: 'max', exported: 'dbm_pg_max_connections' }),
+  counter('xact_commit', 'count', 'Transactions committed (pg_stat_database.xact_commit)', {
+    label: 'commits',
+    exported: 'dbm_pg_xact_commit_total',
+  }),
+  counter('xact_rollback', 'count', 'Transactions rolled back (pg_stat_database.xact_rollback)', {
+    label: 'rollbacks',
+    exported: 'dbm_pg_xact_rollback_total',
+  }),
+  counter('blks_read', 'count', 'Blocks read from disk or the OS cache (pg_stat_database.blks_read)', {
+    label: 'read',
+    exported: 'dbm_pg_blocks_read_total',
+  }),
+  counter('blks_hit', 'count', 'Blocks found in shared buffers (pg_stat_database.blks_hit)', {
+    label: 'hit',
+    exported: 'dbm_pg_blocks_hit_total',
+  }),
+  counter('tup_returned', 'count', 'Rows returned by scans (pg_stat_database.tup_returned)', {
+    label: 'returned',
+    exported: 'dbm_pg_tuples_returned_total',
+  }),
+  counter('tup_fetched', 'count', 'Rows fetched by index scans (pg_stat_database.tup_fetched)', {
+    label: 'fetched',
+    exported: 'dbm_pg_tuples_fetched_total',
+  }),
+  counter('tup_inserted', 'count', 'Rows inserted (pg_stat_database.tup_inserted)', {
+    label: 'inserted',
+    exported: 'dbm_pg_tuples_inserted_total',
+  }),
+  counter('tup_updated', 'count', 'Rows updated (pg_stat_database.tup_updated)', {
+    label: 'updated',
+    exported: 'dbm_pg_tuples_updated_total',
+  }),
+  counter('tup_deleted', 'count', 'Rows deleted (pg_stat_database.tup_deleted)', {
+    label: 'deleted',
+    exported: 'dbm_pg_tuples_deleted_total',
+  }),
+  counter('conflicts', 'count', 'Queries cancelled by recovery conflicts on a standby (pg_stat_database.conflicts)', {
+    exported: 'dbm_pg_recovery_conflicts_total',
+  }),
+  counter('temp_files', 'count', 'Temporary files written by queries (pg_stat_database.temp_files)', {
+    exported: 'dbm_pg_temp_files_total',
+  }),
+  counter('temp_bytes', 'bytes', 'Bytes of temporary files written by queries (pg_stat_database.temp_bytes)', {
+    exported: 'dbm_pg_temp_bytes_total',
+  }),
+  counter('deadlocks', 'count', 'Deadlocks detected (pg_stat_database.deadlocks)', {
+    exported: 'dbm_pg_deadlocks_total',
+  }),
+  gauge('numbackends', 'count', 'Sessions connected to the database (pg_stat_database.numbackends)', {
+    label: 'backends',
+    exported: 'dbm_pg_backends',
+  }),
+  gauge('database_size_bytes', 'bytes', 'Size of the database on disk (pg_database_size)', {
+    exported: 'dbm_pg_database_size_bytes',
+  }),
+  gauge('connections_total', 'count', 'Client backends of the whole server, the ones max_connections limits'),
+  gauge('max_connections', 'setting', 'The max_connections setting', {
+    label: 'max',
+    exported: 'dbm_pg_max_connections',
+  }),
   gauge('superuser_reserved_connections', 'setting', 'The superuser_reserved_connections setting'),
-  gauge('xid_age', 'xids', 'Transaction IDs since the database was last frozen (age(datfrozenxid)); wraparound at about 2 billion', { exported: 'dbm_pg_xid_age' }),
-  gauge('mxid_age', 'xids', 'Multixact IDs since the database was last frozen (mxid_age(datminmxid))', { exported: 'dbm_pg_mxid_age' }),
-  gauge('oldest_xact_age_s', 's', 'Age of the oldest open transaction', { exported: 'dbm_pg_oldest_transaction_age_seconds' }),
+  gauge(
+    'xid_age',
+    'xids',
+    'Transaction IDs since the database was last frozen (age(datfrozenxid)); wraparound at about 2 billion',
+    { exported: 'dbm_pg_xid_age' },
+  ),
+  gauge('mxid_age', 'xids', 'Multixact IDs since the database was last frozen (mxid_age(datminmxid))', {
+    exported: 'dbm_pg_mxid_age',
+  }),
+  gauge('oldest_xact_age_s', 's', 'Age of the oldest open transaction', {
+    exported: 'dbm_pg_oldest_transaction_age_seconds',
+  }),
   gauge('fsync_on', 'flag', 'Whether fsync is on'),
   gauge('track_counts_on', 'flag', 'Whether track_counts is on (autovacuum and the statistics views need it)'),
   gauge('full_page_writes_on', 'flag', 'Whether full_page_writes is on'),
   gauge('autovacuum_on', 'flag', 'Whether autovacuum is on'),
   // Whether statements' blk_read_time / blk_write_time are counted at all (the dashboard says so when they are all 0).
-  gauge('track_io_timing_on', 'flag', 'Whether track_io_timing is on (statements\' read and write times are 0 without it)'),
-  gauge('pg_stat_statements_installed', 'flag', 'Whether the pg_stat_statements extension is installed in the database'),
+  gauge(
+    'track_io_timing_on',
+    'flag',
+    "Whether track_io_timing is on (statements' read and write times are 0 without it)",
+  ),
+  gauge(
+    'pg_stat_statements_installed',
+    'flag',
+    'Whether the pg_stat_statements extension is installed in the database',
+  ),
   gauge('autovacuum_freeze_max_age', 'setting', 'The autovacuum_freeze_max_age setting'),
   gauge('autovacuum_multixact_freeze_max_age', 'setting', 'The autovacuum_multixact_freeze_max_age setting'),
   // What holds back the xmin horizon (cleanup and freezing), by kind: the oldest backend transaction
   // or snapshot (XID age, pid, transaction age), replication slots' xmin, prepared transactions.
-  gauge('xmin_backend_age', 'xids', "Age of the oldest backend transaction or snapshot holding back the xmin horizon"),
+  gauge('xmin_backend_age', 'xids', 'Age of the oldest backend transaction or snapshot holding back the xmin horizon'),
   gauge('xmin_backend_pid', 'pid', 'The process of that backend'),
   gauge('xmin_backend_xact_age_s', 's', "Age of that backend's transaction"),
   gauge('xmin_slot_age', 'xids', "Age of the oldest xmin or catalog_xmin of the server's replication slots"),
-  gauge('prepared_xacts', 'count', 'Prepared transactions waiting for COMMIT PREPARED or ROLLBACK PREPARED', { exported: 'dbm_pg_prepared_transactions' }),
+  gauge('prepared_xacts', 'count', 'Prepared transactions waiting for COMMIT PREPARED or ROLLBACK PREPARED', {
+    exported: 'dbm_pg_prepared_transactions',
+  }),
   gauge('xmin_prepared_age', 'xids', 'Age of the oldest prepared transaction'),
   gauge('xmin_prepared_age_s', 's', 'Time since the oldest prepared transaction was prepared'),
 ] as const
@@ -140,19 +259,39 @@ export const DATABASE_METRICS = [
 /** ClickHouse server_metrics: gauges, then counters (deltas since the agent's previous cycle). */
 export const SERVER_METRICS = [
   gauge('uptime_s', 's', 'Time since the ClickHouse server started', { exported: 'dbm_clickhouse_uptime_seconds' }),
-  gauge('memory_resident_bytes', 'bytes', 'Resident memory of the ClickHouse server', { exported: 'dbm_clickhouse_memory_resident_bytes' }),
-  gauge('memory_tracked_bytes', 'bytes', 'Memory tracked by ClickHouse (MemoryTracking)', { exported: 'dbm_clickhouse_memory_tracked_bytes' }),
+  gauge('memory_resident_bytes', 'bytes', 'Resident memory of the ClickHouse server', {
+    exported: 'dbm_clickhouse_memory_resident_bytes',
+  }),
+  gauge('memory_tracked_bytes', 'bytes', 'Memory tracked by ClickHouse (MemoryTracking)', {
+    exported: 'dbm_clickhouse_memory_tracked_bytes',
+  }),
   gauge('memory_limit_bytes', 'bytes', "The server's memory limit (max_server_memory_usage)"),
   gauge('os_memory_total_bytes', 'bytes', "The machine's memory"),
   gauge('os_memory_available_bytes', 'bytes', "The machine's available memory"),
-  gauge('tcp_connections', 'count', 'Open native-protocol connections', { label: 'TCP', exported: 'dbm_clickhouse_tcp_connections' }),
-  gauge('http_connections', 'count', 'Open HTTP connections', { label: 'HTTP', exported: 'dbm_clickhouse_http_connections' }),
-  gauge('query_p99_ms', 'ms', "p99 duration of the initial queries query_log recorded since the previous cycle (the agent's own left out)"),
+  gauge('tcp_connections', 'count', 'Open native-protocol connections', {
+    label: 'TCP',
+    exported: 'dbm_clickhouse_tcp_connections',
+  }),
+  gauge('http_connections', 'count', 'Open HTTP connections', {
+    label: 'HTTP',
+    exported: 'dbm_clickhouse_http_connections',
+  }),
+  gauge(
+    'query_p99_ms',
+    'ms',
+    "p99 duration of the initial queries query_log recorded since the previous cycle (the agent's own left out)",
+  ),
   // system.replicas, only with Replicated tables.
-  gauge('replicas_readonly', 'count', 'Replicated tables in read-only mode', { exported: 'dbm_clickhouse_readonly_replicas' }),
+  gauge('replicas_readonly', 'count', 'Replicated tables in read-only mode', {
+    exported: 'dbm_clickhouse_readonly_replicas',
+  }),
   gauge('replication_queue_size', 'count', 'The longest replication queue of one Replicated table'),
-  gauge('max_replica_delay_s', 's', 'The largest replication delay of a Replicated table', { exported: 'dbm_clickhouse_max_replica_delay_seconds' }),
-  gauge('detached_parts', 'count', 'Detached parts on disk that no table uses', { exported: 'dbm_clickhouse_detached_parts' }),
+  gauge('max_replica_delay_s', 's', 'The largest replication delay of a Replicated table', {
+    exported: 'dbm_clickhouse_max_replica_delay_seconds',
+  }),
+  gauge('detached_parts', 'count', 'Detached parts on disk that no table uses', {
+    exported: 'dbm_clickhouse_detached_parts',
+  }),
   // Error signals (system.metrics; see agent/collectors/clickhouse/error-signals.ts).
   gauge('zookeeper_sessions', 'count', 'Keeper sessions open (more than one is a fault)'),
   gauge('distributed_files_to_insert', 'count', 'Files of Distributed tables waiting to be sent'),
@@ -165,15 +304,31 @@ export const SERVER_METRICS = [
   gauge('postgresql_connections', 'count', 'Open PostgreSQL-protocol connections'),
   gauge('interserver_connections', 'count', 'Open interserver connections'),
   gauge('max_connections', 'setting', 'The max_connections setting'),
-  counter('queries_total', 'count', 'Queries started (system.events Query)', { exported: 'dbm_clickhouse_queries_total' }),
-  counter('queries_failed', 'count', 'Queries that failed (system.events FailedQuery)', { exported: 'dbm_clickhouse_queries_failed_total' }),
+  counter('queries_total', 'count', 'Queries started (system.events Query)', {
+    exported: 'dbm_clickhouse_queries_total',
+  }),
+  counter('queries_failed', 'count', 'Queries that failed (system.events FailedQuery)', {
+    exported: 'dbm_clickhouse_queries_failed_total',
+  }),
   counter('queries_logged', 'count', "Initial queries in query_log that ended (the agent's own left out)"),
   counter('queries_logged_failed', 'count', 'Those of them that failed'),
-  counter('delayed_inserts', 'count', 'INSERTs slowed down for too many parts', { exported: 'dbm_clickhouse_delayed_inserts_total' }),
-  counter('rejected_inserts', 'count', 'INSERTs refused for too many parts', { exported: 'dbm_clickhouse_rejected_inserts_total' }),
+  counter('delayed_inserts', 'count', 'INSERTs slowed down for too many parts', {
+    exported: 'dbm_clickhouse_delayed_inserts_total',
+  }),
+  counter('rejected_inserts', 'count', 'INSERTs refused for too many parts', {
+    exported: 'dbm_clickhouse_rejected_inserts_total',
+  }),
   // Error signals (system.events; see agent/collectors/clickhouse/error-signals.ts for the engine's names).
-  counter('distributed_connection_fail_try', 'count', 'Connection attempts of Distributed tables that failed and were retried'),
-  counter('distributed_connection_fail_at_all', 'count', 'Connections of Distributed tables that failed after every retry'),
+  counter(
+    'distributed_connection_fail_try',
+    'count',
+    'Connection attempts of Distributed tables that failed and were retried',
+  ),
+  counter(
+    'distributed_connection_fail_at_all',
+    'count',
+    'Connections of Distributed tables that failed after every retry',
+  ),
   counter('buffer_flush_errors', 'count', 'Buffer tables that failed to flush'),
   counter('replicated_part_checks_failed', 'count', 'Checks of replicated parts that failed'),
   counter('replicated_part_failed_fetches', 'count', 'Fetches of replicated parts that failed'),
@@ -184,7 +339,7 @@ export const SERVER_METRICS = [
   counter('dns_errors', 'count', 'DNS lookups that failed'),
   counter('slow_reads', 'count', 'Reads slower than the server counts as slow'),
   counter('insert_queries', 'count', "INSERT statements (system.events InsertQuery, the server's whole count)"),
-  counter('inserted_rows', 'count', "Rows INSERT statements wrote (system.events InsertedRows)"),
+  counter('inserted_rows', 'count', 'Rows INSERT statements wrote (system.events InsertedRows)'),
 ] as const
 
 /** The metric records of each batch section that has them. */

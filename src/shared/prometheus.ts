@@ -44,7 +44,8 @@ abstract class Metric<L extends string, Child> {
   constructor(options: MetricOptions<L>) {
     if (!METRIC_NAME.test(options.name)) throw new Error(`invalid metric name: ${options.name}`)
     for (const label of options.labelNames ?? []) {
-      if (!LABEL_NAME.test(label) || label.startsWith('__')) throw new Error(`invalid label name ${label} of ${options.name}`)
+      if (!LABEL_NAME.test(label) || label.startsWith('__'))
+        throw new Error(`invalid label name ${label} of ${options.name}`)
     }
     this.name = options.name
     this.help = options.help
@@ -56,7 +57,8 @@ abstract class Metric<L extends string, Child> {
 
   /** The child of these label values (in labelNames' order), created on first use. */
   labels(...values: string[]): Child {
-    if (values.length !== this.labelNames.length) throw new Error(`${this.name} takes ${this.labelNames.length} label values, got ${values.length}`)
+    if (values.length !== this.labelNames.length)
+      throw new Error(`${this.name} takes ${this.labelNames.length} label values, got ${values.length}`)
     const key = values.length === 1 ? values[0]! : values.join('\u0000')
     let entry = this.children.get(key)
     if (!entry) this.children.set(key, (entry = { values: [...values], child: this.create() }))
@@ -112,7 +114,8 @@ export class Counter<L extends string = never> extends Metric<L, CounterChild> {
     return this.labels().value
   }
   protected samples(out: string[]): void {
-    for (const { values, child } of this.children.values()) out.push(`${this.name}${this.labelText(values)} ${formatValue(child.value)}`)
+    for (const { values, child } of this.children.values())
+      out.push(`${this.name}${this.labelText(values)} ${formatValue(child.value)}`)
   }
 }
 
@@ -141,7 +144,8 @@ export class Gauge<L extends string = never> extends Metric<L, GaugeChild> {
     return this.labels().value
   }
   protected samples(out: string[]): void {
-    for (const { values, child } of this.children.values()) out.push(`${this.name}${this.labelText(values)} ${formatValue(child.value)}`)
+    for (const { values, child } of this.children.values())
+      out.push(`${this.name}${this.labelText(values)} ${formatValue(child.value)}`)
   }
 }
 
@@ -168,16 +172,20 @@ export class HistogramChild {
 }
 
 /** Seconds, from a millisecond to a minute: requests, queries, collector runs. */
-export const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60] as const
+export const DURATION_BUCKETS = [
+  0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
+] as const
 
 export class Histogram<L extends string = never> extends Metric<L, HistogramChild> {
   readonly type = 'histogram'
   readonly buckets: readonly number[]
   constructor(options: MetricOptions<L> & { buckets: readonly number[] }) {
     super(options)
-    if ((options.labelNames ?? []).includes('le' as L)) throw new Error(`histogram ${options.name} cannot have a label named le`)
+    if ((options.labelNames ?? []).includes('le' as L))
+      throw new Error(`histogram ${options.name} cannot have a label named le`)
     const sorted = [...options.buckets].filter((b) => Number.isFinite(b)).sort((a, b) => a - b)
-    if (sorted.length === 0 || new Set(sorted).size !== sorted.length) throw new Error(`histogram ${options.name} needs distinct finite buckets`)
+    if (sorted.length === 0 || new Set(sorted).size !== sorted.length)
+      throw new Error(`histogram ${options.name} needs distinct finite buckets`)
     this.buckets = sorted
   }
   protected create(): HistogramChild {
@@ -191,7 +199,9 @@ export class Histogram<L extends string = never> extends Metric<L, HistogramChil
       let cumulative = 0
       for (let i = 0; i < this.buckets.length; i++) {
         cumulative += child.counts[i]!
-        out.push(`${this.name}_bucket${this.labelText(values, `le="${formatValue(this.buckets[i]!)}"`)} ${formatValue(cumulative)}`)
+        out.push(
+          `${this.name}_bucket${this.labelText(values, `le="${formatValue(this.buckets[i]!)}"`)} ${formatValue(cumulative)}`,
+        )
       }
       out.push(`${this.name}_bucket${this.labelText(values, 'le="+Inf"')} ${formatValue(child.count)}`)
       out.push(`${this.name}_sum${this.labelText(values)} ${formatValue(child.sum)}`)
@@ -240,8 +250,14 @@ export class Registry {
  */
 export function registerProcessMetrics(registry: Registry): void {
   const resident = registry.gauge({ name: 'process_resident_memory_bytes', help: 'Resident memory size in bytes.' })
-  const cpu = registry.counter({ name: 'process_cpu_seconds_total', help: 'Total user and system CPU time spent in seconds.' })
-  const start = registry.gauge({ name: 'process_start_time_seconds', help: 'Start time of the process since unix epoch in seconds.' })
+  const cpu = registry.counter({
+    name: 'process_cpu_seconds_total',
+    help: 'Total user and system CPU time spent in seconds.',
+  })
+  const start = registry.gauge({
+    name: 'process_start_time_seconds',
+    help: 'Start time of the process since unix epoch in seconds.',
+  })
   const heapUsed = registry.gauge({ name: 'nodejs_heap_size_used_bytes', help: 'JavaScript heap in use, in bytes.' })
   const heapTotal = registry.gauge({ name: 'nodejs_heap_size_total_bytes', help: 'JavaScript heap size, in bytes.' })
   const startedAt = (performance.timeOrigin + 0) / 1000

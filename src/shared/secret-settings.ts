@@ -16,7 +16,8 @@
 export const HIDDEN = '(hidden: may hold a secret)'
 
 /** Stems that mark a word wherever they appear in it (`dbpassword`, `apikeys`, `authtoken`, `hmac_key`). */
-const SECRET_STEM = /password|passwd|passphrase|pwd|secret|token|credential|conninfo|connstr|jwt|bearer|apikey|accesskey|privkey|private|hmac/
+const SECRET_STEM =
+  /password|passwd|passphrase|pwd|secret|token|credential|conninfo|connstr|jwt|bearer|apikey|accesskey|privkey|private|hmac/
 
 /** Words that are a secret's name on their own (`x.key`, `db_creds`, `app.database_url`). */
 const SECRET_WORD = new Set(['key', 'cred', 'creds', 'salt', 'url', 'uri', 'dsn'])

@@ -32,7 +32,8 @@ export interface SessionCommandOptions {
 const NO_ROW = 'returns no row if that session has already ended'
 
 /** Why a live session may also give no row: pg_stat_activity shows other roles' start times only to some. */
-const SEEN_BY = "; run it as a superuser, a member of pg_read_all_stats or the session's own role (to others its start times are hidden, and it finds no row)"
+const SEEN_BY =
+  "; run it as a superuser, a member of pg_read_all_stats or the session's own role (to others its start times are hidden, and it finds no row)"
 
 /** An epoch-millisecond time as a PostgreSQL timestamptz constant (UTC, ISO 8601); undefined when it is no time. */
 function timestamp(ms: number): string | undefined {
@@ -67,9 +68,18 @@ const known = (v: number | null | undefined): v is number => typeof v === 'numbe
  * session's start nor the moment's (an older agent, a blocker outside the activity snapshot) keeps the
  * backends that started after it was taken out, and the comment says how little is known.
  */
-export function sessionCommand(fn: 'pg_terminate_backend' | 'pg_cancel_backend', s: ReportedSession, options: SessionCommandOptions): string {
+export function sessionCommand(
+  fn: 'pg_terminate_backend' | 'pg_cancel_backend',
+  s: ReportedSession,
+  options: SessionCommandOptions,
+): string {
   const started = known(s.backend_start) ? within('backend_start', s.backend_start) : undefined
-  const moment = options.moment === 'statement' && known(s.query_start) ? ('query_start' as const) : known(s.xact_start) ? ('xact_start' as const) : undefined
+  const moment =
+    options.moment === 'statement' && known(s.query_start)
+      ? ('query_start' as const)
+      : known(s.xact_start)
+        ? ('xact_start' as const)
+        : undefined
   const at = moment ? within(moment, s[moment]!) : undefined
   const where = [`pid = ${pgNumber(s.pid)}`]
   if (started) where.push(started)
@@ -84,7 +94,11 @@ export function sessionCommand(fn: 'pg_terminate_backend' | 'pg_cancel_backend',
       ? " (its start was not reported: any backend of that pid that started before dbm's report, by the agent's clock, matches)"
       : ' (only its pid is known: check that it is still the session described before running this)'
   }
-  const ended = !at ? NO_ROW : moment === 'query_start' ? `${NO_ROW} or moved on to another statement` : `${NO_ROW} or its transaction has`
+  const ended = !at
+    ? NO_ROW
+    : moment === 'query_start'
+      ? `${NO_ROW} or moved on to another statement`
+      : `${NO_ROW} or its transaction has`
   const timed = where.length > 1 && where.some((w) => w.includes('_start'))
   return `SELECT ${fn}(pid) FROM pg_stat_activity WHERE ${where.join(' AND ')};   -- ${commentText(options.effect)}; ${ended}${note}${timed ? SEEN_BY : ''}`
 }
@@ -94,4 +108,5 @@ export const terminateSession = (s: ReportedSession, options: Omit<SessionComman
   sessionCommand('pg_terminate_backend', s, { moment: 'transaction', ...options })
 
 /** Cancels the statement the session was reported running, while it still runs it. */
-export const cancelStatement = (s: ReportedSession, options: Omit<SessionCommandOptions, 'moment'>) => sessionCommand('pg_cancel_backend', s, { moment: 'statement', ...options })
+export const cancelStatement = (s: ReportedSession, options: Omit<SessionCommandOptions, 'moment'>) =>
+  sessionCommand('pg_cancel_backend', s, { moment: 'statement', ...options })

@@ -109,14 +109,16 @@ export function pgString(text: string): string {
 }
 
 /** A path segment of a dbm API call (a statement's id), percent-encoded down to unreserved characters. */
-export const urlSegment = (value: string) => encodeURIComponent(value).replace(/[!'()*]/g, (c) => `%${hex(c.charCodeAt(0), 2)}`)
+export const urlSegment = (value: string) =>
+  encodeURIComponent(value).replace(/[!'()*]/g, (c) => `%${hex(c.charCodeAt(0), 2)}`)
 
 /**
  * A number from the monitored database (a pid, a queryid) as a PostgreSQL or ClickHouse numeric
  * constant; anything that is not a plain integer becomes a string constant of the engine, which the
  * command then fails to compare rather than run as SQL.
  */
-export const pgNumber = (value: string | number) => (/^-?\d{1,20}$/.test(String(value)) ? String(value) : pgString(String(value)))
+export const pgNumber = (value: string | number) =>
+  /^-?\d{1,20}$/.test(String(value)) ? String(value) : pgString(String(value))
 
 // ---- ClickHouse ----
 
@@ -147,7 +149,8 @@ export const chTable = (database: string, table: string) => `${chIdent(database)
 export const chString = (text: string) => `'${chEscape(text, "'")}'`
 
 /** A number from the monitored server (a normalized_query_hash) as a numeric constant, else a string literal. */
-export const chNumber = (value: string | number) => (/^\d{1,20}$/.test(String(value)) ? String(value) : chString(String(value)))
+export const chNumber = (value: string | number) =>
+  /^\d{1,20}$/.test(String(value)) ? String(value) : chString(String(value))
 
 // ---- Both ----
 
@@ -157,12 +160,7 @@ export const chNumber = (value: string | number) => (/^\d{1,20}$/.test(String(va
  * block comment, and it is cut to `max` characters.
  */
 export function commentText(text: string, max = 200): string {
-  const flat = text
-    .replace(UNSAFE_ALL, ' ')
-    .replace(/\s+/g, ' ')
-    .trim()
-    .replaceAll('*/', '* /')
-    .replaceAll('/*', '/ *')
+  const flat = text.replace(UNSAFE_ALL, ' ').replace(/\s+/g, ' ').trim().replaceAll('*/', '* /').replaceAll('/*', '/ *')
   return flat.length > max ? `${flat.slice(0, max)}…` : flat
 }
 
@@ -237,7 +235,12 @@ export function pgIndexDefinition(def: string, options: { concurrently?: boolean
   if (!tokens) return undefined
   const words = tokens.map((t) => (t.kind === 'word' ? t.value.toUpperCase() : ''))
   let at = words[1] === 'UNIQUE' ? 2 : 1
-  if (words[0] !== 'CREATE' || words[at] !== 'INDEX' || !tokens.some((t, k) => k > at && t.kind === 'word' && t.value === 'ON')) return undefined
+  if (
+    words[0] !== 'CREATE' ||
+    words[at] !== 'INDEX' ||
+    !tokens.some((t, k) => k > at && t.kind === 'word' && t.value === 'ON')
+  )
+    return undefined
   let depth = 0
   for (const t of tokens) {
     if (t.kind !== 'other') continue
@@ -245,7 +248,9 @@ export function pgIndexDefinition(def: string, options: { concurrently?: boolean
     if (t.value === ')' && --depth < 0) return undefined
   }
   if (depth !== 0) return undefined
-  const out = tokens.map((t) => (t.kind === 'ident' ? pgIdent(t.value, { quoted: true }) : t.kind === 'string' ? pgString(t.value) : t.value))
+  const out = tokens.map((t) =>
+    t.kind === 'ident' ? pgIdent(t.value, { quoted: true }) : t.kind === 'string' ? pgString(t.value) : t.value,
+  )
   if (options.concurrently && words[at + 1] !== 'CONCURRENTLY') {
     out.splice(at + 1, 0, 'CONCURRENTLY')
     tokens.splice(at + 1, 0, { kind: 'word', value: 'CONCURRENTLY', spaced: true })

@@ -16,8 +16,10 @@ export type TableSizePart = keyof typeof TABLE_SIZE_LABELS
 export const TABLE_SIZE_HINTS: Record<TableSizePart, string> = {
   heap: "pg_relation_size: the heap's main fork, the table's rows outside TOAST, at the latest sample",
   indexes: 'pg_indexes_size: every index of the table, at the same sample',
-  toast: 'The TOAST table with its index (pg_total_relation_size of reltoastrelid): values stored out of line, at the same sample',
-  total: "pg_total_relation_size: heap, TOAST, indexes and the heap's free-space and visibility maps, at the same sample",
+  toast:
+    'The TOAST table with its index (pg_total_relation_size of reltoastrelid): values stored out of line, at the same sample',
+  total:
+    "pg_total_relation_size: heap, TOAST, indexes and the heap's free-space and visibility maps, at the same sample",
 }
 
 /** The figures a table row carries (null: not measured, or from an agent that does not send it). */

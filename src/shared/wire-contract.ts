@@ -37,7 +37,15 @@ export const WIRE_ADDITIONS: Readonly<Record<number, readonly string[]>> = {
   // 0.3.0 (issue 28): the operator's own SQL checks; (issue 32) disabled triggers, the rows modified since
   // a table's last analyze, pg_wal's size and the last checkpoint, a prepared transaction's locks,
   // ClickHouse's users.
-  3: ['clickhouse_users', 'custom_metrics', 'disabled_triggers', 'security', 'tables[].n_mod_since_analyze', 'wal_dir', 'xmin_holders[].locks'],
+  3: [
+    'clickhouse_users',
+    'custom_metrics',
+    'disabled_triggers',
+    'security',
+    'tables[].n_mod_since_analyze',
+    'wal_dir',
+    'xmin_holders[].locks',
+  ],
 }
 
 /** The paths a server of `version` does not know: everything added after it (none for this version or later). */
@@ -67,7 +75,8 @@ export function schemaPaths(schema: TSchema): string[] {
         for (const member of s.anyOf as TSchema[]) walk(member, at, depth + 1)
         return
       case 'Record':
-        for (const value of Object.values(s.patternProperties as Record<string, TSchema>)) walk(value, `${at}.*`, depth + 1)
+        for (const value of Object.values(s.patternProperties as Record<string, TSchema>))
+          walk(value, `${at}.*`, depth + 1)
         return
       default:
         return
@@ -79,7 +88,10 @@ export function schemaPaths(schema: TSchema): string[] {
 
 /** A path split into its steps: keys, `[]` (every item), `*` (every value of a record). */
 function steps(path: string): string[] {
-  return path.replaceAll('[]', '.[]').split('.').filter((s) => s !== '')
+  return path
+    .replaceAll('[]', '.[]')
+    .split('.')
+    .filter((s) => s !== '')
 }
 
 interface Trie {

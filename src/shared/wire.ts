@@ -2,7 +2,15 @@
 // the server validates against and the agent builds from. Counters of cumulative statistics travel
 // as deltas against the agent's previous sample (reset-aware); gauges travel as they are.
 // Unknown fields are ignored by the server, so a newer agent can talk to an older server.
-import { type Static, type TNull, type TNumber, type TOptional, type TSchema, type TUnion, Type as T } from '@sinclair/typebox'
+import {
+  type Static,
+  type TNull,
+  type TNumber,
+  type TOptional,
+  type TSchema,
+  type TUnion,
+  Type as T,
+} from '@sinclair/typebox'
 import { ACTION_KINDS } from './action-kinds.ts'
 import { type Field, INDEX_FIELDS, STATEMENT_FIELDS, TABLE_FIELDS, columnType, ofKind } from './families.ts'
 import { ingestMaxItems as max, settingsLimits, tagLimits, ingestTextLimits as text } from './ingest-limits.ts'
@@ -31,19 +39,25 @@ const NO_NUL_PATTERN = '^[^\\u0000]*$'
 // (milliseconds or a count), optional unless every agent sends it; nullable for table and index fields
 // (null: not known this sample).
 type Required<F extends Field> = Extract<F, { required: true }>['key']
-type Properties<F extends Field, S extends TSchema> = { [K in Required<F>]: S } & { [K in Exclude<F['key'], Required<F>>]: TOptional<S> }
+type Properties<F extends Field, S extends TSchema> = { [K in Required<F>]: S } & {
+  [K in Exclude<F['key'], Required<F>>]: TOptional<S>
+}
 /** A double column (a duration) holds up to 1e15 ms, a BIGINT one a count up to 2^53 - 1. */
 const bounded = (field: Field) => (columnType(field) === 'double precision' ? ms : count)
 
 function familyProperties<F extends Field>(fields: readonly F[]): Properties<F, TNumber> {
-  return Object.fromEntries(fields.map((f) => [f.key, f.required ? bounded(f) : T.Optional(bounded(f))])) as Properties<F, TNumber>
+  return Object.fromEntries(fields.map((f) => [f.key, f.required ? bounded(f) : T.Optional(bounded(f))])) as Properties<
+    F,
+    TNumber
+  >
 }
 
 function nullableFamilyProperties<F extends Field>(fields: readonly F[]): Properties<F, TUnion<[TNumber, TNull]>> {
   const nullable = (f: Field) => T.Union([bounded(f), T.Null()])
-  return Object.fromEntries(fields.map((f) => [f.key, f.required ? nullable(f) : T.Optional(nullable(f))])) as Properties<F, TUnion<[TNumber, TNull]>>
+  return Object.fromEntries(
+    fields.map((f) => [f.key, f.required ? nullable(f) : T.Optional(nullable(f))]),
+  ) as Properties<F, TUnion<[TNumber, TNull]>>
 }
-
 
 /** One statement's activity during the cycle (pg_stat_statements / system.query_log). */
 export const QueryStatDelta = T.Object({
@@ -178,7 +192,10 @@ export const SequenceStat = T.Object({
   used_ratio: nullableNumber,
   /** The column the sequence feeds (serial, identity, OWNED BY, or a DEFAULT calling nextval() of it; the narrowest when several), when there is one. */
   owned_by: T.Optional(
-    T.Union([T.Object({ schema_name: T.String(), table_name: T.String(), column_name: T.String(), column_type: T.String() }), T.Null()]),
+    T.Union([
+      T.Object({ schema_name: T.String(), table_name: T.String(), column_name: T.String(), column_type: T.String() }),
+      T.Null(),
+    ]),
   ),
 })
 export type SequenceStat = Static<typeof SequenceStat>
@@ -411,7 +428,9 @@ const logFieldValue = T.Union([
   T.Boolean(),
   T.Null(),
   logText,
-  T.Array(T.Union([T.Number({ minimum: -Number.MAX_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER }), logText]), { maxItems: 64 }),
+  T.Array(T.Union([T.Number({ minimum: -Number.MAX_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER }), logText]), {
+    maxItems: 64,
+  }),
 ])
 
 /**
@@ -445,7 +464,9 @@ export const LogEvent = T.Object({
   /** The statement's query id (%Q, jsonlog's query_id), matching pg_stat_statements' queryid. */
   query_id: T.Union([T.String({ maxLength: text.id, pattern: '^-?[0-9]+$' }), T.Null()]),
   /** The kind's own fields (src/shared/log-kinds.ts), by name. */
-  fields: T.Record(T.String({ minLength: 1, maxLength: 64, pattern: '^[a-z0-9_]+$' }), logFieldValue, { maxProperties: 32 }),
+  fields: T.Record(T.String({ minLength: 1, maxLength: 64, pattern: '^[a-z0-9_]+$' }), logFieldValue, {
+    maxProperties: 32,
+  }),
   /** How many occurrences this entry stands for (ClickHouse system.errors); absent: 1. */
   count: T.Optional(T.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })),
 })
@@ -530,10 +551,18 @@ export const HostStatus = T.Object({
     }),
     T.Null(),
   ]),
-  load: T.Union([T.Object({ load1: T.Number({ minimum: 0 }), load5: T.Number({ minimum: 0 }), load15: T.Number({ minimum: 0 }) }), T.Null()]),
+  load: T.Union([
+    T.Object({ load1: T.Number({ minimum: 0 }), load5: T.Number({ minimum: 0 }), load15: T.Number({ minimum: 0 }) }),
+    T.Null(),
+  ]),
   /** Swap is null where the source does not tell (ClickHouse's asynchronous_metrics has no swap figures). */
   memory: T.Union([
-    T.Object({ total_bytes: count, available_bytes: count, swap_total_bytes: nullableCount, swap_used_bytes: nullableCount }),
+    T.Object({
+      total_bytes: count,
+      available_bytes: count,
+      swap_total_bytes: nullableCount,
+      swap_used_bytes: nullableCount,
+    }),
     T.Null(),
   ]),
   filesystems: T.Array(HostFilesystem, { maxItems: max.host_filesystems }),
@@ -836,15 +865,29 @@ export const ServerState = T.Object({
    * settings. The same names as settings. Optional: agents before it send none, servers before it drop it.
    */
   settings_detail: T.Optional(
-    T.Record(T.String({ pattern: NAME_PATTERN }), SettingDetail, { maxProperties: settingsLimits.count, additionalProperties: false }),
+    T.Record(T.String({ pattern: NAME_PATTERN }), SettingDetail, {
+      maxProperties: settingsLimits.count,
+      additionalProperties: false,
+    }),
   ),
   /** When each statistics view was last reset (pg_stat_statements_info, pg_stat_database, ...); null: never. */
-  stats_resets: T.Optional(T.Record(T.String({ pattern: NAME_PATTERN }), nullableEpochMs, { maxProperties: 32, additionalProperties: false })),
+  stats_resets: T.Optional(
+    T.Record(T.String({ pattern: NAME_PATTERN }), nullableEpochMs, { maxProperties: 32, additionalProperties: false }),
+  ),
 })
 export type ServerState = Static<typeof ServerState>
 
 /** Why a database cannot be reached, as the agent classes its driver's error (src/agent/reachability.ts). */
-export const AVAILABILITY_CAUSES = ['refused', 'timeout', 'name_resolution', 'tls', 'authentication', 'too_many_connections', 'permission', 'other'] as const
+export const AVAILABILITY_CAUSES = [
+  'refused',
+  'timeout',
+  'name_resolution',
+  'tls',
+  'authentication',
+  'too_many_connections',
+  'permission',
+  'other',
+] as const
 export type AvailabilityCause = (typeof AVAILABILITY_CAUSES)[number]
 
 /**
@@ -878,7 +921,13 @@ export const CollectorError = T.Object({
 export { tagLimits }
 
 /** Limits of the custom_metrics section (the agent keeps within them, src/agent/collectors/custom-metrics.ts). */
-export const customMetricWireLimits = { definitions: 50, samples: 20_000, errors: 50, labels: 20, labelValue: 200 } as const
+export const customMetricWireLimits = {
+  definitions: 50,
+  samples: 20_000,
+  errors: 50,
+  labels: 20,
+  labelValue: 200,
+} as const
 
 const customName = T.String({ minLength: 1, maxLength: 100, pattern: '^[a-z_][a-z0-9_]*$' })
 const customColumn = T.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z_][A-Za-z0-9_]*$' })
@@ -943,9 +992,13 @@ export const IngestBatch = T.Object({
     port: T.Integer({ minimum: 1, maximum: 65535 }),
     /** The config entry's tags; the server applies them when it registers the database, never later. */
     tags: T.Optional(
-      T.Record(T.String({ minLength: 1, maxLength: tagLimits.key }), T.String({ maxLength: tagLimits.value, pattern: '^[^\\u0000]*$' }), {
-        maxProperties: tagLimits.count,
-      }),
+      T.Record(
+        T.String({ minLength: 1, maxLength: tagLimits.key }),
+        T.String({ maxLength: tagLimits.value, pattern: '^[^\\u0000]*$' }),
+        {
+          maxProperties: tagLimits.count,
+        },
+      ),
     ),
   }),
   query_stats: T.Optional(T.Array(QueryStatDelta, { maxItems: max.query_stats })),

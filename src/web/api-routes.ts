@@ -38,22 +38,34 @@ type Walk<T, S extends string[]> = S extends [infer H extends string, ...infer R
   : T
 
 /** The route of `method path` (its body, query and response), or never when no route serves it. */
-export type RouteOf<M extends Method, P extends string> = Walk<Routes['api']['v1'], Segments<PathOnly<P>>> extends infer N
-  ? [N] extends [never]
-    ? never
-    : Lowercase<M> extends keyof N
-      ? N[Lowercase<M>]
-      : never
-  : never
+export type RouteOf<M extends Method, P extends string> =
+  Walk<Routes['api']['v1'], Segments<PathOnly<P>>> extends infer N
+    ? [N] extends [never]
+      ? never
+      : Lowercase<M> extends keyof N
+        ? N[Lowercase<M>]
+        : never
+    : never
 
 /** The answer of a successful call: the route's 200, 201 or 202 schema; nothing for a 204. */
-type Success<R> = R extends { 200: infer A } ? A : R extends { 201: infer A } ? A : R extends { 202: infer A } ? A : R extends { 204: unknown } ? undefined : unknown
+type Success<R> = R extends { 200: infer A }
+  ? A
+  : R extends { 201: infer A }
+    ? A
+    : R extends { 202: infer A }
+      ? A
+      : R extends { 204: unknown }
+        ? undefined
+        : unknown
 
 /** What `method path` answers when it succeeds. */
-export type Answer<M extends Method, P extends string> = RouteOf<M, P> extends { response: infer R } ? Success<R> : never
+export type Answer<M extends Method, P extends string> =
+  RouteOf<M, P> extends { response: infer R } ? Success<R> : never
 
 /** `path` itself when a route serves `method path`; otherwise a type no string has, naming the problem. */
-export type Served<M extends Method, P extends string> = [RouteOf<M, P>] extends [never] ? `no ${M} route serves ${P}` : P
+export type Served<M extends Method, P extends string> = [RouteOf<M, P>] extends [never]
+  ? `no ${M} route serves ${P}`
+  : P
 
 /** The answer of GET `path`. */
 export type GetAnswer<P extends string> = Answer<'GET', P>

@@ -34,7 +34,15 @@ export const SESSION_ENDED = 'Your session has ended: sign in again.'
 const BASE = '/api/v1'
 
 /** Auth calls that are about credentials themselves: their 401 is an answer, not an expired session. */
-const NO_RENEWAL = ['/auth/login', '/auth/signup', '/auth/refresh', '/auth/logout', '/auth/forgot-password', '/auth/reset-password', '/auth/verify-email']
+const NO_RENEWAL = [
+  '/auth/login',
+  '/auth/signup',
+  '/auth/refresh',
+  '/auth/logout',
+  '/auth/forgot-password',
+  '/auth/reset-password',
+  '/auth/verify-email',
+]
 
 type Listener<T> = (value: T) => void
 const sessionListeners = new Set<Listener<void>>()
@@ -103,7 +111,10 @@ async function send(method: string, path: string, body?: unknown): Promise<Respo
     throw new UnreachableError(e)
   }
   // A proxy in front of dbm answers these when dbm is down: its answers are never JSON.
-  if ((res.status === 502 || res.status === 503 || res.status === 504) && !res.headers.get('content-type')?.includes('json')) {
+  if (
+    (res.status === 502 || res.status === 503 || res.status === 504) &&
+    !res.headers.get('content-type')?.includes('json')
+  ) {
     setReachable(false)
     throw new UnreachableError(new Error(`${res.status} ${res.statusText}`))
   }
@@ -116,7 +127,11 @@ async function send(method: string, path: string, body?: unknown): Promise<Respo
  * the server's message. Typed by the server's routes (api-routes.ts): a path no route serves does not
  * compile, and the answer is the route's response schema.
  */
-export async function api<M extends Method, const P extends string>(method: M, path: P & Served<M, P>, body?: unknown): Promise<Answer<M, P>> {
+export async function api<M extends Method, const P extends string>(
+  method: M,
+  path: P & Served<M, P>,
+  body?: unknown,
+): Promise<Answer<M, P>> {
   type T = Answer<M, P>
   let res = await send(method, path, body)
   const renewable = !NO_RENEWAL.some((p) => path === p || path.startsWith(`${p}?`))
@@ -136,9 +151,14 @@ export async function api<M extends Method, const P extends string>(method: M, p
   } catch {
     parsed = undefined
   }
-  if (!res.ok) throw new ApiError(res.status, (parsed as { error?: string } | undefined)?.error ?? `${res.status} ${res.statusText}`)
+  if (!res.ok)
+    throw new ApiError(
+      res.status,
+      (parsed as { error?: string } | undefined)?.error ?? `${res.status} ${res.statusText}`,
+    )
   return parsed as T
 }
 
 /** GET `path`, typed by its route (see api). */
-export const get = <const P extends string>(path: P & Served<'GET', P>): Promise<GetAnswer<P>> => api<'GET', P>('GET', path)
+export const get = <const P extends string>(path: P & Served<'GET', P>): Promise<GetAnswer<P>> =>
+  api<'GET', P>('GET', path)

@@ -30,7 +30,13 @@ const NAV = [
 
 function ThemePicker({ choice, choose }: { choice: ThemeChoice; choose(choice: ThemeChoice): void }) {
   return (
-    <select class="theme-select ghost" aria-label="Theme" title="Theme: System follows your device" value={choice} onChange={(e) => choose((e.target as HTMLSelectElement).value as ThemeChoice)}>
+    <select
+      class="theme-select ghost"
+      aria-label="Theme"
+      title="Theme: System follows your device"
+      value={choice}
+      onChange={(e) => choose((e.target as HTMLSelectElement).value as ThemeChoice)}
+    >
       {THEME_CHOICES.map(([value, label]) => (
         <option key={value} value={value}>
           {label}
@@ -40,7 +46,19 @@ function ThemePicker({ choice, choose }: { choice: ThemeChoice; choose(choice: T
   )
 }
 
-function Header({ me, path, theme, chooseTheme, signOut }: { me: Me | null; path: string; theme: ThemeChoice; chooseTheme(choice: ThemeChoice): void; signOut(): void }) {
+function Header({
+  me,
+  path,
+  theme,
+  chooseTheme,
+  signOut,
+}: {
+  me: Me | null
+  path: string
+  theme: ThemeChoice
+  chooseTheme(choice: ThemeChoice): void
+  signOut(): void
+}) {
   const [open, setOpen] = useState(false)
   const menuButton = useRef<HTMLButtonElement>(null)
   useEffect(() => setOpen(false), [path])
@@ -55,14 +73,27 @@ function Header({ me, path, theme, chooseTheme, signOut }: { me: Me | null; path
         dbm
       </a>
       {me && (
-        <button type="button" ref={menuButton} class="ghost menu" aria-expanded={open} aria-controls="main-nav" onClick={() => setOpen((o) => !o)}>
+        <button
+          type="button"
+          ref={menuButton}
+          class="ghost menu"
+          aria-expanded={open}
+          aria-controls="main-nav"
+          onClick={() => setOpen((o) => !o)}
+        >
           Menu
         </button>
       )}
       {me && (
         <nav id="main-nav" aria-label="Main" class={open ? 'open' : undefined}>
           {NAV.map((item) => (
-            <a key={item.path} href={`#${item.path}`} aria-current={path === item.path || (!item.exact && path.startsWith(`${item.path}/`)) ? 'page' : undefined}>
+            <a
+              key={item.path}
+              href={`#${item.path}`}
+              aria-current={
+                path === item.path || (!item.exact && path.startsWith(`${item.path}/`)) ? 'page' : undefined
+              }
+            >
               {item.label}
             </a>
           ))}
@@ -119,7 +150,10 @@ function useUnreachableSince(): number | undefined {
 
 /** Moves the focus to the page's main content heading: past the header, a database's breadcrumb and its tabs. */
 function skipToContent() {
-  const target = document.querySelector<HTMLElement>('[data-main-heading]') ?? document.querySelector<HTMLElement>('main h1') ?? document.querySelector('main')
+  const target =
+    document.querySelector<HTMLElement>('[data-main-heading]') ??
+    document.querySelector<HTMLElement>('main h1') ??
+    document.querySelector('main')
   if (!target) return
   target.setAttribute('tabindex', '-1')
   target.focus()
@@ -150,7 +184,8 @@ function Page({ path, query }: { path: string; query: URLSearchParams }) {
   if (path === '/settings/api-keys') return isOwner(me?.user.role) ? <ApiKeys /> : <MembersApiKeys />
   if (path === '/settings/agent') return <AgentSetup />
   if (path === '/settings') return <AccountSettings />
-  const db = match('/databases/:id', path) ?? match('/databases/:id/:tab', path) ?? match('/databases/:id/:tab/:item', path)
+  const db =
+    match('/databases/:id', path) ?? match('/databases/:id/:tab', path) ?? match('/databases/:id/:tab/:item', path)
   if (db) return <DatabaseLayout id={db.id!} tab={db.tab ?? 'overview'} item={db.item} query={query} />
   return (
     <main>
@@ -180,7 +215,8 @@ function App() {
       next = answer && 'user' in answer && answer.user ? answer : null
     } catch (e) {
       // A server that does not answer says nothing about the session: ask again.
-      if (isUnreachable(e)) return new Promise((resolve) => setTimeout(() => resolve(refresh(attempt + 1)), retryDelay(attempt + 1)))
+      if (isUnreachable(e))
+        return new Promise((resolve) => setTimeout(() => resolve(refresh(attempt + 1)), retryDelay(attempt + 1)))
       next = null
     }
     setMe(next)
@@ -206,7 +242,8 @@ function App() {
     // render) must not send a signed-in user who already went on from /signin back to the list.
     const now = currentRoute()
     if (me === null && !PUBLIC.includes(now.path)) navigate(signInPath(now))
-    if (me && SIGNED_OUT_ONLY.includes(now.path)) navigate((now.path === '/signin' && safeNext(now.query.get('next'))) || '/databases')
+    if (me && SIGNED_OUT_ONLY.includes(now.path))
+      navigate((now.path === '/signin' && safeNext(now.query.get('next'))) || '/databases')
   }, [me, route.path])
   const signOut = async () => {
     await api('POST', '/auth/logout').catch(() => {})

@@ -18,9 +18,11 @@ const LEGACY_KEY = 'dbm-theme'
 const DARK_QUERY = '(prefers-color-scheme: dark)'
 
 /** A stored value as a choice: anything but "light" or "dark" is System. */
-export const parseChoice = (stored: string | null | undefined): ThemeChoice => (stored === 'light' || stored === 'dark' ? stored : 'system')
+export const parseChoice = (stored: string | null | undefined): ThemeChoice =>
+  stored === 'light' || stored === 'dark' ? stored : 'system'
 
-export const resolveTheme = (choice: ThemeChoice, prefersDark: boolean): Theme => (choice === 'system' ? (prefersDark ? 'dark' : 'light') : choice)
+export const resolveTheme = (choice: ThemeChoice, prefersDark: boolean): Theme =>
+  choice === 'system' ? (prefersDark ? 'dark' : 'light') : choice
 
 function readChoice(): ThemeChoice {
   try {

@@ -10,7 +10,15 @@ import { Agent } from '../../src/agent/agent.ts'
 import { createLogger } from '../../src/shared/log.ts'
 import { waitForBaseline, waitForCycles } from '../support/agent.ts'
 import { type PostgresServer, freePort, postgresMajors, sharedPostgres, startPostgres } from '../support/postgres.ts'
-import { type Account, type TestServer, agentAccount, createApiKey, signup, startTestServer, verify } from '../support/server.ts'
+import {
+  type Account,
+  type TestServer,
+  agentAccount,
+  createApiKey,
+  signup,
+  startTestServer,
+  verify,
+} from '../support/server.ts'
 import { until } from '../support/wait.ts'
 
 let pg: PostgresServer
@@ -19,7 +27,12 @@ let workload: postgres.Sql
 const dirs: string[] = []
 
 beforeAll(async () => {
-  pg = await startPostgres(17, ['-c', 'shared_preload_libraries=pg_stat_statements', '-c', 'pg_stat_statements.track=top'])
+  pg = await startPostgres(17, [
+    '-c',
+    'shared_preload_libraries=pg_stat_statements',
+    '-c',
+    'pg_stat_statements.track=top',
+  ])
   dsn = await pg.freshDatabase()
   workload = postgres(dsn, { max: 1, onnotice: () => {} })
   await workload`CREATE EXTENSION pg_stat_statements`
@@ -41,11 +54,19 @@ function tempDir(): string {
 
 function writeConfig(dir: string, endpoint: string, key: string, name: string, extra = ''): string {
   const path = join(dir, 'config.yaml')
-  writeFileSync(path, `api:\n  endpoint: ${endpoint}\n  key: ${key}\ndatabases:\n  - name: ${name}\n    dsn: ${dsn}\n    poll_interval: 1s\n${extra}`)
+  writeFileSync(
+    path,
+    `api:\n  endpoint: ${endpoint}\n  key: ${key}\ndatabases:\n  - name: ${name}\n    dsn: ${dsn}\n    poll_interval: 1s\n${extra}`,
+  )
   return path
 }
 
-async function queryCalls(server: TestServer, account: Account, dbId: string, marker: string): Promise<number | undefined> {
+async function queryCalls(
+  server: TestServer,
+  account: Account,
+  dbId: string,
+  marker: string,
+): Promise<number | undefined> {
   const res = await server.call('GET', `/api/v1/databases/${dbId}/queries?limit=100`, { token: account.token })
   const row = (res.body as any[]).find((q) => q.query_text.includes(marker))
   return row?.total_calls
@@ -72,7 +93,10 @@ describe('agent against every tested PostgreSQL major', () => {
       await session.unsafe(`INSERT INTO major_${major} SELECT generate_series(1, 10)`)
       const dir = tempDir()
       const path = join(dir, 'config.yaml')
-      writeFileSync(path, `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n  - name: pg${major}\n    dsn: ${url}\n    poll_interval: 1s\n`)
+      writeFileSync(
+        path,
+        `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n  - name: pg${major}\n    dsn: ${url}\n    poll_interval: 1s\n`,
+      )
       const agent = new Agent({ configPath: path, bufferDir: dir, log: createLogger('error', () => {}) })
       await agent.start()
       try {
@@ -82,12 +106,18 @@ describe('agent against every tested PostgreSQL major', () => {
         })
         expect(db.engine_version).toStartWith(`${major}.`)
         await waitForBaseline(agent, `pg${major}`)
-        for (let i = 0; i < 19; i++) await session.unsafe(`SELECT id AS major_marker FROM major_${major} WHERE id = $1`, [(i % 10) + 1])
-        expect(await until('19 calls', async () => ((await queryCalls(server, account, db.id, 'major_marker')) === 19 ? 19 : undefined))).toBe(19)
+        for (let i = 0; i < 19; i++)
+          await session.unsafe(`SELECT id AS major_marker FROM major_${major} WHERE id = $1`, [(i % 10) + 1])
+        expect(
+          await until('19 calls', async () =>
+            (await queryCalls(server, account, db.id, 'major_marker')) === 19 ? 19 : undefined,
+          ),
+        ).toBe(19)
         const skipped = agent.runner(`pg${major}`)!.status.collectors
         expect(skipped.wal_stats).toBe(major >= 14 ? skipped.wal_stats : 'skipped: needs PostgreSQL 14+')
         expect(skipped.io_stats).toBe(major >= 16 ? skipped.io_stats : 'skipped: needs PostgreSQL 16+')
-        for (const [name, state] of Object.entries(skipped)) expect({ name, ok: state.startsWith('ok') || state.startsWith('skipped') }).toEqual({ name, ok: true })
+        for (const [name, state] of Object.entries(skipped))
+          expect({ name, ok: state.startsWith('ok') || state.startsWith('skipped') }).toEqual({ name, ok: true })
       } finally {
         await agent.stop()
         await session.end()
@@ -112,14 +142,23 @@ describe('agent against PostgreSQL 17', () => {
   test('N executions of a statement give total_calls N, through the real agent and API', async () => {
     const dir = tempDir()
     const logs: string[] = []
-    const agent = new Agent({ configPath: writeConfig(dir, server.base, key, 'orders'), bufferDir: dir, log: createLogger('debug', (l) => logs.push(l)) })
+    const agent = new Agent({
+      configPath: writeConfig(dir, server.base, key, 'orders'),
+      bufferDir: dir,
+      log: createLogger('debug', (l) => logs.push(l)),
+    })
     await agent.start()
     try {
       const db = await until('the database to register', async () => {
         const list = await server.call('GET', '/api/v1/databases', { token: account.token })
         return (list.body as any[]).find((d) => d.name === 'orders' && d.status === 'connected')
       })
-      expect(db).toMatchObject({ engine: 'postgres', host: '127.0.0.1', port: pg.port, engine_version: expect.stringMatching(/^17\./) })
+      expect(db).toMatchObject({
+        engine: 'postgres',
+        host: '127.0.0.1',
+        port: pg.port,
+        engine_version: expect.stringMatching(/^17\./),
+      })
       // The first cycle is the baseline: the workload after it lands in a delta.
       await waitForBaseline(agent, 'orders')
       for (let i = 0; i < 37; i++) await workload`SELECT label FROM items WHERE id = ${i + 1} /* dbm-marker-1 */`
@@ -131,9 +170,9 @@ describe('agent against PostgreSQL 17', () => {
       // And it stays 37: later cycles add nothing for an idle statement.
       await waitForCycles(agent, 'orders', 2)
       expect(await queryCalls(server, account, db.id, 'dbm-marker-1')).toBe(37)
-      const q = (await server.call('GET', `/api/v1/databases/${db.id}/queries?limit=100`, { token: account.token })).body.find((r: any) =>
-        r.query_text.includes('dbm-marker-1'),
-      )
+      const q = (
+        await server.call('GET', `/api/v1/databases/${db.id}/queries?limit=100`, { token: account.token })
+      ).body.find((r: any) => r.query_text.includes('dbm-marker-1'))
       expect(q.total_rows).toBe(37)
       expect(q.query_text).toBe('SELECT label FROM items WHERE id = $1 /* dbm-marker-1 */')
       expect(logs.join('\n')).not.toContain(key)
@@ -164,7 +203,11 @@ describe('agent against PostgreSQL 17', () => {
       await waitForBaseline(agent, 'own-a')
       await waitForBaseline(agent, 'own-b')
       for (let i = 0; i < 4; i++) await workload`SELECT id AS only_in_a FROM items WHERE id = ${i + 1}`
-      expect(await until('4 calls in a', async () => ((await queryCalls(server, account, ids.a, 'only_in_a')) === 4 ? 4 : undefined))).toBe(4)
+      expect(
+        await until('4 calls in a', async () =>
+          (await queryCalls(server, account, ids.a, 'only_in_a')) === 4 ? 4 : undefined,
+        ),
+      ).toBe(4)
       // A cycle of b that began after the workload has delivered its batch.
       await waitForCycles(agent, 'own-b', 1)
       expect(await queryCalls(server, account, ids.b, 'only_in_a')).toBeUndefined()
@@ -179,7 +222,10 @@ describe('agent against PostgreSQL 17', () => {
     const dir = tempDir()
     const logs: string[] = []
     const path = join(dir, 'config.yaml')
-    writeFileSync(path, `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n  - name: bare\n    dsn: ${bare}\n    poll_interval: 1s\n`)
+    writeFileSync(
+      path,
+      `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n  - name: bare\n    dsn: ${bare}\n    poll_interval: 1s\n`,
+    )
     const agent = new Agent({ configPath: path, bufferDir: dir, log: createLogger('debug', (l) => logs.push(l)) })
     await agent.start()
     try {
@@ -194,12 +240,20 @@ describe('agent against PostgreSQL 17', () => {
       expect(agent.runner('bare')!.status.collectors.query_stats).toStartWith('ok')
 
       // Turn the locks collector off on the server: the agent skips it from the next cycle on.
-      await server.call('PATCH', `/api/v1/databases/${db.id}`, { token: account.token, body: { disabled_collectors: ['locks'] } })
+      await server.call('PATCH', `/api/v1/databases/${db.id}`, {
+        token: account.token,
+        body: { disabled_collectors: ['locks'] },
+      })
       await until('locks to be skipped', async () =>
         agent.runner('bare')!.status.collectors.locks === 'skipped: disabled on the server' ? true : undefined,
       )
-      await server.call('PATCH', `/api/v1/databases/${db.id}`, { token: account.token, body: { disabled_collectors: [] } })
-      await until('locks to run again', async () => (agent.runner('bare')!.status.collectors.locks?.startsWith('ok') ? true : undefined))
+      await server.call('PATCH', `/api/v1/databases/${db.id}`, {
+        token: account.token,
+        body: { disabled_collectors: [] },
+      })
+      await until('locks to run again', async () =>
+        agent.runner('bare')!.status.collectors.locks?.startsWith('ok') ? true : undefined,
+      )
     } finally {
       await agent.stop()
     }
@@ -215,14 +269,23 @@ describe('agent against PostgreSQL 17', () => {
     const config = (apiKey: string) =>
       `api:\n  endpoint: ${server.base}\n  key: ${apiKey}\nhealth:\n  listen_addr: 127.0.0.1:${healthPort}\ndatabases:\n  - name: refused\n    dsn: ${dsn}\n    poll_interval: 1s\n    tags: { env: prod }\n`
     writeFileSync(path, config(revoked.key))
-    const agent = new Agent({ configPath: path, bufferDir: dir, log: createLogger('debug', (l) => logs.push(l)), timings: { retryIntervalMs: 500, watchIntervalMs: 200 } })
+    const agent = new Agent({
+      configPath: path,
+      bufferDir: dir,
+      log: createLogger('debug', (l) => logs.push(l)),
+      timings: { retryIntervalMs: 500, watchIntervalMs: 200 },
+    })
     await agent.start()
     try {
-      await until('three refused cycles', async () => ((agent.runner('refused')?.status.buffered ?? 0) >= 3 ? true : undefined))
+      await until('three refused cycles', async () =>
+        (agent.runner('refused')?.status.buffered ?? 0) >= 3 ? true : undefined,
+      )
       const health = (await (await fetch(`http://127.0.0.1:${healthPort}/healthz`)).json()) as any
       expect(health.status).toBe('degraded')
       expect(health.databases[0].state).toBe('connected')
-      expect(health.databases[0].last_error).toStartWith('the API refused the API key (HTTP 401: API key has been revoked)')
+      expect(health.databases[0].last_error).toStartWith(
+        'the API refused the API key (HTTP 401: API key has been revoked)',
+      )
       const errors = logs.filter((l) => l.includes('the API refused the API key'))
       expect(errors).toHaveLength(1)
       expect(errors[0]).toContain('ERROR')
@@ -234,8 +297,15 @@ describe('agent against PostgreSQL 17', () => {
         return list.find((d) => d.name === 'refused')
       })
       expect(db.tags).toEqual({ env: 'prod' })
-      await until('the buffer to drain', async () => (existsSync(join(dir, 'service_buffer_refused.db')) ? undefined : true), { timeoutMs: 15_000 })
-      const batches = await server.store.driver.all<{ n: number }>('SELECT COUNT(*) AS n FROM ingest_batches WHERE database_id = $1', [db.id])
+      await until(
+        'the buffer to drain',
+        async () => (existsSync(join(dir, 'service_buffer_refused.db')) ? undefined : true),
+        { timeoutMs: 15_000 },
+      )
+      const batches = await server.store.driver.all<{ n: number }>(
+        'SELECT COUNT(*) AS n FROM ingest_batches WHERE database_id = $1',
+        [db.id],
+      )
       expect(Number(batches[0]!.n)).toBeGreaterThanOrEqual(3)
       const healthy = await until('a healthy status', async () => {
         const h = (await (await fetch(`http://127.0.0.1:${healthPort}/healthz`)).json()) as any
@@ -270,7 +340,9 @@ describe('agent against PostgreSQL 17', () => {
       for (let i = 0; i < 23; i++) await workload`SELECT id AS dbm_marker_2, label FROM items WHERE id = ${i + 1}`
       // A cycle after the workload has buffered its batch, and retries have failed with the API down.
       await waitForCycles(agent, 'outage', 1)
-      await until('three buffered batches', async () => ((agent.runner('outage')?.status.buffered ?? 0) >= 3 ? true : undefined))
+      await until('three buffered batches', async () =>
+        (agent.runner('outage')?.status.buffered ?? 0) >= 3 ? true : undefined,
+      )
       expect(existsSync(bufferFile)).toBe(true)
       const buffered = agent.runner('outage')!.status.buffered
       expect(buffered).toBeGreaterThanOrEqual(3)
@@ -288,7 +360,9 @@ describe('agent against PostgreSQL 17', () => {
       )
       await until('the buffer to drain', async () => (existsSync(bufferFile) ? undefined : true), { timeoutMs: 15_000 })
       expect(logs.some((l) => l.includes('API reachable again; buffer drained'))).toBe(true)
-      const dbId = (await revived.call('GET', '/api/v1/databases', { token: owner.token })).body.find((d: any) => d.name === 'outage').id
+      const dbId = (await revived.call('GET', '/api/v1/databases', { token: owner.token })).body.find(
+        (d: any) => d.name === 'outage',
+      ).id
       expect(await queryCalls(revived, owner, dbId, 'dbm_marker_2')).toBe(23)
       // Every batch once, in the order the agent made them.
       const batches = await revived.store.driver.all<{ collected_at: number }>(

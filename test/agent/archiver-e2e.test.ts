@@ -45,7 +45,9 @@ const switchWal = async () => {
 
 const archiverFinding = async () => {
   const doctor = await rig.api('/doctor')
-  return (doctor.top_issues as { rule: string; objects: string[]; metrics: Record<string, unknown>; severity: string }[]).find((f) => f.rule === 'pg_archiver_failing')
+  return (
+    doctor.top_issues as { rule: string; objects: string[]; metrics: Record<string, unknown>; severity: string }[]
+  ).find((f) => f.rule === 'pg_archiver_failing')
 }
 
 beforeAll(async () => {
@@ -56,7 +58,9 @@ beforeAll(async () => {
   await sql`SELECT pg_reload_conf()`
   await sql`CREATE TABLE filler (x int)`
   await switchWal()
-  await until('PostgreSQL to count a failed archive attempt', async () => ((await archiverRow()).failed_count > 0 ? true : undefined))
+  await until('PostgreSQL to count a failed archive attempt', async () =>
+    (await archiverRow()).failed_count > 0 ? true : undefined,
+  )
   dir = mkdtempSync(join(tmpdir(), 'dbm-archiver-'))
   rig = await startAgentRig(server.url(), 'archived', dir)
 }, 60_000)
@@ -72,10 +76,18 @@ test('a failing archive_command: /archiver says what pg_stat_archiver says, the 
   // The archiver retries three times, then waits: the counts settle, and the API catches up with them.
   const failing = await until('GET /archiver to show what pg_stat_archiver shows', async () => {
     const [api, row] = [await rig.api('/archiver'), await archiverRow()]
-    return api.failed_count === row.failed_count && api.last_failed_wal === row.last_failed_wal ? { api, row } : undefined
+    return api.failed_count === row.failed_count && api.last_failed_wal === row.last_failed_wal
+      ? { api, row }
+      : undefined
   })
   expect(failing.row.failing).toBe(true)
-  expect(failing.api).toMatchObject({ archive_mode: 'on', archive_command_set: true, archived_count: 0, last_archived_wal: null, failing: true })
+  expect(failing.api).toMatchObject({
+    archive_mode: 'on',
+    archive_command_set: true,
+    archived_count: 0,
+    last_archived_wal: null,
+    failing: true,
+  })
   expect(failing.api.failed_count).toBeGreaterThan(0)
   expect(failing.api.last_failed_wal).toMatch(/^[0-9A-F]{24}$/)
   expect(failing.api.ready_count).toBeGreaterThanOrEqual(1)
@@ -108,8 +120,16 @@ test('a role without pg_monitor: the counts, a note and no backlog; with pg_moni
   const url = server.url().replace(/\/\/[^@]*@/, '//archiver_watcher:w@')
   const watcher = postgres(url, { max: 1, onnotice: () => {} })
   const ctx: PostgresContext = {
-    name: 'archived', database: 'postgres', sql: watcher, versionNum: 170_000, major: 17, now: Date.now(),
-    settings: { collectExplainPlans: false, collectReplication: false }, state: new Map(), notes: new Map(), log: createLogger('error', () => {}),
+    name: 'archived',
+    database: 'postgres',
+    sql: watcher,
+    versionNum: 170_000,
+    major: 17,
+    now: Date.now(),
+    settings: { collectExplainPlans: false, collectReplication: false },
+    state: new Map(),
+    notes: new Map(),
+    log: createLogger('error', () => {}),
   }
   try {
     const plain = (await archiver.collect(ctx)).archiver!

@@ -17,12 +17,13 @@ const stderr = fixture('log')
 const forgedAt = stderr.indexOf('duration: 1.000 ms')
 /** The four real plans before the forged lines. */
 const genuine = stderr.subarray(0, stderr.lastIndexOf('\n', forgedAt) + 1)
-const texts = (plans: ExplainPlan[]) => plans.map((p) => String((p.plan_json as { 'Query Text': string })['Query Text']).slice(0, 40))
+const texts = (plans: ExplainPlan[]) =>
+  plans.map((p) => String((p.plan_json as { 'Query Text': string })['Query Text']).slice(0, 40))
 const GENUINE_TEXTS = [
-  "SELECT count(*) FROM accounts WHERE owne",
+  'SELECT count(*) FROM accounts WHERE owne',
   'SELECT * FROM accounts WHERE id = 42',
-  "SELECT 'café ☕ plan: {\"x\": 1}' AS t, id ",
-  "SELECT id FROM accounts WHERE owner IN (",
+  'SELECT \'café ☕ plan: {"x": 1}\' AS t, id ',
+  'SELECT id FROM accounts WHERE owner IN (',
 ]
 
 let dir: string
@@ -90,7 +91,11 @@ describe('auto_explain reader', () => {
 
   test('invalid UTF-8 before the plans: they are found, and the offset is the file size (no read from the start again)', async () => {
     const offsets = await started()
-    const bytes = Buffer.concat([Buffer.from([0xff, 0xfe, 0xe2, 0x28, 0xa1, 0x0a, 0xc3, 0x0a]), genuine, Buffer.from([0xe2, 0x82])])
+    const bytes = Buffer.concat([
+      Buffer.from([0xff, 0xfe, 0xe2, 0x28, 0xa1, 0x0a, 0xc3, 0x0a]),
+      genuine,
+      Buffer.from([0xe2, 0x82]),
+    ])
     append('a.log', bytes)
     expect(texts(await read(offsets))).toEqual(GENUINE_TEXTS)
     expect(offsets.get(join(dir, 'a.log'))).toBe(bytes.length)
@@ -99,7 +104,10 @@ describe('auto_explain reader', () => {
 
   test('whitespace as JavaScript has it between "ms", "plan:" and the plan, multi-byte included', async () => {
     const offsets = await started()
-    append('a.log', 'LOG:  duration: 1.5 ms\u00a0plan:\u3000{"Plan": {"Node Type": "Result"}, "Query Text": "q"}\nLOG:  duration: 2 msplan: {"Plan": {}}\n')
+    append(
+      'a.log',
+      'LOG:  duration: 1.5 ms\u00a0plan:\u3000{"Plan": {"Node Type": "Result"}, "Query Text": "q"}\nLOG:  duration: 2 msplan: {"Plan": {}}\n',
+    )
     const plans = await read(offsets)
     expect(plans.map((p) => p.actual_time_ms)).toEqual([1.5])
   })
@@ -108,7 +116,10 @@ describe('auto_explain reader', () => {
     const offsets = await started()
     const line = '2026-12-07 07:12:20.541 UTC [1] x@y LOG:  duration: 0.5 ms  statement: SELECT 1\n'
     const filler = (bytes: number) => line.repeat(Math.ceil(bytes / line.length))
-    const relations = Array.from({ length: Math.ceil((SLICE * 1.5) / 50) }, (_, i) => `{"Node Type": "Seq Scan", "Relation Name": "t${i}"}`)
+    const relations = Array.from(
+      { length: Math.ceil((SLICE * 1.5) / 50) },
+      (_, i) => `{"Node Type": "Seq Scan", "Relation Name": "t${i}"}`,
+    )
     const big = `LOG:  duration: 12 ms  plan:\n{"Query Text": "big", "Plan": {"Node Type": "Append", "Plans": [${relations.join(', ')}]}}\n`
     // The cycle's 8 MB end 100 bytes past the fourth plan's marker, inside that plan.
     const marker = genuine.indexOf('duration: 3.353 ms')

@@ -36,7 +36,12 @@ beforeAll(async () => {
   await setup.unsafe(`CREATE ROLE monitor LOGIN PASSWORD ${pgString(PASSWORD)} IN ROLE pg_monitor`)
   dir = mkdtempSync(join(tmpdir(), 'dbm-availability-e2e-'))
   const dsn = `postgres://monitor:${encodeURIComponent(PASSWORD)}@127.0.0.1:${pg.port}/postgres`
-  rig = await startAgentRig(dsn, 'avail', dir, { pingIntervalMs: PING_MS, connectTimeoutS: 2, statementTimeoutMs: 1_000, collectorDeadlineMs: 2_000 })
+  rig = await startAgentRig(dsn, 'avail', dir, {
+    pingIntervalMs: PING_MS,
+    connectTimeoutS: 2,
+    statementTimeoutMs: 1_000,
+    collectorDeadlineMs: 2_000,
+  })
 })
 
 afterAll(async () => {
@@ -50,10 +55,14 @@ const health = () => rig.api('/health')
 
 /** Waits for `pick` on GET /health; resolves with the answer and the milliseconds it took from `from`. */
 async function statusWhen(what: string, pick: (h: any) => boolean, from: number, timeoutMs = 30_000) {
-  const answer = await until(what, async () => {
-    const h = await health()
-    return pick(h) ? h : undefined
-  }, { everyMs: 50, timeoutMs })
+  const answer = await until(
+    what,
+    async () => {
+      const h = await health()
+      return pick(h) ? h : undefined
+    },
+    { everyMs: 50, timeoutMs },
+  )
   return { answer, ms: Date.now() - from }
 }
 
@@ -84,7 +93,14 @@ describe('availability (PostgreSQL 17)', () => {
     console.log(`down after ${ms} ms (ping every ${PING_MS} ms)`)
 
     // Still down a few pings later: the same outage, the agent heard at each ping; one finding, the database's.
-    await until('two more reports', async () => (Date.parse((await health()).agent_last_heard_at) > Date.parse(answer.agent_last_heard_at) + PING_MS ? true : undefined), { everyMs: 100 })
+    await until(
+      'two more reports',
+      async () =>
+        Date.parse((await health()).agent_last_heard_at) > Date.parse(answer.agent_last_heard_at) + PING_MS
+          ? true
+          : undefined,
+      { everyMs: 100 },
+    )
     const doctor = await rig.api('/doctor')
     const rules = doctor.top_issues.map((f: any) => f.rule)
     expect(rules).toContain('database_unreachable')
@@ -94,8 +110,16 @@ describe('availability (PostgreSQL 17)', () => {
     expect(finding.metrics).toMatchObject({ cause: 'refused', down_since: downSince })
     expect(JSON.stringify(doctor)).not.toContain(PASSWORD)
     const overview = await rig.api('/overview')
-    expect(overview).toMatchObject({ status: 'disconnected', reason: 'database_down', down_since: downSince, cause: 'refused' })
-    const listed = async () => ((await rig.server.call('GET', '/api/v1/databases', { token: rig.account.token })).body as any[]).find((d) => d.id === rig.dbId)
+    expect(overview).toMatchObject({
+      status: 'disconnected',
+      reason: 'database_down',
+      down_since: downSince,
+      cause: 'refused',
+    })
+    const listed = async () =>
+      ((await rig.server.call('GET', '/api/v1/databases', { token: rig.account.token })).body as any[]).find(
+        (d) => d.id === rig.dbId,
+      )
     const seen = await listed()
     expect(seen).toMatchObject({ reason: 'database_down', cause: 'refused' })
     // Cycles go on while down, but none sends a data batch: the last data stays the last data.
@@ -119,7 +143,11 @@ describe('availability (PostgreSQL 17)', () => {
     expect(availability.total.ratio).toBeLessThan(1)
     expect(availability.days.length).toBeGreaterThanOrEqual(1)
     const events = (await rig.api('/events')) as any[]
-    expect(events.find((e) => e.kind === 'database_down')).toMatchObject({ ts: downSince, severity: 'critical', title: 'PostgreSQL unreachable: connection refused' })
+    expect(events.find((e) => e.kind === 'database_down')).toMatchObject({
+      ts: downSince,
+      severity: 'critical',
+      title: 'PostgreSQL unreachable: connection refused',
+    })
     expect(events.find((e) => e.kind === 'database_up')).toMatchObject({ ts: outage.ended_at, severity: 'info' })
     expect(events.filter((e) => e.kind === 'agent_disconnected')).toEqual([])
   })
@@ -141,7 +169,9 @@ describe('availability (PostgreSQL 17)', () => {
     await waitForCycles(rig.agent, 'avail', 5)
     const windowMs = Date.now() - windowStart
     const retries = failedLogins() - before - detected
-    console.log(`failed logins: ${detected} until down, ${retries} in the next ${windowMs} ms (ping every ${PING_MS} ms)`)
+    console.log(
+      `failed logins: ${detected} until down, ${retries} in the next ${windowMs} ms (ping every ${PING_MS} ms)`,
+    )
     expect(detected).toBeGreaterThanOrEqual(1)
     expect(detected).toBeLessThanOrEqual(3)
     expect(retries).toBeLessThanOrEqual(Math.ceil(Math.log2(windowMs / PING_MS + 1)) + 1)
@@ -162,7 +192,10 @@ describe('failure classes of real PostgreSQL 17 errors', () => {
     expect(invalid.code).toBe('22023')
     expect(invalid.message).toContain('statement_timeout')
     expect(failureClass(invalid)).toBe('other')
-    const missing = postgres(`postgres://monitor:${encodeURIComponent(PASSWORD)}@127.0.0.1:${pg.port}/no_such_db`, { max: 1, onnotice: () => {} })
+    const missing = postgres(`postgres://monitor:${encodeURIComponent(PASSWORD)}@127.0.0.1:${pg.port}/no_such_db`, {
+      max: 1,
+      onnotice: () => {},
+    })
     const gone = await missing`SELECT 1`.catch((e) => e)
     await missing.end({ timeout: 1 }).catch(() => {})
     expect(gone.code).toBe('3D000')

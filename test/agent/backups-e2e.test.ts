@@ -16,18 +16,32 @@ import { until } from '../support/wait.ts'
 
 const PGBACKREST = '/usr/bin/pgbackrest'
 const available = existsSync(PGBACKREST)
-if (!available && process.env.CI !== 'true') console.warn(`skipping the pgBackRest test: ${PGBACKREST} is missing (apt-get install pgbackrest, or bun scripts/ensure-packages.ts)`)
+if (!available && process.env.CI !== 'true')
+  console.warn(
+    `skipping the pgBackRest test: ${PGBACKREST} is missing (apt-get install pgbackrest, or bun scripts/ensure-packages.ts)`,
+  )
 
 let server: PostgresServer
 let rig: AgentRig
 let dir: string
 let repoOptions: string[]
-let info: { label: string; type: string; timestamp: { start: number; stop: number }; info: { size: number; repository: { delta: number } } }
+let info: {
+  label: string
+  type: string
+  timestamp: { start: number; stop: number }
+  info: { size: number; repository: { delta: number } }
+}
 
 /** Runs pgbackrest as the user the servers run as (root may read the repository; the backup must write it as PostgreSQL's owner). */
 function pgbackrest(args: string[], owner?: { uid: number; gid: number }): string {
-  const run = spawnSync(PGBACKREST, [...repoOptions, ...args], { ...owner, env: { ...process.env, PGPASSWORD: PASSWORD }, encoding: 'utf8', timeout: 60_000 })
-  if (run.status !== 0) throw new Error(`pgbackrest ${args.join(' ')} failed (${run.status}): ${run.stdout}${run.stderr}`)
+  const run = spawnSync(PGBACKREST, [...repoOptions, ...args], {
+    ...owner,
+    env: { ...process.env, PGPASSWORD: PASSWORD },
+    encoding: 'utf8',
+    timeout: 60_000,
+  })
+  if (run.status !== 0)
+    throw new Error(`pgbackrest ${args.join(' ')} failed (${run.status}): ${run.stdout}${run.stderr}`)
   return run.stdout
 }
 
@@ -45,10 +59,22 @@ beforeAll(async () => {
   }
   server = await startPostgres(14, ['-c', `unix_socket_directories=${socketDir}`])
   const sql = postgres(server.url(), { max: 1, onnotice: () => {} })
-  const [{ data_directory: dataDir }] = (await sql`SELECT current_setting('data_directory') AS data_directory`) as unknown as [{ data_directory: string }]
+  const [{ data_directory: dataDir }] =
+    (await sql`SELECT current_setting('data_directory') AS data_directory`) as unknown as [{ data_directory: string }]
   await sql.end()
-  repoOptions = ['--stanza=dbm', `--repo1-path=${repo}`, `--lock-path=${lock}`, '--log-level-file=off', '--log-level-console=warn']
-  const pgOptions = [`--pg1-path=${dataDir}`, `--pg1-port=${server.port}`, `--pg1-socket-path=${socketDir}`, '--pg1-user=postgres']
+  repoOptions = [
+    '--stanza=dbm',
+    `--repo1-path=${repo}`,
+    `--lock-path=${lock}`,
+    '--log-level-file=off',
+    '--log-level-console=warn',
+  ]
+  const pgOptions = [
+    `--pg1-path=${dataDir}`,
+    `--pg1-port=${server.port}`,
+    `--pg1-socket-path=${socketDir}`,
+    '--pg1-user=postgres',
+  ]
   pgbackrest([...pgOptions, 'stanza-create'], owner)
   // No archive_command in this test: the backup does not wait for its WAL to be archived.
   pgbackrest([...pgOptions, '--type=full', '--start-fast', '--no-archive-check', 'backup'], owner)
@@ -64,25 +90,36 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true })
 })
 
-test.skipIf(!available && process.env.CI !== 'true')('a real pgBackRest full backup: GET /backups reports its label, type, times and sizes as `pgbackrest info` says', async () => {
-  expect(available).toBe(true)
-  expect(info.type).toBe('full')
-  const backups = await until('GET /backups to show the backup', async () => {
-    const body = await rig.api('/backups')
-    return body.last_full ? body : undefined
-  })
-  const expected = {
-    label: info.label,
-    type: 'full',
-    started_at: new Date(info.timestamp.start * 1000).toISOString(),
-    finished_at: new Date(info.timestamp.stop * 1000).toISOString(),
-    size_bytes: info.info.size,
-    stored_bytes: info.info.repository.delta,
-    stanza: 'dbm',
-    ok: true,
-  }
-  expect(backups).toMatchObject({ tool: 'pgbackrest', error: null, latest: expected, last_successful: expected, last_full: expected, backups: [expected] })
-  // A backup made a moment ago: the doctor has nothing to say about it.
-  const doctor = await rig.api('/doctor')
-  expect((doctor.top_issues as { rule: string }[]).filter((f) => f.rule === 'pg_backup_age')).toEqual([])
-}, 60_000)
+test.skipIf(!available && process.env.CI !== 'true')(
+  'a real pgBackRest full backup: GET /backups reports its label, type, times and sizes as `pgbackrest info` says',
+  async () => {
+    expect(available).toBe(true)
+    expect(info.type).toBe('full')
+    const backups = await until('GET /backups to show the backup', async () => {
+      const body = await rig.api('/backups')
+      return body.last_full ? body : undefined
+    })
+    const expected = {
+      label: info.label,
+      type: 'full',
+      started_at: new Date(info.timestamp.start * 1000).toISOString(),
+      finished_at: new Date(info.timestamp.stop * 1000).toISOString(),
+      size_bytes: info.info.size,
+      stored_bytes: info.info.repository.delta,
+      stanza: 'dbm',
+      ok: true,
+    }
+    expect(backups).toMatchObject({
+      tool: 'pgbackrest',
+      error: null,
+      latest: expected,
+      last_successful: expected,
+      last_full: expected,
+      backups: [expected],
+    })
+    // A backup made a moment ago: the doctor has nothing to say about it.
+    const doctor = await rig.api('/doctor')
+    expect((doctor.top_issues as { rule: string }[]).filter((f) => f.rule === 'pg_backup_age')).toEqual([])
+  },
+  60_000,
+)

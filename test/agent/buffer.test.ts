@@ -5,7 +5,19 @@
 // malformed (400, 413) is dropped, logged as an error and counted; a stub endpoint answers the statuses
 // the real server cannot be made to give on demand (404, 408, 409, 422, 429, 5xx).
 import { afterAll, describe, expect, test } from 'bun:test'
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { type BufferOperation, DiskBuffer, type DiskBufferOptions, bufferFileName } from '../../src/agent/buffer.ts'
@@ -39,7 +51,8 @@ describe('DiskBuffer', () => {
     expect(buffer.path).toBe(join(dir, 'service_buffer_orders.db'))
     expect(existsSync(buffer.path)).toBe(true)
     // The file holds query texts: readable by the agent's user alone, and so are its WAL files.
-    for (const file of [buffer.path, `${buffer.path}-wal`]) if (existsSync(file)) expect((statSync(file).mode & 0o777).toString(8)).toBe('600')
+    for (const file of [buffer.path, `${buffer.path}-wal`])
+      if (existsSync(file)) expect((statSync(file).mode & 0o777).toString(8)).toBe('600')
     expect(buffer.oldest(10)!.map((b) => b.id)).toEqual(['b1', 'b2', 'b3'])
     buffer.accept('b1')
     buffer.accept('b2')
@@ -94,16 +107,22 @@ describe('DiskBuffer', () => {
     const path = join(dir, bufferFileName('damaged'))
     writeFileSync(path, 'this is not an SQLite database, and certainly not a buffer'.repeat(100))
     const faults: string[] = []
-    const buffer = new DiskBuffer(dir, 'damaged', bufferOptions({
-      log: createLogger('debug', (l) => logs.push(l)),
-      clock: () => Date.parse('2026-11-02T10:20:30.456Z'),
-      events: { fault: (operation) => faults.push(operation), working: () => {} },
-    }))
+    const buffer = new DiskBuffer(
+      dir,
+      'damaged',
+      bufferOptions({
+        log: createLogger('debug', (l) => logs.push(l)),
+        clock: () => Date.parse('2026-11-02T10:20:30.456Z'),
+        events: { fault: (operation) => faults.push(operation), working: () => {} },
+      }),
+    )
     const aside = `${path}.corrupt-2026-11-02T10-20-30-456Z`
     expect(readdirSync(dir).sort()).toEqual([`${bufferFileName('damaged')}.corrupt-2026-11-02T10-20-30-456Z`])
     expect(readFileSync(aside, 'utf8')).toStartWith('this is not an SQLite database')
     expect(logs).toHaveLength(1)
-    expect(logs[0]).toContain('ERROR the buffer file is corrupt or unreadable; moved aside, its batches will not be sent')
+    expect(logs[0]).toContain(
+      'ERROR the buffer file is corrupt or unreadable; moved aside, its batches will not be sent',
+    )
     expect(logs[0]).toContain(`moved_to=${aside}`)
     expect(logs[0]).toContain('SQLITE_NOTADB')
     expect(faults).toEqual([])
@@ -130,7 +149,11 @@ describe('DiskBuffer', () => {
     writeFileSync(notAFolder, '')
     const faults: BufferOperation[] = []
     let working = 0
-    const buffer = new DiskBuffer(notAFolder, 'nowhere', bufferOptions({ events: { fault: (operation) => faults.push(operation), working: () => working++ } }))
+    const buffer = new DiskBuffer(
+      notAFolder,
+      'nowhere',
+      bufferOptions({ events: { fault: (operation) => faults.push(operation), working: () => working++ } }),
+    )
     const result = buffer.add({ id: 'b1', createdAt: 1, body: '{}' })
     expect(result.kept).toBe(false)
     if (!result.kept) expect(result.reason).toStartWith('the buffer cannot keep it (EEXIST: file already exists, mkdir')
@@ -162,7 +185,11 @@ describe('DiskBuffer: files another user planted', () => {
     const target = join(dir, 'elsewhere.db')
     symlinkSync(target, join(dir, bufferFileName('planted')))
     const faults: string[] = []
-    const buffer = new DiskBuffer(dir, 'planted', bufferOptions({ events: { fault: (operation) => faults.push(operation), working: () => {} } }))
+    const buffer = new DiskBuffer(
+      dir,
+      'planted',
+      bufferOptions({ events: { fault: (operation) => faults.push(operation), working: () => {} } }),
+    )
     const result = buffer.add({ id: 'b1', createdAt: 1, body: '{}' })
     expect(result.kept).toBe(false)
     if (!result.kept) expect(result.reason).toContain('it is a symbolic link')
@@ -180,7 +207,8 @@ describe('DiskBuffer: files another user planted', () => {
       const buffer = new DiskBuffer(dir, 'planted', bufferOptions())
       const result = buffer.add({ id: 'b1', createdAt: 1, body: '{}' })
       expect(result.kept).toBe(false)
-      if (!result.kept) expect(result.reason).toMatch(/it belongs to another user \(uid 4242\)|other users may write to it/)
+      if (!result.kept)
+        expect(result.reason).toMatch(/it belongs to another user \(uid 4242\)|other users may write to it/)
       buffer.close()
     }
   })
@@ -199,7 +227,16 @@ describe('Shipper', () => {
         const n = body.collected_at - 1_700_000_000_000
         if (n === 3) return Response.json({ error: 'invalid query_stats.0.calls' }, { status: 400 })
         received.push(n)
-        return Response.json({ database_id: 'db1', duplicate: false, settings: { poll_interval_seconds: 10, collect_explain_plans: true, collect_replication: true, disabled_collectors: [] } })
+        return Response.json({
+          database_id: 'db1',
+          duplicate: false,
+          settings: {
+            poll_interval_seconds: 10,
+            collect_explain_plans: true,
+            collect_replication: true,
+            disabled_collectors: [],
+          },
+        })
       },
     })
     const logs: string[] = []
@@ -228,7 +265,9 @@ describe('Shipper', () => {
       const dropped = logs.find((l) => l.includes('the API refused a batch as malformed; dropped'))!
       expect(dropped).toContain('status=400')
       expect(dropped).toContain('dropped=1')
-      expect(logs.some((l) => l.includes('API reachable again; buffer drained') && l.includes('delivered=5'))).toBe(true)
+      expect(logs.some((l) => l.includes('API reachable again; buffer drained') && l.includes('delivered=5'))).toBe(
+        true,
+      )
       await shipper.send(batch(7))
       expect(received.at(-1)).toBe(7)
       expect(logs.join('\n')).not.toContain('dbm_ak_0123456789abcdef_x')
@@ -259,8 +298,14 @@ describe('Shipper', () => {
       now = 3_700_000
       await shipper.retry()
       expect(shipper.buffered()).toBe(1)
-      expect(logs.find((l) => l.includes('dropped buffered batches older than the buffer lifetime'))).toContain('dropped=1')
-      expect(shipper.status()).toMatchObject({ buffered: 1, lost_batches: 1, last_loss: { reason: 'older than the buffer lifetime (3600 s)' } })
+      expect(logs.find((l) => l.includes('dropped buffered batches older than the buffer lifetime'))).toContain(
+        'dropped=1',
+      )
+      expect(shipper.status()).toMatchObject({
+        buffered: 1,
+        lost_batches: 1,
+        last_loss: { reason: 'older than the buffer lifetime (3600 s)' },
+      })
       expect(logs.filter((l) => l.includes(' ERROR '))).toEqual([])
     } finally {
       await shipper.stop()
@@ -269,7 +314,16 @@ describe('Shipper', () => {
 })
 
 const acceptedAnswer = () =>
-  Response.json({ database_id: 'db1', duplicate: false, settings: { poll_interval_seconds: 10, collect_explain_plans: true, collect_replication: true, disabled_collectors: [] } })
+  Response.json({
+    database_id: 'db1',
+    duplicate: false,
+    settings: {
+      poll_interval_seconds: 10,
+      collect_explain_plans: true,
+      collect_replication: true,
+      disabled_collectors: [],
+    },
+  })
 
 function shipperWith(endpoint: string, logs: string[], overrides: Partial<ShipperOptions> = {}): Shipper {
   return new Shipper({
@@ -334,7 +388,11 @@ describe('Shipper: what each answer of the API does to a batch', () => {
       await shipper.stop()
       server.stop(true)
     }
-    const refusing = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: () => Response.json({ error: 'API key has been revoked' }, { status: 401 }) })
+    const refusing = Bun.serve({
+      hostname: '127.0.0.1',
+      port: 0,
+      fetch: () => Response.json({ error: 'API key has been revoked' }, { status: 401 }),
+    })
     const refused = shipperWith(`http://127.0.0.1:${refusing.port}`, logs)
     try {
       await refused.send(batch(1))
@@ -356,7 +414,11 @@ describe('Shipper: what each answer of the API does to a batch', () => {
       const good = { ...batch(1), database: { name: 'malformed', engine: 'postgres' as const, host: 'h', port: 5432 } }
       await shipper.send(good)
       await shipper.send({ ...good, batch_id: crypto.randomUUID(), interval_seconds: 'ten' as unknown as number })
-      const huge = { ...good, batch_id: crypto.randomUUID(), collector_notes: [{ collector: 'query_stats', message: 'x'.repeat(17 * 1024 * 1024) }] }
+      const huge = {
+        ...good,
+        batch_id: crypto.randomUUID(),
+        collector_notes: [{ collector: 'query_stats', message: 'x'.repeat(17 * 1024 * 1024) }],
+      }
       await shipper.send(huge)
       const drops = logs.filter((l) => l.includes('the API refused a batch as malformed; dropped'))
       expect(drops).toHaveLength(2)
@@ -366,7 +428,10 @@ describe('Shipper: what each answer of the API does to a batch', () => {
       expect(drops[1]).toContain('error="request body is larger than the 16384 KiB limit"')
       const status = shipper.status()
       expect(status.dropped_batches).toBe(2)
-      expect(status.last_drop).toEqual({ at: expect.any(String), reason: 'HTTP 413: request body is larger than the 16384 KiB limit' })
+      expect(status.last_drop).toEqual({
+        at: expect.any(String),
+        reason: 'HTTP 413: request body is larger than the 16384 KiB limit',
+      })
       expect(status.buffered).toBe(0)
       expect(status.lost_batches).toBe(0)
       const stored = await server.store.driver.get<{ n: number }>('SELECT COUNT(*) AS n FROM ingest_batches')
@@ -419,14 +484,22 @@ describe('Shipper: the buffer', () => {
     const logs: string[] = []
     const shipper = shipperWith('http://127.0.0.1:9', logs, { bufferMaxBytes: () => 150_000, requestTimeoutMs: 500 })
     try {
-      const big = (n: number): IngestBatch => ({ ...batch(n), collector_notes: [{ collector: 'query_stats', message: 'y'.repeat(40_000) }] })
+      const big = (n: number): IngestBatch => ({
+        ...batch(n),
+        collector_notes: [{ collector: 'query_stats', message: 'y'.repeat(40_000) }],
+      })
       for (let n = 1; n <= 8; n++) await shipper.send(big(n))
       const status = shipper.status()
       expect(status.buffered + status.lost_batches).toBe(8)
       expect(status.lost_batches).toBeGreaterThanOrEqual(4)
-      expect(status.last_loss).toEqual({ at: expect.any(String), reason: 'buffer.max_bytes reached: the oldest buffered batches made room' })
+      expect(status.last_loss).toEqual({
+        at: expect.any(String),
+        reason: 'buffer.max_bytes reached: the oldest buffered batches made room',
+      })
       const warnings = logs.filter((l) => l.includes('the buffer reached buffer.max_bytes; dropped the oldest batches'))
-      expect(warnings.map((l) => Number(/dropped=(\d+)/.exec(l)?.[1])).reduce((a, b) => a + b, 0)).toBe(status.lost_batches)
+      expect(warnings.map((l) => Number(/dropped=(\d+)/.exec(l)?.[1])).reduce((a, b) => a + b, 0)).toBe(
+        status.lost_batches,
+      )
       for (const line of warnings) expect(line).toContain('max_bytes=150000')
       expect(status.dropped_batches).toBe(0)
       // A batch larger than max_bytes by itself cannot be kept at all: an error line, counted.
@@ -488,7 +561,9 @@ describe('Shipper: the buffer', () => {
   })
 
   test('the endpoint is shown without user info', () => {
-    expect(redactSecrets('https://agent:s3cret@dbm.example.com:8443/base')).toBe('https://***@dbm.example.com:8443/base')
+    expect(redactSecrets('https://agent:s3cret@dbm.example.com:8443/base')).toBe(
+      'https://***@dbm.example.com:8443/base',
+    )
     expect(redactSecrets('http://dbm.internal:8080')).toBe('http://dbm.internal:8080')
   })
 })

@@ -9,7 +9,7 @@ import { checkBufferDir } from '../../src/agent/check.ts'
 const dir = mkdtempSync(join(tmpdir(), 'dbm-check-buffer-'))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
-test('a directory of the agent\'s own passes, and the probe file is gone', () => {
+test("a directory of the agent's own passes, and the probe file is gone", () => {
   const own = join(dir, 'own')
   expect(checkBufferDir(own)).toEqual({ ok: true, line: `ok    buffer: ${own}` })
   expect(checkBufferDir(own).ok).toBe(true)
@@ -20,12 +20,17 @@ test('a directory that cannot exist fails with the reason', () => {
   writeFileSync(file, '')
   const line = checkBufferDir(join(file, 'buffer'))
   expect(line.ok).toBe(false)
-  expect(line.line).toStartWith(`FAIL  buffer: ${join(file, 'buffer')} cannot hold the buffer and the saved baselines: ENOTDIR`)
+  expect(line.line).toStartWith(
+    `FAIL  buffer: ${join(file, 'buffer')} cannot hold the buffer and the saved baselines: ENOTDIR`,
+  )
 })
 
 test('a directory other users may write to fails', () => {
   const open = join(dir, 'open')
   checkBufferDir(open)
   chmodSync(open, 0o777)
-  expect(checkBufferDir(open)).toEqual({ ok: false, line: `FAIL  buffer: other users may create files in ${open}; give the agent a directory of its own (--buffer-dir)` })
+  expect(checkBufferDir(open)).toEqual({
+    ok: false,
+    line: `FAIL  buffer: other users may create files in ${open}; give the agent a directory of its own (--buffer-dir)`,
+  })
 })

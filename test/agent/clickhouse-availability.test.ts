@@ -62,7 +62,12 @@ beforeAll(async () => {
   listen(ch.port)
   dir = mkdtempSync(join(tmpdir(), 'dbm-clickhouse-availability-'))
   const dsn = `clickhouse://${USER}:${PASSWORD}@127.0.0.1:${relayPort}/default`
-  rig = await startAgentRig(dsn, 'ch-avail', dir, { pingIntervalMs: PING_MS, connectTimeoutS: 2, statementTimeoutMs: 1_000, collectorDeadlineMs: 2_000 })
+  rig = await startAgentRig(dsn, 'ch-avail', dir, {
+    pingIntervalMs: PING_MS,
+    connectTimeoutS: 2,
+    statementTimeoutMs: 1_000,
+    collectorDeadlineMs: 2_000,
+  })
 })
 
 afterAll(async () => {
@@ -73,10 +78,14 @@ afterAll(async () => {
 })
 
 async function statusWhen(what: string, pick: (h: any) => boolean, from: number) {
-  const answer = await until(what, async () => {
-    const h = await rig.api('/health')
-    return pick(h) ? h : undefined
-  }, { everyMs: 50, timeoutMs: 30_000 })
+  const answer = await until(
+    what,
+    async () => {
+      const h = await rig.api('/health')
+      return pick(h) ? h : undefined
+    },
+    { everyMs: 50, timeoutMs: 30_000 },
+  )
   return { answer, ms: Date.now() - from }
 }
 
@@ -104,7 +113,10 @@ describe('availability (ClickHouse)', () => {
     console.log(`ClickHouse up after ${up.ms} ms (ping every ${PING_MS} ms)`)
     expect(up.ms).toBeLessThan(2 * PING_MS + SLACK_MS)
     const events = (await rig.api('/events')) as any[]
-    expect(events.find((e) => e.kind === 'database_down')).toMatchObject({ ts: down.answer.down_since, title: 'ClickHouse unreachable: connection refused' })
+    expect(events.find((e) => e.kind === 'database_down')).toMatchObject({
+      ts: down.answer.down_since,
+      title: 'ClickHouse unreachable: connection refused',
+    })
     expect(events.find((e) => e.kind === 'database_up')).toBeDefined()
     const availability = await rig.api('/availability?days=1')
     expect(availability.outages).toHaveLength(1)

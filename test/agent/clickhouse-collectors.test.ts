@@ -4,7 +4,11 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { ClickHouseLogLevel } from '@clickhouse/client'
 import { Value } from '@sinclair/typebox/value'
-import { AGENT_LOG_COMMENT, connectClickHouse, type ClickHouseConnection } from '../../src/agent/clickhouse-connection.ts'
+import {
+  AGENT_LOG_COMMENT,
+  connectClickHouse,
+  type ClickHouseConnection,
+} from '../../src/agent/clickhouse-connection.ts'
 import { clickhouseCollectors } from '../../src/agent/collectors/clickhouse/index.ts'
 import type { BatchSections, ClickHouseCollector, ClickHouseContext } from '../../src/agent/collectors/types.ts'
 import { collectorsFor } from '../../src/shared/collectors.ts'
@@ -13,7 +17,12 @@ import { IngestBatch, type MutationEntry } from '../../src/shared/wire.ts'
 import { startClickHouse, type ClickHouseRig } from '../support/clickhouse.ts'
 import { SIGNAL_EVENTS, signalDeltas } from '../../src/agent/collectors/clickhouse/error-signals.ts'
 import { counterDelta } from '../../src/agent/collectors/delta.ts'
-import { createSystemLogTables, dropSystemLogTables, seedAsynchronousMetrics, seedQueryLog } from '../support/clickhouse-system-tables.ts'
+import {
+  createSystemLogTables,
+  dropSystemLogTables,
+  seedAsynchronousMetrics,
+  seedQueryLog,
+} from '../support/clickhouse-system-tables.ts'
 import { until } from '../support/wait.ts'
 
 let ch: ClickHouseRig
@@ -69,7 +78,8 @@ async function run(c: ClickHouseCollector, ctx: ClickHouseContext): Promise<Part
     database: { name: 'ch', engine: 'clickhouse', host: '127.0.0.1', port: ch.port },
     ...sections,
   }
-  if (!Value.Check(IngestBatch, batch)) throw new Error(JSON.stringify([...Value.Errors(IngestBatch, batch)].slice(0, 3)))
+  if (!Value.Check(IngestBatch, batch))
+    throw new Error(JSON.stringify([...Value.Errors(IngestBatch, batch)].slice(0, 3)))
   return sections
 }
 
@@ -78,13 +88,20 @@ describe('connectClickHouse', () => {
     expect(conn.version).toBe(ch.version)
     expect(conn.major).toBe(26)
     expect(conn.versionNum).toBe(26_000 + Number(ch.version.split('.')[1]))
-    const [row] = await (await conn.client.query({ query: 'SELECT toUInt64(18446744073709551615) AS big, 1 AS small', format: 'JSONEachRow' })).json()
+    const [row] = await (
+      await conn.client.query({
+        query: 'SELECT toUInt64(18446744073709551615) AS big, 1 AS small',
+        format: 'JSONEachRow',
+      })
+    ).json()
     expect(row).toEqual({ big: '18446744073709551615', small: 1 })
     expect(await conn.ping()).toBe(true)
   })
 
   test('every query runs under max_execution_time', async () => {
-    const [row] = await (await conn.client.query({ query: "SELECT getSetting('max_execution_time') AS t", format: 'JSONEachRow' })).json()
+    const [row] = await (
+      await conn.client.query({ query: "SELECT getSetting('max_execution_time') AS t", format: 'JSONEachRow' })
+    ).json()
     expect(row).toEqual({ t: 5 })
   })
 
@@ -99,7 +116,9 @@ describe('query_stats', () => {
     await createSystemLogTables(ch)
     const c = collector('query_stats')
     const ctx = context()
-    await seedQueryLog(ch, [{ query: 'SELECT * FROM t WHERE id = 0', query_duration_ms: 99_999, event_time: new Date(Date.now() - 60_000) }])
+    await seedQueryLog(ch, [
+      { query: 'SELECT * FROM t WHERE id = 0', query_duration_ms: 99_999, event_time: new Date(Date.now() - 60_000) },
+    ])
     expect(await run(c, ctx)).toEqual({}) // the baseline
     await Bun.sleep(5)
     const at = new Date(Date.now() + 1)
@@ -121,10 +140,21 @@ describe('query_stats', () => {
       { ...row(7, 5000), type: 'ExceptionBeforeStart', exception_code: 62 }, // never ran: not counted
       { ...row(8, 5000), type: 'QueryStart' },
       { ...row(9, 5000), is_initial_query: 0 }, // a distributed sub-query
-      { event_time: at, query: 'INSERT INTO t VALUES', query_kind: 'Insert', query_duration_ms: 3, written_rows: 50, result_rows: 50 },
+      {
+        event_time: at,
+        query: 'INSERT INTO t VALUES',
+        query_kind: 'Insert',
+        query_duration_ms: 3,
+        written_rows: 50,
+        result_rows: 50,
+      },
     ])
-    const [expectedP99] = await ch.query<{ p: number }>('SELECT quantileExact(0.99)(x) AS p FROM (SELECT arrayJoin([10, 20, 30, 40, 1000, 7]) AS x)')
-    const hash = (await ch.query<{ h: string }>("SELECT toString(normalizedQueryHash('SELECT * FROM t WHERE id = 1')) AS h"))[0]!.h
+    const [expectedP99] = await ch.query<{ p: number }>(
+      'SELECT quantileExact(0.99)(x) AS p FROM (SELECT arrayJoin([10, 20, 30, 40, 1000, 7]) AS x)',
+    )
+    const hash = (
+      await ch.query<{ h: string }>("SELECT toString(normalizedQueryHash('SELECT * FROM t WHERE id = 1')) AS h")
+    )[0]!.h
     const { query_stats } = await run(c, ctx)
     expect(query_stats).toHaveLength(2)
     const select = query_stats!.find((s) => s.query_hash === hash)
@@ -157,7 +187,11 @@ describe('query_stats', () => {
     const second = Math.floor(Date.now() / 1000) - 10
     const ctx = context()
     ctx.state.set('query_stats', { sinceUs: String(second * 1_000_000 + 500_000) })
-    const at = (ms: number, query_duration_ms: number) => ({ event_time: new Date(second * 1000 + ms), query: 'SELECT watermark_probe FROM t', query_duration_ms })
+    const at = (ms: number, query_duration_ms: number) => ({
+      event_time: new Date(second * 1000 + ms),
+      query: 'SELECT watermark_probe FROM t',
+      query_duration_ms,
+    })
     await seedQueryLog(ch, [at(-100, 1), at(499, 2), at(500, 4), at(501, 8), at(1_200, 16)])
     const { query_stats } = await run(collector('query_stats'), ctx)
     const mine = query_stats!.find((s) => s.query_text === 'SELECT watermark_probe FROM t')
@@ -167,8 +201,17 @@ describe('query_stats', () => {
   test('query_log missing: one clear warning over several cycles, nothing sent, no error on the server; back again after it returns', async () => {
     await dropSystemLogTables(ch)
     // A real server always has asynchronous_metrics (chdb has not): only query_log is missing here.
-    await ch.command('CREATE TABLE system.asynchronous_metrics (metric String, value Float64, description String) ENGINE = Memory')
-    const unknownTables = async () => Number((await ch.query<{ n: string }>("SELECT toString(sum(value)) AS n FROM system.errors WHERE name = 'UNKNOWN_TABLE'"))[0]?.n ?? 0)
+    await ch.command(
+      'CREATE TABLE system.asynchronous_metrics (metric String, value Float64, description String) ENGINE = Memory',
+    )
+    const unknownTables = async () =>
+      Number(
+        (
+          await ch.query<{ n: string }>(
+            "SELECT toString(sum(value)) AS n FROM system.errors WHERE name = 'UNKNOWN_TABLE'",
+          )
+        )[0]?.n ?? 0,
+      )
     const errorsBefore = await unknownTables()
     const log = captureLog()
     const ctx = context(log)
@@ -178,7 +221,9 @@ describe('query_stats', () => {
       expect(await run(c, ctx)).toEqual({})
       expect((await run(collector('server_metrics'), metricsCtx)).server_metrics?.queries_logged).toBeUndefined()
     }
-    expect(log.lines).toEqual([{ level: 'warn', message: 'query_log is disabled: enable <query_log> in the server config' }])
+    expect(log.lines).toEqual([
+      { level: 'warn', message: 'query_log is disabled: enable <query_log> in the server config' },
+    ])
     // The table is looked up in system.tables, never queried while missing: system.errors (which
     // log_events reports) gains no UNKNOWN_TABLE from the agent's own cycles.
     expect(await unknownTables()).toBe(errorsBefore)
@@ -193,13 +238,37 @@ describe('parts, merges, mutations', () => {
   test('inserts with merges stopped: the partition shows exactly that many active parts', async () => {
     await ch.command('CREATE TABLE parts_t (p UInt8, id UInt64) ENGINE = MergeTree PARTITION BY p ORDER BY id')
     await ch.command('SYSTEM STOP MERGES parts_t')
-    for (let i = 0; i < 4; i++) await ch.insert('parts_t', [{ p: 1, id: i }, { p: 1, id: i + 100 }])
+    for (let i = 0; i < 4; i++)
+      await ch.insert('parts_t', [
+        { p: 1, id: i },
+        { p: 1, id: i + 100 },
+      ])
     await ch.insert('parts_t', [{ p: 2, id: 1 }])
     const { parts } = await run(collector('parts'), context())
-    const mine = parts!.filter((p) => p.table === 'parts_t').sort((a, b) => a.partition_id.localeCompare(b.partition_id))
+    const mine = parts!
+      .filter((p) => p.table === 'parts_t')
+      .sort((a, b) => a.partition_id.localeCompare(b.partition_id))
     expect(mine).toEqual([
-      { database: 'default', table: 'parts_t', partition_id: '1', active_parts: 4, rows: 8, bytes_on_disk: expect.any(Number), parts_to_delay_insert: 1000, parts_to_throw_insert: 3000 },
-      { database: 'default', table: 'parts_t', partition_id: '2', active_parts: 1, rows: 1, bytes_on_disk: expect.any(Number), parts_to_delay_insert: 1000, parts_to_throw_insert: 3000 },
+      {
+        database: 'default',
+        table: 'parts_t',
+        partition_id: '1',
+        active_parts: 4,
+        rows: 8,
+        bytes_on_disk: expect.any(Number),
+        parts_to_delay_insert: 1000,
+        parts_to_throw_insert: 3000,
+      },
+      {
+        database: 'default',
+        table: 'parts_t',
+        partition_id: '2',
+        active_parts: 1,
+        rows: 1,
+        bytes_on_disk: expect.any(Number),
+        parts_to_delay_insert: 1000,
+        parts_to_throw_insert: 3000,
+      },
     ])
     expect(mine[0]!.bytes_on_disk).toBeGreaterThan(mine[1]!.bytes_on_disk)
     expect(parts![0]!.active_parts).toBe(4) // the worst partition first
@@ -213,10 +282,14 @@ describe('parts, merges, mutations', () => {
     await ch.command('ALTER TABLE parts_altered MODIFY SETTING parts_to_throw_insert = 500')
     for (const table of ['parts_own', 'parts_altered']) await ch.insert(table, [{ id: 1 }])
     const { parts } = await run(collector('parts'), context())
-    const thresholds = (table: string) => parts!.filter((p) => p.table === table).map((p) => [p.parts_to_delay_insert, p.parts_to_throw_insert])
+    const thresholds = (table: string) =>
+      parts!.filter((p) => p.table === table).map((p) => [p.parts_to_delay_insert, p.parts_to_throw_insert])
     expect(thresholds('parts_own')).toEqual([[20, 40]])
     expect(thresholds('parts_altered')).toEqual([[1000, 500]])
-    expect(thresholds('parts_t')).toEqual([[1000, 3000], [1000, 3000]])
+    expect(thresholds('parts_t')).toEqual([
+      [1000, 3000],
+      [1000, 3000],
+    ])
   })
 
   test('merges: an idle server has none, and the empty section is valid', async () => {
@@ -229,36 +302,66 @@ describe('parts, merges, mutations', () => {
     await ch.command("ALTER TABLE mut_t UPDATE s = 'x' WHERE id = 1", undefined, { mutations_sync: 0 })
     await ch.command("ALTER TABLE mut_t UPDATE s = 'b' WHERE throwIf(1)", undefined, { mutations_sync: 0 })
     const ctx = context()
-    const found = await until('the failing mutation', async () => {
-      const { mutations } = await run(collector('mutations'), ctx)
-      const mine = mutations!.filter((m) => m.table === 'mut_t')
-      return mine.length === 2 && mine.some((m) => m.latest_fail_reason !== '') && mine.some((m) => m.is_done) ? mine : undefined
-    }, { everyMs: 50, timeoutMs: 10_000 })
+    const found = await until(
+      'the failing mutation',
+      async () => {
+        const { mutations } = await run(collector('mutations'), ctx)
+        const mine = mutations!.filter((m) => m.table === 'mut_t')
+        return mine.length === 2 && mine.some((m) => m.latest_fail_reason !== '') && mine.some((m) => m.is_done)
+          ? mine
+          : undefined
+      },
+      { everyMs: 50, timeoutMs: 10_000 },
+    )
     const failing = found.find((m) => m.command.includes('throwIf'))!
-    expect(failing).toMatchObject({ database: 'default', table: 'mut_t', is_done: false, parts_to_do: 1, stuck: true } satisfies Partial<MutationEntry>)
+    expect(failing).toMatchObject({
+      database: 'default',
+      table: 'mut_t',
+      is_done: false,
+      parts_to_do: 1,
+      stuck: true,
+    } satisfies Partial<MutationEntry>)
     expect(failing.latest_fail_reason).toContain('FUNCTION_THROW_IF_VALUE_IS_NON_ZERO')
-    expect(failing.latest_fail_reason).toContain('Value passed to \'throwIf\' function is non-zero')
+    expect(failing.latest_fail_reason).toContain("Value passed to 'throwIf' function is non-zero")
     expect(failing.latest_fail_time).toBeGreaterThan(0)
     expect(Math.abs(failing.create_time - Date.now())).toBeLessThan(60_000)
     const done = found.find((m) => !m.command.includes('throwIf'))!
-    expect(done).toMatchObject({ is_done: true, parts_to_do: 0, stuck: false, latest_fail_reason: '', latest_fail_time: null })
+    expect(done).toMatchObject({
+      is_done: true,
+      parts_to_do: 0,
+      stuck: false,
+      latest_fail_reason: '',
+      latest_fail_time: null,
+    })
   })
 })
 
 describe('activity', () => {
-  test('a running SELECT sleep(3) is listed with its duration; the agent\'s own query is not', async () => {
+  test("a running SELECT sleep(3) is listed with its duration; the agent's own query is not", async () => {
     const other = ch.createClient()
     const long = other.query({ query: 'SELECT sleep(3) AS slept', format: 'JSONEachRow' }).then((r) => r.json())
     const ctx = context()
     try {
-      const { activity, all } = await until('the sleeping query', async () => {
-        const { activity } = await run(collector('activity'), ctx)
-        const mine = activity!.filter((a) => a.query_text.startsWith('SELECT sleep(3)'))
-        return mine.length > 0 && mine[0]!.duration_ms! > 0 ? { activity: mine, all: activity! } : undefined
-      }, { everyMs: 50, timeoutMs: 10_000 })
+      const { activity, all } = await until(
+        'the sleeping query',
+        async () => {
+          const { activity } = await run(collector('activity'), ctx)
+          const mine = activity!.filter((a) => a.query_text.startsWith('SELECT sleep(3)'))
+          return mine.length > 0 && mine[0]!.duration_ms! > 0 ? { activity: mine, all: activity! } : undefined
+        },
+        { everyMs: 50, timeoutMs: 10_000 },
+      )
       expect(activity).toHaveLength(1)
       // The rig runs every request as chdb's own user, so the user is not the HTTP one here.
-      expect(activity[0]).toMatchObject({ state: 'active', user: expect.any(String), blocking_pids: [], database: 'default', memory_usage: expect.any(Number), read_bytes: expect.any(Number), read_rows: expect.any(Number) })
+      expect(activity[0]).toMatchObject({
+        state: 'active',
+        user: expect.any(String),
+        blocking_pids: [],
+        database: 'default',
+        memory_usage: expect.any(Number),
+        read_bytes: expect.any(Number),
+        read_rows: expect.any(Number),
+      })
       expect(typeof activity[0]!.pid).toBe('string')
       expect(activity[0]!.duration_ms).toBeGreaterThan(0)
       expect(all.some((a) => a.query_text.includes('system.processes'))).toBe(false)
@@ -279,8 +382,15 @@ describe('server_metrics', () => {
     const c = collector('server_metrics')
     const ctx = context()
     const first = (await run(c, ctx)).server_metrics!
-    const [disk] = await ch.query<{ name: string; total_space: number }>("SELECT name, total_space FROM system.disks WHERE name = 'default'")
-    expect(first).toMatchObject({ memory_resident_bytes: 123_456_789, os_memory_total_bytes: 8e9, tcp_connections: 0, 'disk.default.total_bytes': disk!.total_space })
+    const [disk] = await ch.query<{ name: string; total_space: number }>(
+      "SELECT name, total_space FROM system.disks WHERE name = 'default'",
+    )
+    expect(first).toMatchObject({
+      memory_resident_bytes: 123_456_789,
+      os_memory_total_bytes: 8e9,
+      tcp_connections: 0,
+      'disk.default.total_bytes': disk!.total_space,
+    })
     expect(first.uptime_s).toBeGreaterThan(0)
     expect(first['disk.default.free_bytes']).toBeGreaterThan(0)
     expect(first.memory_limit_bytes).toBeGreaterThan(0)
@@ -295,7 +405,9 @@ describe('server_metrics', () => {
   })
 
   test('delayed and rejected inserts, detached parts; no replica keys without Replicated tables', async () => {
-    await ch.command('CREATE TABLE delayed_t (id UInt64) ENGINE = MergeTree ORDER BY id SETTINGS parts_to_delay_insert = 2, parts_to_throw_insert = 3')
+    await ch.command(
+      'CREATE TABLE delayed_t (id UInt64) ENGINE = MergeTree ORDER BY id SETTINGS parts_to_delay_insert = 2, parts_to_throw_insert = 3',
+    )
     await ch.command('SYSTEM STOP MERGES delayed_t')
     const c = collector('server_metrics')
     const ctx = context()
@@ -305,21 +417,32 @@ describe('server_metrics', () => {
     // The third insert finds 2 parts (delayed: max_delay_to_insert, 1 s); the fourth finds 3 (refused).
     for (let i = 0; i < 3; i++) await ch.insert('delayed_t', [{ id: i }])
     const quiet = ch.createClient({ log: { level: ClickHouseLogLevel.OFF } })
-    expect(await quiet.insert({ table: 'delayed_t', values: [{ id: 9 }], format: 'JSONEachRow' }).catch((e) => e.type)).toBe('TOO_MANY_PARTS')
-    const [part] = await ch.query<{ name: string }>("SELECT name FROM system.parts WHERE table = 'delayed_t' AND active ORDER BY name LIMIT 1")
+    expect(
+      await quiet.insert({ table: 'delayed_t', values: [{ id: 9 }], format: 'JSONEachRow' }).catch((e) => e.type),
+    ).toBe('TOO_MANY_PARTS')
+    const [part] = await ch.query<{ name: string }>(
+      "SELECT name FROM system.parts WHERE table = 'delayed_t' AND active ORDER BY name LIMIT 1",
+    )
     await ch.command(`ALTER TABLE delayed_t DETACH PART '${part!.name}'`)
     const second = (await run(c, ctx)).server_metrics!
     expect(second).toMatchObject({ delayed_inserts: 1, rejected_inserts: 1, detached_parts: 1 })
-    for (const key of ['replicas_readonly', 'replication_queue_size', 'max_replica_delay_s']) expect(key in second).toBe(false)
+    for (const key of ['replicas_readonly', 'replication_queue_size', 'max_replica_delay_s'])
+      expect(key in second).toBe(false)
     await ch.command('DROP TABLE delayed_t SYNC')
-    expect((await run(c, ctx)).server_metrics).toMatchObject({ delayed_inserts: 0, rejected_inserts: 0, detached_parts: 0 })
+    expect((await run(c, ctx)).server_metrics).toMatchObject({
+      delayed_inserts: 0,
+      rejected_inserts: 0,
+      detached_parts: 0,
+    })
   })
 
-  test('queries_logged, queries_logged_failed and query_p99_ms: the queries query_log recorded since the previous cycle, without the agent\'s', async () => {
+  test("queries_logged, queries_logged_failed and query_p99_ms: the queries query_log recorded since the previous cycle, without the agent's", async () => {
     await createSystemLogTables(ch)
     const c = collector('server_metrics')
     const ctx = context()
-    await seedQueryLog(ch, [{ query: 'SELECT 0', query_duration_ms: 99_999, event_time: new Date(Date.now() - 60_000) }])
+    await seedQueryLog(ch, [
+      { query: 'SELECT 0', query_duration_ms: 99_999, event_time: new Date(Date.now() - 60_000) },
+    ])
     const baseline = (await run(c, ctx)).server_metrics!
     expect('queries_logged' in baseline || 'query_p99_ms' in baseline).toBe(false)
     await Bun.sleep(5)
@@ -329,8 +452,20 @@ describe('server_metrics', () => {
     await seedQueryLog(ch, [
       agents,
       ...durations.map((ms) => ({ event_time: at, query: `SELECT ${ms}`, query_duration_ms: ms })),
-      { event_time: at, query: 'SELECT 1', query_duration_ms: 1, type: 'ExceptionWhileProcessing' as const, exception_code: 395 },
-      { event_time: at, query: 'SELEC 1', query_duration_ms: 90_000, type: 'ExceptionBeforeStart' as const, exception_code: 62 }, // failed, never ran: no duration
+      {
+        event_time: at,
+        query: 'SELECT 1',
+        query_duration_ms: 1,
+        type: 'ExceptionWhileProcessing' as const,
+        exception_code: 395,
+      },
+      {
+        event_time: at,
+        query: 'SELEC 1',
+        query_duration_ms: 90_000,
+        type: 'ExceptionBeforeStart' as const,
+        exception_code: 62,
+      }, // failed, never ran: no duration
       { event_time: at, query: 'SELECT big', query_duration_ms: 60_000, type: 'QueryStart' as const },
       { event_time: at, query: 'SELECT sub', query_duration_ms: 60_000, is_initial_query: 0 as const },
     ])
@@ -361,11 +496,14 @@ describe('server_metrics', () => {
 describe('server_metrics: error signals', () => {
   /** The engine's own system.events counters, by name (0 for one that never moved). */
   const engineEvents = async (names: string[]) => {
-    const rows = await ch.query<{ event: string; value: string }>('SELECT event, toString(value) AS value FROM system.events WHERE event IN {names:Array(String)}', { names })
+    const rows = await ch.query<{ event: string; value: string }>(
+      'SELECT event, toString(value) AS value FROM system.events WHERE event IN {names:Array(String)}',
+      { names },
+    )
     return Object.fromEntries(names.map((n) => [n, Number(rows.find((r) => r.event === n)?.value ?? 0)]))
   }
 
-  test("a refused remote(): DistributedConnectionFailTry and FailAtAll, as the engine counts them", async () => {
+  test('a refused remote(): DistributedConnectionFailTry and FailAtAll, as the engine counts them', async () => {
     const c = collector('server_metrics')
     const ctx = context()
     const names = ['DistributedConnectionFailTry', 'DistributedConnectionFailAtAll']
@@ -373,14 +511,24 @@ describe('server_metrics: error signals', () => {
     expect('distributed_connection_fail_try' in first).toBe(false) // the baseline
     const before = await engineEvents(names)
     const quiet = ch.createClient({ log: { level: ClickHouseLogLevel.OFF } })
-    expect(await quiet.query({ query: "SELECT * FROM remote('127.0.0.1:1', system.one)" }).catch((e) => e.type)).toMatch(/^(NETWORK_ERROR|NO_REMOTE_SHARD_AVAILABLE)$/)
+    expect(
+      await quiet.query({ query: "SELECT * FROM remote('127.0.0.1:1', system.one)" }).catch((e) => e.type),
+    ).toMatch(/^(NETWORK_ERROR|NO_REMOTE_SHARD_AVAILABLE)$/)
     const after = await engineEvents(names)
     const second = (await run(c, ctx)).server_metrics!
     // connections_with_failover_max_tries = 3 refused tries, then one failure of them all.
     expect(second).toMatchObject({ distributed_connection_fail_try: 3, distributed_connection_fail_at_all: 1 })
-    expect([second.distributed_connection_fail_try, second.distributed_connection_fail_at_all]).toEqual(names.map((n) => after[n]! - before[n]!))
+    expect([second.distributed_connection_fail_try, second.distributed_connection_fail_at_all]).toEqual(
+      names.map((n) => after[n]! - before[n]!),
+    )
     // The gauges are read every cycle: no Keeper, nothing queued, nothing preempted on the rig.
-    expect(second).toMatchObject({ zookeeper_sessions: 0, distributed_files_to_insert: 0, queries_preempted: 0, buffer_flush_errors: 0, dns_errors: 0 })
+    expect(second).toMatchObject({
+      zookeeper_sessions: 0,
+      distributed_files_to_insert: 0,
+      queries_preempted: 0,
+      buffer_flush_errors: 0,
+      dns_errors: 0,
+    })
   })
 
   test('a Buffer table whose flush breaks a constraint of its destination: StorageBufferErrorOnFlush, exactly', async () => {
@@ -388,19 +536,33 @@ describe('server_metrics: error signals', () => {
     const ctx = context()
     await run(c, ctx)
     const before = await engineEvents(['StorageBufferErrorOnFlush'])
-    await ch.command('CREATE TABLE buffer_dst (id UInt64, CONSTRAINT big CHECK id > 100) ENGINE = MergeTree ORDER BY id')
+    await ch.command(
+      'CREATE TABLE buffer_dst (id UInt64, CONSTRAINT big CHECK id > 100) ENGINE = MergeTree ORDER BY id',
+    )
     // Flushed after 1 to 2 s; each failed flush is retried (the rows stay in the buffer).
-    await ch.command('CREATE TABLE buffer_src (id UInt64) ENGINE = Buffer(default, buffer_dst, 1, 1, 2, 1000000, 1000000, 1000000000, 1000000000)')
+    await ch.command(
+      'CREATE TABLE buffer_src (id UInt64) ENGINE = Buffer(default, buffer_dst, 1, 1, 2, 1000000, 1000000, 1000000000, 1000000000)',
+    )
     await ch.insert('buffer_src', [{ id: 1 }])
-    await until('a failed flush', async () => ((await engineEvents(['StorageBufferErrorOnFlush'])).StorageBufferErrorOnFlush! > before.StorageBufferErrorOnFlush! ? true : undefined), {
-      everyMs: 100,
-      timeoutMs: 20_000,
-    })
+    await until(
+      'a failed flush',
+      async () =>
+        (await engineEvents(['StorageBufferErrorOnFlush'])).StorageBufferErrorOnFlush! >
+        before.StorageBufferErrorOnFlush!
+          ? true
+          : undefined,
+      {
+        everyMs: 100,
+        timeoutMs: 20_000,
+      },
+    )
     await ch.command('DROP TABLE buffer_src SYNC').catch(() => {})
     await ch.command('DROP TABLE buffer_dst SYNC')
     const after = await engineEvents(['StorageBufferErrorOnFlush'])
     const { server_metrics } = await run(c, ctx)
-    expect(server_metrics!.buffer_flush_errors).toBe(after.StorageBufferErrorOnFlush! - before.StorageBufferErrorOnFlush!)
+    expect(server_metrics!.buffer_flush_errors).toBe(
+      after.StorageBufferErrorOnFlush! - before.StorageBufferErrorOnFlush!,
+    )
     expect(server_metrics!.buffer_flush_errors).toBeGreaterThanOrEqual(1)
   })
 
@@ -415,14 +577,29 @@ describe('server_metrics: error signals', () => {
     const after = await engineEvents(names)
     const { server_metrics } = await run(c, ctx)
     expect(server_metrics).toMatchObject({ insert_queries: 120, inserted_rows: 120 })
-    expect([server_metrics!.insert_queries, server_metrics!.inserted_rows]).toEqual(names.map((n) => after[n]! - before[n]!))
+    expect([server_metrics!.insert_queries, server_metrics!.inserted_rows]).toEqual(
+      names.map((n) => after[n]! - before[n]!),
+    )
     await ch.command('DROP TABLE small_inserts_t SYNC')
   })
 
   test("recorded rows of other versions: NetworkErrors (DNSError's name before 20.3) adds to dns_errors; a reset counts from zero", () => {
     // system.events rows of a 20.1 server, two cycles apart.
-    const previous = { NetworkErrors: 7, ReplicatedPartFailedFetches: 10, ReplicatedDataLoss: 1, ZooKeeperHardwareExceptions: 4, SlowRead: 2 }
-    const current = { NetworkErrors: 12, ReplicatedPartFailedFetches: 13, ReplicatedDataLoss: 1, ZooKeeperHardwareExceptions: 1, SlowRead: 9, ReadBufferFromFileDescriptorReadFailed: 2 }
+    const previous = {
+      NetworkErrors: 7,
+      ReplicatedPartFailedFetches: 10,
+      ReplicatedDataLoss: 1,
+      ZooKeeperHardwareExceptions: 4,
+      SlowRead: 2,
+    }
+    const current = {
+      NetworkErrors: 12,
+      ReplicatedPartFailedFetches: 13,
+      ReplicatedDataLoss: 1,
+      ZooKeeperHardwareExceptions: 1,
+      SlowRead: 9,
+      ReadBufferFromFileDescriptorReadFailed: 2,
+    }
     const deltas = signalDeltas(previous, current, counterDelta)
     expect(deltas).toMatchObject({
       dns_errors: 5,
@@ -434,7 +611,9 @@ describe('server_metrics: error signals', () => {
       file_write_failures: 0,
     })
     // Both names on one server (never seen, but harmless): their deltas add up.
-    expect(signalDeltas({ DNSError: 1, NetworkErrors: 1 }, { DNSError: 3, NetworkErrors: 2 }, counterDelta).dns_errors).toBe(3)
+    expect(
+      signalDeltas({ DNSError: 1, NetworkErrors: 1 }, { DNSError: 3, NetworkErrors: 2 }, counterDelta).dns_errors,
+    ).toBe(3)
     expect(new Set(Object.values(SIGNAL_EVENTS)).size).toBe(Object.keys(SIGNAL_EVENTS).length - 1)
   })
 })
@@ -474,8 +653,12 @@ describe('host', () => {
     const metrics = (await collector('server_metrics').collect(ctx)).server_metrics!
     const first = (await collector('host').collect(ctx)).host!
     expect(diskReads).toBe(1)
-    const disks = await ch.query<{ name: string; path: string; total_space: number }>('SELECT name, path, total_space FROM system.disks ORDER BY name')
-    expect(first.filesystems.map((f) => [f.roles, f.path, f.total_bytes])).toEqual(disks.map((d) => [[`disk:${d.name}`], d.path, d.total_space]))
+    const disks = await ch.query<{ name: string; path: string; total_space: number }>(
+      'SELECT name, path, total_space FROM system.disks ORDER BY name',
+    )
+    expect(first.filesystems.map((f) => [f.roles, f.path, f.total_bytes])).toEqual(
+      disks.map((d) => [[`disk:${d.name}`], d.path, d.total_space]),
+    )
     expect(first.filesystems[0]!.available_bytes).toBe(metrics['disk.default.free_bytes']!)
     expect(first).toMatchObject({
       source: 'clickhouse',
@@ -488,6 +671,8 @@ describe('host', () => {
     // The next cycle, 10 s later: the block figures (per 1 s update interval) scaled to the 10 s.
     ctx.now += 10_000
     const second = (await collector('host').collect(ctx)).host!
-    expect(second.devices).toEqual([{ device: 'sda', reads: 10, writes: 20, read_bytes: 40_960, write_bytes: 81_920, busy_ms: 100 }])
+    expect(second.devices).toEqual([
+      { device: 'sda', reads: 10, writes: 20, read_bytes: 40_960, write_bytes: 81_920, busy_ms: 100 },
+    ])
   })
 })

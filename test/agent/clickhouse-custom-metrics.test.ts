@@ -28,7 +28,9 @@ beforeAll(async () => {
   ch = await startClickHouse({ user: 'dbm_agent', password: 'secret' })
   conn = await connectClickHouse(ch.dsn, { requestTimeoutMs: 10_000, maxExecutionTimeS: 5 })
   await conn.client.command({ query: 'CREATE TABLE events (kind String, n UInt64) ENGINE = MergeTree ORDER BY kind' })
-  await conn.client.command({ query: `INSERT INTO events VALUES ('click', 18446744073709), ('view"\\n*/', 7), ('view"\\n*/', 5)` })
+  await conn.client.command({
+    query: `INSERT INTO events VALUES ('click', 18446744073709), ('view"\\n*/', 7), ('view"\\n*/', 5)`,
+  })
 }, 60_000)
 
 afterAll(async () => {
@@ -45,7 +47,9 @@ test('values as returned, labels as text, writes and lifted limits refused, each
     metric('missing', 'SELECT v FROM no_such_table'),
   ]
   const notes = new Map<string, string>()
-  const section = await collectCustom(metrics, { now: Date.now(), state: new Map(), notes }, (m) => clickhouseCustomQuery(conn.client, m))
+  const section = await collectCustom(metrics, { now: Date.now(), state: new Map(), notes }, (m) =>
+    clickhouseCustomQuery(conn.client, m),
+  )
   expect(Value.Check(CustomMetricsSection, section)).toBe(true)
   expect(section!.samples).toEqual([
     { name: 'event_rows', column: 'v', labels: {}, value: 3 },
@@ -57,14 +61,18 @@ test('values as returned, labels as text, writes and lifted limits refused, each
   expect(errors.sneaky).toContain('readonly')
   expect(errors.writer).toContain('readonly')
   expect(errors.missing).toContain('no_such_table')
-  const count = await (await conn.client.query({ query: 'SELECT count() AS n FROM events', format: 'JSONEachRow' })).json<{ n: string }>()
+  const count = await (
+    await conn.client.query({ query: 'SELECT count() AS n FROM events', format: 'JSONEachRow' })
+  ).json<{ n: string }>()
   expect(Number(count[0]!.n)).toBe(3)
   expect(notes.get('custom_metrics')).toContain('writer: ')
 }, 30_000)
 
 test('at most 1,000 rows are kept, and saying so', async () => {
-  const section = await collectCustom([metric('many', 'SELECT toString(number) AS k, number AS v FROM numbers(5000)', { labels: ['k'] })], { now: Date.now(), state: new Map(), notes: new Map() }, (m) =>
-    clickhouseCustomQuery(conn.client, m),
+  const section = await collectCustom(
+    [metric('many', 'SELECT toString(number) AS k, number AS v FROM numbers(5000)', { labels: ['k'] })],
+    { now: Date.now(), state: new Map(), notes: new Map() },
+    (m) => clickhouseCustomQuery(conn.client, m),
   )
   expect(section!.samples.length).toBe(1000)
   expect(section!.errors).toEqual([{ name: 'many', message: 'returned more than 1000 rows; the first 1000 are kept' }])

@@ -44,7 +44,8 @@ const context = (c: ClickHouseConnection, notes = new Map<string, string>()): Cl
 
 async function cycle(c = conn, notes?: Map<string, string>): Promise<Partial<BatchSections>> {
   const out = await logEvents.collect(context(c, notes))
-  if (out.log_events) expect([...Value.Errors(LogEventsSection, out.log_events)].map((e) => `${e.path}: ${e.message}`)).toEqual([])
+  if (out.log_events)
+    expect([...Value.Errors(LogEventsSection, out.log_events)].map((e) => `${e.path}: ${e.message}`)).toEqual([])
   return out
 }
 
@@ -53,7 +54,14 @@ async function missingTable(rig: ClickHouseRig, n: number): Promise<void> {
   for (let i = 0; i < n; i++) await expect(rig.query('SELECT * FROM no_such_table_for_dbm')).rejects.toThrow()
 }
 
-const unknownTableCount = async (rig: ClickHouseRig) => Number((await rig.query<{ value: string }>("SELECT toString(value) AS value FROM system.errors WHERE name = 'UNKNOWN_TABLE' AND remote = 0"))[0]?.value ?? 0)
+const unknownTableCount = async (rig: ClickHouseRig) =>
+  Number(
+    (
+      await rig.query<{ value: string }>(
+        "SELECT toString(value) AS value FROM system.errors WHERE name = 'UNKNOWN_TABLE' AND remote = 0",
+      )
+    )[0]?.value ?? 0,
+  )
 
 test('system.errors: a baseline first, then exactly the N errors provoked, with the code, name and message; a restart counts from zero', async () => {
   await missingTable(ch, 3)
@@ -70,7 +78,13 @@ test('system.errors: a baseline first, then exactly the N errors provoked, with 
   expect(log_events?.source).toBe('system_tables')
   expect(log_events?.entries).toHaveLength(1)
   const [entry] = log_events!.entries
-  expect(entry).toMatchObject({ kind: 'error', severity: 'error', sqlstate: 'UNKNOWN_TABLE', count: 7, fields: { code: 60, remote: false } })
+  expect(entry).toMatchObject({
+    kind: 'error',
+    severity: 'error',
+    sqlstate: 'UNKNOWN_TABLE',
+    count: 7,
+    fields: { code: 60, remote: false },
+  })
   expect(entry!.message).toContain('no_such_table_for_dbm')
   expect(entry!.fingerprint).toBe("Unknown table expression identifier '{}' in scope {}")
   expect(log_events!.counts.reduce((sum, c) => sum + c.count, 0)).toBe(7)
@@ -112,15 +126,43 @@ test('crash_log and text_log: crashes, disk full and warnings since the watermar
     const t = Date.now() + 1_000
     const us = (ms: number) => ms * 1000
     await ch.insert('system.crash_log', [
-      { event_date: new Date(t).toISOString().slice(0, 10), event_time: Math.floor(t / 1000), timestamp_ns: `${t}000000`, signal: 11, thread_id: 4242, query_id: 'q-1', trace: [1, 2], trace_full: ['0. DB::f() @ 0x1', '1. DB::g() @ 0x2'], version: 'ClickHouse 26.7.2.1', revision: 54500, build_id: 'abc' },
+      {
+        event_date: new Date(t).toISOString().slice(0, 10),
+        event_time: Math.floor(t / 1000),
+        timestamp_ns: `${t}000000`,
+        signal: 11,
+        thread_id: 4242,
+        query_id: 'q-1',
+        trace: [1, 2],
+        trace_full: ['0. DB::f() @ 0x1', '1. DB::g() @ 0x2'],
+        version: 'ClickHouse 26.7.2.1',
+        revision: 54500,
+        build_id: 'abc',
+      },
     ])
     const text = (ms: number, level: string, message: string) => ({
-      event_date: new Date(ms).toISOString().slice(0, 10), event_time: Math.floor(ms / 1000), event_time_microseconds: (us(ms) / 1e6).toFixed(6), microseconds: 0,
-      thread_name: 'TCPHandler', thread_id: 1, level, query_id: '', logger_name: 'executeQuery', message, revision: 54500, source_file: '', source_line: 0, message_format_string: '',
+      event_date: new Date(ms).toISOString().slice(0, 10),
+      event_time: Math.floor(ms / 1000),
+      event_time_microseconds: (us(ms) / 1e6).toFixed(6),
+      microseconds: 0,
+      thread_name: 'TCPHandler',
+      thread_id: 1,
+      level,
+      query_id: '',
+      logger_name: 'executeQuery',
+      message,
+      revision: 54500,
+      source_file: '',
+      source_line: 0,
+      message_format_string: '',
     })
     await ch.insert('system.text_log', [
       text(t + 1, 'Warning', 'Table default.events has 3000 parts: inserts are delayed'),
-      text(t + 2, 'Error', 'Code: 60. DB::Exception: Unknown table expression identifier \'x\'. (UNKNOWN_TABLE) (version 26.7.2.1)'),
+      text(
+        t + 2,
+        'Error',
+        "Code: 60. DB::Exception: Unknown table expression identifier 'x'. (UNKNOWN_TABLE) (version 26.7.2.1)",
+      ),
       text(t + 3, 'Fatal', 'Cannot reserve 1.00 MiB, not enough space (NOT_ENOUGH_SPACE)'),
       text(t + 4, 'Error', 'Cannot flush: connection reset'),
       text(t + 5, 'Information', 'Ready for connections'),
@@ -135,8 +177,15 @@ test('crash_log and text_log: crashes, disk full and warnings since the watermar
       ['disk_full', 'fatal', 'NOT_ENOUGH_SPACE'],
       ['error', 'error', null],
     ])
-    expect(logged[0]!.fields).toEqual({ signal: 11, process: 'thread 4242', version: 'ClickHouse 26.7.2.1', trace: ['0. DB::f() @ 0x1', '1. DB::g() @ 0x2'] })
-    expect(log_events!.counts.reduce((sum, c) => sum + c.count, 0)).toBe(4 + fromErrors.reduce((sum, e) => sum + e.count!, 0))
+    expect(logged[0]!.fields).toEqual({
+      signal: 11,
+      process: 'thread 4242',
+      version: 'ClickHouse 26.7.2.1',
+      trace: ['0. DB::f() @ 0x1', '1. DB::g() @ 0x2'],
+    })
+    expect(log_events!.counts.reduce((sum, c) => sum + c.count, 0)).toBe(
+      4 + fromErrors.reduce((sum, e) => sum + e.count!, 0),
+    )
     // Read once: the watermarks moved past them.
     expect((await cycle()).log_events?.entries.filter((e) => e.count === undefined) ?? []).toEqual([])
   } finally {
@@ -154,7 +203,19 @@ test('crash_log created by a crash after the agent started: that first crash is 
   try {
     const t = Date.now()
     await ch.insert('system.crash_log', [
-      { event_date: new Date(t).toISOString().slice(0, 10), event_time: Math.floor(t / 1000), timestamp_ns: `${t}000000`, signal: 6, thread_id: 7, query_id: '', trace: [], trace_full: [], version: 'ClickHouse 26.7.2.1', revision: 1, build_id: '' },
+      {
+        event_date: new Date(t).toISOString().slice(0, 10),
+        event_time: Math.floor(t / 1000),
+        timestamp_ns: `${t}000000`,
+        signal: 6,
+        thread_id: 7,
+        query_id: '',
+        trace: [],
+        trace_full: [],
+        version: 'ClickHouse 26.7.2.1',
+        revision: 1,
+        build_id: '',
+      },
     ])
     const crashes = (await cycle()).log_events?.entries.filter((e) => e.kind === 'server_crash') ?? []
     expect(crashes.map((e) => [e.ts, e.severity, e.fields.signal])).toEqual([[t, 'panic', 6]])
@@ -165,6 +226,8 @@ test('crash_log created by a crash after the agent started: that first crash is 
 }, 60_000)
 
 test('messages are masked: passwords of users, URLs and secret statements', () => {
-  expect(maskMessage("Syntax error: CREATE USER bob IDENTIFIED WITH sha256_password BY 'hunter2' x")).toBe("Syntax error: CREATE USER bob IDENTIFIED WITH sha256_password BY '***' x")
+  expect(maskMessage("Syntax error: CREATE USER bob IDENTIFIED WITH sha256_password BY 'hunter2' x")).toBe(
+    "Syntax error: CREATE USER bob IDENTIFIED WITH sha256_password BY '***' x",
+  )
   expect(maskMessage('cannot reach postgres://u:pw@h/db')).toBe('cannot reach postgres://u:***@h/db')
 })

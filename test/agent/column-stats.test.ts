@@ -18,7 +18,7 @@ import { until } from '../support/wait.ts'
 setDefaultTimeout(90_000)
 
 const SCHEMA = 'we"ird\n schéma'
-const TABLE = "ord'ers\" ünï 🐘"
+const TABLE = 'ord\'ers" ünï 🐘'
 const CUSTOMER = 'cu"st\nomer ü'
 const STATUS = "sta'tus 🐘"
 const quoteIdent = (name: string) => `"${name.replaceAll('"', '""')}"`
@@ -40,7 +40,12 @@ beforeAll(async () => {
   await Promise.all([13, 17].map((major) => sharedPostgres(major)))
 }, 120_000)
 
-function contextFor(sql: postgres.Sql, major: number, state = new Map<string, unknown>(), now = Date.now()): PostgresContext & { infos: Map<string, string> } {
+function contextFor(
+  sql: postgres.Sql,
+  major: number,
+  state = new Map<string, unknown>(),
+  now = Date.now(),
+): PostgresContext & { infos: Map<string, string> } {
   return {
     name: 'test-db',
     database: 'test',
@@ -105,13 +110,19 @@ for (const major of [13, 17] as const) {
     const url = await (await sharedPostgres(major)).freshDatabase()
     const sql = connect(url, 'dbm-column-stats', 2)
     await sql.unsafe(`CREATE SCHEMA ${quoteIdent(SCHEMA)}`)
-    await sql.unsafe(`CREATE TABLE ${QUALIFIED} (id int PRIMARY KEY, ${quoteIdent(CUSTOMER)} int NOT NULL, ${quoteIdent(STATUS)} int NOT NULL, note text)`)
+    await sql.unsafe(
+      `CREATE TABLE ${QUALIFIED} (id int PRIMARY KEY, ${quoteIdent(CUSTOMER)} int NOT NULL, ${quoteIdent(STATUS)} int NOT NULL, note text)`,
+    )
     await sql.unsafe(
       `INSERT INTO ${QUALIFIED} SELECT g, g % 5000, g % 3, CASE WHEN g % 4 = 0 THEN NULL ELSE 'n' || (g % 700) END FROM generate_series(1, 100000) g`,
     )
     const wide = 'wide table'
-    await sql.unsafe(`CREATE TABLE ${quoteIdent(wide)} (${Array.from({ length: 70 }, (_, i) => `c${i + 1} int`).join(', ')})`)
-    await sql.unsafe(`INSERT INTO ${quoteIdent(wide)} SELECT ${Array.from({ length: 70 }, (_, i) => `g % ${i + 2}`).join(', ')} FROM generate_series(1, 1000) g`)
+    await sql.unsafe(
+      `CREATE TABLE ${quoteIdent(wide)} (${Array.from({ length: 70 }, (_, i) => `c${i + 1} int`).join(', ')})`,
+    )
+    await sql.unsafe(
+      `INSERT INTO ${quoteIdent(wide)} SELECT ${Array.from({ length: 70 }, (_, i) => `g % ${i + 2}`).join(', ')} FROM generate_series(1, 1000) g`,
+    )
     // Analyzed but never read by a sequential scan: not sent.
     await sql.unsafe(`CREATE TABLE untouched (id int, kind int)`)
     await sql.unsafe(`INSERT INTO untouched SELECT g, g % 7 FROM generate_series(1, 1000) g`)
@@ -121,18 +132,27 @@ for (const major of [13, 17] as const) {
 
     const state = new Map<string, unknown>()
     const first = (await run(contextFor(sql, major, state))).column_stats!
-    const of = (rows: typeof first, schema: string, table: string) => rows.filter((r) => r.schema_name === schema && r.table_name === table)
+    const of = (rows: typeof first, schema: string, table: string) =>
+      rows.filter((r) => r.schema_name === schema && r.table_name === table)
     const truth = await groundTruth(sql, SCHEMA, TABLE)
     expect(truth.map((r) => r.column_name)).toEqual(['id', CUSTOMER, STATUS, 'note'])
     expect(of(first, SCHEMA, TABLE)).toEqual(truth.map((r) => ({ ...r })) as never)
     // The numbers the advice orders by: 3 values of status, about 5,000 of the customer, a quarter of the notes null.
     const byName = Object.fromEntries(of(first, SCHEMA, TABLE).map((r) => [r.column_name, r]))
-    expect([byName[STATUS]!.n_distinct, byName[STATUS]!.null_frac, byName[CUSTOMER]!.null_frac, byName.id!.n_distinct, byName.id!.reltuples]).toEqual([3, 0, 0, -1, 100_000])
+    expect([
+      byName[STATUS]!.n_distinct,
+      byName[STATUS]!.null_frac,
+      byName[CUSTOMER]!.null_frac,
+      byName.id!.n_distinct,
+      byName.id!.reltuples,
+    ]).toEqual([3, 0, 0, -1, 100_000])
     expect(byName[CUSTOMER]!.n_distinct).toBeGreaterThan(4000)
     expect(byName.note!.null_frac).toBeGreaterThan(0.2)
     const wideRows = of(first, 'public', wide)
     expect(wideRows.map((r) => r.column_name)).toEqual(Array.from({ length: MAX_COLUMNS }, (_, i) => `c${i + 1}`))
-    expect(wideRows).toEqual((await groundTruth(sql, 'public', wide)).slice(0, MAX_COLUMNS).map((r) => ({ ...r })) as never)
+    expect(wideRows).toEqual(
+      (await groundTruth(sql, 'public', wide)).slice(0, MAX_COLUMNS).map((r) => ({ ...r })) as never,
+    )
     expect(of(first, 'public', 'untouched')).toEqual([])
 
     // Nothing changed: the section is not sent, the server keeps the last one.
@@ -140,10 +160,14 @@ for (const major of [13, 17] as const) {
     // An ANALYZE changes them: sent again, as pg_stats now says.
     await sql.unsafe(`UPDATE ${QUALIFIED} SET ${quoteIdent(STATUS)} = 7 WHERE id <= 50000`)
     const oid = await oidOf(sql, QUALIFIED)
-    const [before] = await sql.unsafe(`SELECT coalesce(last_analyze::text, '') AS at FROM pg_stat_user_tables WHERE relid = ${oid}`)
+    const [before] = await sql.unsafe(
+      `SELECT coalesce(last_analyze::text, '') AS at FROM pg_stat_user_tables WHERE relid = ${oid}`,
+    )
     await sql.unsafe(`ANALYZE ${QUALIFIED}`)
     await until('the ANALYZE in pg_stat_user_tables', async () => {
-      const [row] = await sql.unsafe(`SELECT coalesce(last_analyze::text, '') AS at FROM pg_stat_user_tables WHERE relid = ${oid}`)
+      const [row] = await sql.unsafe(
+        `SELECT coalesce(last_analyze::text, '') AS at FROM pg_stat_user_tables WHERE relid = ${oid}`,
+      )
       return row!.at !== before!.at ? true : undefined
     })
     const again = (await run(contextFor(sql, major, state))).column_stats!
@@ -175,7 +199,10 @@ for (const major of [13, 17] as const) {
       expect((await run(ctx)).column_stats).toEqual([])
       const fix = major >= 14 ? 'grant pg_read_all_data' : 'grant SELECT on them'
       expect([...ctx.infos]).toEqual([
-        ['column_stats', `column statistics of 1 of the 1 tables most read by sequential scans unreadable (${fix}): index advice keeps the plan's column order for them`],
+        [
+          'column_stats',
+          `column statistics of 1 of the 1 tables most read by sequential scans unreadable (${fix}): index advice keeps the plan's column order for them`,
+        ],
       ])
       expect([...ctx.notes]).toEqual([])
       await admin.unsafe(major >= 14 ? `GRANT pg_read_all_data TO ${role}` : `GRANT SELECT ON hidden TO ${role}`)
@@ -207,7 +234,9 @@ test('PostgreSQL 17: the 50 tables most read by sequential scans (seq_tup_read),
   for (let i = 1; i <= 52; i++) await sql.unsafe(`SELECT count(*) FROM top_${i}`)
   await sql`SELECT pg_stat_force_next_flush()`
   await until('the reads in pg_stat_user_tables', async () => {
-    const [row] = await sql.unsafe(`SELECT count(*)::int AS n FROM pg_stat_user_tables WHERE relname LIKE 'top\\_%' AND seq_tup_read > 0`)
+    const [row] = await sql.unsafe(
+      `SELECT count(*)::int AS n FROM pg_stat_user_tables WHERE relname LIKE 'top\\_%' AND seq_tup_read > 0`,
+    )
     return row!.n === 52 ? true : undefined
   })
   const rows = (await run(contextFor(sql, 17))).column_stats!

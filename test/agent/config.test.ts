@@ -69,8 +69,20 @@ databases:
       api: { endpoint: 'http://localhost:8080', key: KEY },
       health: {},
       databases: [
-        { name: 'db-0', engine: 'postgres', dsn: 'postgres://monitor:pw@db1:5432/app?sslmode=disable', pollIntervalMs: 10_000, tags: {} },
-        { name: 'db-1', engine: 'clickhouse', dsn: 'clickhouse://monitor:pw@ch1:9000/default', pollIntervalMs: 10_000, tags: {} },
+        {
+          name: 'db-0',
+          engine: 'postgres',
+          dsn: 'postgres://monitor:pw@db1:5432/app?sslmode=disable',
+          pollIntervalMs: 10_000,
+          tags: {},
+        },
+        {
+          name: 'db-1',
+          engine: 'clickhouse',
+          dsn: 'clickhouse://monitor:pw@ch1:9000/default',
+          pollIntervalMs: 10_000,
+          tags: {},
+        },
       ],
       buffer: { maxBytes: 256_000_000 },
     })
@@ -113,41 +125,71 @@ databases:
         explainTrustedRoles: ['app_owner', 'Mixed Case'],
         tags: { env: 'prod', tier: '1', replica: 'false', ratio: '1.50' },
       },
-      { name: 'events', engine: 'clickhouse', dsn: 'https://ch.example.com:8443', pollIntervalMs: 1000, enabledCollectors: ['parts', 'merges'], tags: {} },
+      {
+        name: 'events',
+        engine: 'clickhouse',
+        dsn: 'https://ch.example.com:8443',
+        pollIntervalMs: 1000,
+        enabledCollectors: ['parts', 'merges'],
+        tags: {},
+      },
     ])
   })
 
   test('explain_trusted_roles: a list of role names, PostgreSQL only', () => {
-    const parse = (extra: string, dsn = 'postgres://db/app') => () => parseAgentConfig(`api: {key: ${KEY}}\ndatabases: [{dsn: "${dsn}", ${extra}}]`)
-    expect(errorOf(parse('explain_trusted_roles: app')).message).toBe('databases[0].explain_trusted_roles: expected a list of role names')
-    expect(errorOf(parse('explain_trusted_roles: [""]')).message).toBe('databases[0].explain_trusted_roles: expected a list of role names')
-    expect(errorOf(parse(`explain_trusted_roles: [${'r'.repeat(64)}]`)).message).toBe('databases[0].explain_trusted_roles: expected a list of role names')
-    expect(errorOf(parse('explain_trusted_roles: [app]', 'clickhouse://ch/default')).message).toBe('databases[0].explain_trusted_roles: only for postgres databases')
+    const parse =
+      (extra: string, dsn = 'postgres://db/app') =>
+      () =>
+        parseAgentConfig(`api: {key: ${KEY}}\ndatabases: [{dsn: "${dsn}", ${extra}}]`)
+    expect(errorOf(parse('explain_trusted_roles: app')).message).toBe(
+      'databases[0].explain_trusted_roles: expected a list of role names',
+    )
+    expect(errorOf(parse('explain_trusted_roles: [""]')).message).toBe(
+      'databases[0].explain_trusted_roles: expected a list of role names',
+    )
+    expect(errorOf(parse(`explain_trusted_roles: [${'r'.repeat(64)}]`)).message).toBe(
+      'databases[0].explain_trusted_roles: expected a list of role names',
+    )
+    expect(errorOf(parse('explain_trusted_roles: [app]', 'clickhouse://ch/default')).message).toBe(
+      'databases[0].explain_trusted_roles: only for postgres databases',
+    )
     expect(parse('explain_trusted_roles: ["a\'b"]')().databases[0]!.explainTrustedRoles).toEqual(["a'b"])
   })
 
   test('backup_command: an argv list, the tool named or inferred from the program, interval and timeout defaults', () => {
-    const parse = (extra: string) => parseAgentConfig(`api: {key: ${KEY}}\ndatabases: [{dsn: "postgres://db/app", ${extra}}]`).databases[0]!.backup
+    const parse = (extra: string) =>
+      parseAgentConfig(`api: {key: ${KEY}}\ndatabases: [{dsn: "postgres://db/app", ${extra}}]`).databases[0]!.backup
     expect(parse('backup_command: [/usr/bin/pgbackrest, --stanza=main, info, --output=json]')).toEqual({
       command: ['/usr/bin/pgbackrest', '--stanza=main', 'info', '--output=json'],
       tool: 'pgbackrest',
       intervalMs: 600_000,
       timeoutMs: 60_000,
     })
-    expect(parse('backup_command: [wal-g, backup-list, --json, --detail], backup_check_interval: 1h, backup_timeout: 2m')).toMatchObject({ tool: 'walg', intervalMs: 3_600_000, timeoutMs: 120_000 })
-    expect(parse('backup_command: [sudo, -u, postgres, pgbackrest, info, --output=json], backup_tool: pgbackrest')?.tool).toBe('pgbackrest')
+    expect(
+      parse('backup_command: [wal-g, backup-list, --json, --detail], backup_check_interval: 1h, backup_timeout: 2m'),
+    ).toMatchObject({ tool: 'walg', intervalMs: 3_600_000, timeoutMs: 120_000 })
+    expect(
+      parse('backup_command: [sudo, -u, postgres, pgbackrest, info, --output=json], backup_tool: pgbackrest')?.tool,
+    ).toBe('pgbackrest')
     expect(parse('poll_interval: 10s')).toBeUndefined()
-    expect(errorOf(() => parse('backup_command: [pgbackrest], backup_tool: barman')).message).toBe('databases[0].backup_tool: expected pgbackrest or walg, got "barman"')
+    expect(errorOf(() => parse('backup_command: [pgbackrest], backup_tool: barman')).message).toBe(
+      'databases[0].backup_tool: expected pgbackrest or walg, got "barman"',
+    )
   })
 
   test('a PostgreSQL DSN with an IPv6 address literal is a config error naming the way out (postgres.js cannot connect to one)', () => {
-    const error = errorOf(() => parseAgentConfig(`api: {key: ${KEY}}\ndatabases: [{name: v6, dsn: "postgres://u:secret@[::1]:5432/app"}]`))
-    expect(error.message).toBe('databases[0].dsn: IPv6 address literals are not supported in PostgreSQL DSNs; use a host name that resolves to [::1]')
+    const error = errorOf(() =>
+      parseAgentConfig(`api: {key: ${KEY}}\ndatabases: [{name: v6, dsn: "postgres://u:secret@[::1]:5432/app"}]`),
+    )
+    expect(error.message).toBe(
+      'databases[0].dsn: IPv6 address literals are not supported in PostgreSQL DSNs; use a host name that resolves to [::1]',
+    )
   })
 
   test('health.listen_addr forms', () => {
     const health = (addr: string) =>
-      parseAgentConfig(`api: {key: ${KEY}}\nhealth: {listen_addr: "${addr}"}\ndatabases: [{dsn: "postgres://db/app"}]`).health
+      parseAgentConfig(`api: {key: ${KEY}}\nhealth: {listen_addr: "${addr}"}\ndatabases: [{dsn: "postgres://db/app"}]`)
+        .health
     expect(health(':8081')).toEqual({ listenAddr: ':8081', hostname: '0.0.0.0', port: 8081 })
     expect(health('localhost:8081')).toEqual({ listenAddr: 'localhost:8081', hostname: 'localhost', port: 8081 })
     expect(health('[::1]:8081')).toEqual({ listenAddr: '[::1]:8081', hostname: '::1', port: 8081 })
@@ -158,7 +200,9 @@ databases:
   })
 
   test('buffer.max_bytes: bytes, SI units (powers of 1000) and IEC units (powers of 1024)', () => {
-    const maxBytes = (value: string) => parseAgentConfig(`api: {key: ${KEY}}\nbuffer: {max_bytes: ${value}}\ndatabases: [{dsn: "postgres://db/app"}]`).buffer.maxBytes
+    const maxBytes = (value: string) =>
+      parseAgentConfig(`api: {key: ${KEY}}\nbuffer: {max_bytes: ${value}}\ndatabases: [{dsn: "postgres://db/app"}]`)
+        .buffer.maxBytes
     expect(maxBytes('268435456')).toBe(268_435_456)
     expect(maxBytes('1000000B')).toBe(1_000_000)
     expect(maxBytes('1500KB')).toBe(1_500_000)
@@ -198,7 +242,13 @@ databases:
 `)
     expect(config.api.endpoint).toBe('http://localhost:8080')
     expect(config.health).toEqual({})
-    expect(config.databases[0]).toEqual({ name: 'db-0', engine: 'postgres', dsn: 'postgres://db/app', pollIntervalMs: 10_000, tags: {} })
+    expect(config.databases[0]).toEqual({
+      name: 'db-0',
+      engine: 'postgres',
+      dsn: 'postgres://db/app',
+      pollIntervalMs: 10_000,
+      tags: {},
+    })
   })
 
   test('an empty file asks for the API key first; a YAML anchor can be reused', () => {
@@ -214,13 +264,17 @@ databases:
 
   test('a 200-character name is accepted; names are case-sensitive', () => {
     const long = 'n'.repeat(200)
-    const config = parseAgentConfig(`api: {key: ${KEY}}\ndatabases: [{name: ${long}, dsn: "postgres://a/x"}, {name: Orders, dsn: "postgres://b/x"}, {name: orders, dsn: "postgres://c/x"}]`)
+    const config = parseAgentConfig(
+      `api: {key: ${KEY}}\ndatabases: [{name: ${long}, dsn: "postgres://a/x"}, {name: Orders, dsn: "postgres://b/x"}, {name: orders, dsn: "postgres://c/x"}]`,
+    )
     expect(config.databases.map((db) => db.name)).toEqual([long, 'Orders', 'orders'])
   })
 
   test('the duplicate check reports the later entry, before later entries are looked at', () => {
     const error = errorOf(() =>
-      parseAgentConfig(`api: {key: ${KEY}}\ndatabases: [{name: a, dsn: "postgres://a/x"}, {name: a, dsn: "postgres://b/x"}, {dsn: "nope"}]`),
+      parseAgentConfig(
+        `api: {key: ${KEY}}\ndatabases: [{name: a, dsn: "postgres://a/x"}, {name: a, dsn: "postgres://b/x"}, {dsn: "nope"}]`,
+      ),
     )
     expect(error.message).toBe('databases[1].name: duplicate name "a"')
   })
@@ -328,7 +382,13 @@ describe('clickhouseTarget', () => {
     ['clickhouse://ch1?secure=false', 'http://ch1:8123', 'default', '', 'default'],
     ['clickhouse://ch1:8124/db', 'http://ch1:8124', 'default', '', 'db'],
     ['clickhouse://ch1:8124?secure=1', 'https://ch1:8124', 'default', '', 'default'],
-    ['tcp://127.0.0.1:9000?username=monitor&password=pw&database=metrics', 'http://127.0.0.1:8123', 'monitor', 'pw', 'metrics'],
+    [
+      'tcp://127.0.0.1:9000?username=monitor&password=pw&database=metrics',
+      'http://127.0.0.1:8123',
+      'monitor',
+      'pw',
+      'metrics',
+    ],
     ['tcp://monitor@ch1:9000', 'http://ch1:8123', 'monitor', '', 'default'],
     ['tcp://[::1]:9000/db', 'http://[::1]:8123', 'default', '', 'db'],
     ['clickhouse://mon%40itor:p%40ss%3Aw%2Fd@ch1:9000/my%20db', 'http://ch1:8123', 'mon@itor', 'p@ss:w/d', 'my db'],
@@ -336,7 +396,13 @@ describe('clickhouseTarget', () => {
     ['http://ch1:8123', 'http://ch1:8123', 'default', '', 'default'],
     ['http://ch1', 'http://ch1', 'default', '', 'default'],
     ['https://monitor:pw@ch.example.com:8443/metrics', 'https://ch.example.com:8443', 'monitor', 'pw', 'metrics'],
-    ['https://ch.example.com?database=metrics&username=monitor&password=pw', 'https://ch.example.com', 'monitor', 'pw', 'metrics'],
+    [
+      'https://ch.example.com?database=metrics&username=monitor&password=pw',
+      'https://ch.example.com',
+      'monitor',
+      'pw',
+      'metrics',
+    ],
     ['http://ch1:9000', 'http://ch1:9000', 'default', '', 'default'],
     ['https://ch1:443/db?secure=true', 'https://ch1', 'default', '', 'db'],
     ['http://ch1/db?secure=false', 'http://ch1', 'default', '', 'db'],
@@ -348,20 +414,38 @@ describe('clickhouseTarget', () => {
   const bad: [string, string][] = [
     ['postgres://db/app', 'expected a clickhouse://, tcp://, http:// or https:// URL'],
     ['ch1:9000', 'expected a clickhouse://, tcp://, http:// or https:// URL'],
-    ['clickhouse://u:secretpw@ch1:9000,ch2:9000/db', 'expected one host: the agent watches a single ClickHouse instance, not a cluster'],
+    [
+      'clickhouse://u:secretpw@ch1:9000,ch2:9000/db',
+      'expected one host: the agent watches a single ClickHouse instance, not a cluster',
+    ],
     ['clickhouse://u:secretpw@ch1:99999/db', 'not a valid clickhouse:// URL'],
     ['clickhouse://u:secretpw@ch1?secure=yes', 'secure: expected true or false'],
     ['https://u:secretpw@ch1/a/b', 'expected at most one path segment (the database)'],
     ['http://', 'not a valid http:// URL'],
     // Every parameter is one the agent reads, given once, and `secure` agrees with an http(s) scheme.
-    ['https://ch1:443/db?secure=false', 'secure=false contradicts the https:// scheme, which decides; leave secure out'],
+    [
+      'https://ch1:443/db?secure=false',
+      'secure=false contradicts the https:// scheme, which decides; leave secure out',
+    ],
     ['http://ch1/db?secure=1', 'secure=1 contradicts the http:// scheme, which decides; leave secure out'],
     ['clickhouse://ch1?secure=true&secure=false', 'parameter "secure" is given twice'],
     ['clickhouse://u:secretpw@ch1?database=a&database=b', 'parameter "database" is given twice'],
-    ['clickhouse://u:secretpw@ch1?skip_verify=true', 'unknown parameter "skip_verify" (the agent reads username, password, database, secure)'],
-    ['clickhouse://ch1?dial_timeout=10s', 'unknown parameter "dial_timeout" (the agent reads username, password, database, secure)'],
-    ['clickhouse://ch1?compress=lz4', 'unknown parameter "compress" (the agent reads username, password, database, secure)'],
-    ['https://ch1?max_execution_time=60', 'unknown parameter "max_execution_time" (the agent reads username, password, database, secure)'],
+    [
+      'clickhouse://u:secretpw@ch1?skip_verify=true',
+      'unknown parameter "skip_verify" (the agent reads username, password, database, secure)',
+    ],
+    [
+      'clickhouse://ch1?dial_timeout=10s',
+      'unknown parameter "dial_timeout" (the agent reads username, password, database, secure)',
+    ],
+    [
+      'clickhouse://ch1?compress=lz4',
+      'unknown parameter "compress" (the agent reads username, password, database, secure)',
+    ],
+    [
+      'https://ch1?max_execution_time=60',
+      'unknown parameter "max_execution_time" (the agent reads username, password, database, secure)',
+    ],
     ['tcp://ch1:9000?secure=maybe', 'secure: expected true or false'],
   ]
   test.each(bad)('%p is refused', (dsn, message) => {
@@ -402,13 +486,19 @@ describe('findConfigPath and loadAgentConfig', () => {
     writeFileSync(join(cwd, 'config.yaml'), validYaml)
     const missing = join(cwd, 'missing.yaml')
     expect(errorOf(() => findConfigPath(missing, {}, cwd)).message).toBe(`no config file found: ${missing}`)
-    expect(errorOf(() => findConfigPath(undefined, { SERVICE_CONFIG: missing }, cwd)).message).toBe(`no config file found: ${missing}`)
-    expect(errorOf(() => findConfigPath(undefined, { SERVICE_CONFIG: cwd }, cwd)).message).toBe(`no config file found: ${cwd}`)
+    expect(errorOf(() => findConfigPath(undefined, { SERVICE_CONFIG: missing }, cwd)).message).toBe(
+      `no config file found: ${missing}`,
+    )
+    expect(errorOf(() => findConfigPath(undefined, { SERVICE_CONFIG: cwd }, cwd)).message).toBe(
+      `no config file found: ${cwd}`,
+    )
   })
 
   test('nothing configured and no ./config.yaml: "no config file found", naming the places looked at', () => {
     const cwd = freshDir()
-    expect(errorOf(() => findConfigPath(undefined, {}, cwd)).message).toBe(`no config file found (looked at --config, $SERVICE_CONFIG, ${join(cwd, 'config.yaml')})`)
+    expect(errorOf(() => findConfigPath(undefined, {}, cwd)).message).toBe(
+      `no config file found (looked at --config, $SERVICE_CONFIG, ${join(cwd, 'config.yaml')})`,
+    )
   })
 
   test('loadAgentConfig reads and parses a file; YAML errors carry its path and line', () => {
@@ -419,7 +509,9 @@ describe('findConfigPath and loadAgentConfig', () => {
 
     const broken = join(cwd, 'broken.yaml')
     writeFileSync(broken, `api:\n  key: ${KEY}\ndatabases:\n  - dsn: [postgres://db/app\n`)
-    expect(errorOf(() => loadAgentConfig(broken)).message).toMatch(new RegExp(`^${broken.replaceAll('/', '\\/')}: line \\d+, column \\d+: \\S`))
+    expect(errorOf(() => loadAgentConfig(broken)).message).toMatch(
+      new RegExp(`^${broken.replaceAll('/', '\\/')}: line \\d+, column \\d+: \\S`),
+    )
 
     const invalid = join(cwd, 'invalid.yaml')
     writeFileSync(invalid, `api: {key: ${KEY}}\n`)
@@ -492,14 +584,29 @@ describe('secrets never appear in messages', () => {
   })
 
   test('the DSN shown for an unknown engine keeps everything but the password', () => {
-    const message = errorOf(() => parseAgentConfig(`api: {key: ${KEY}}\ndatabases: [{dsn: "mysql://root:${PASSWORD}@db:3306/app?tls=true"}]`)).message
+    const message = errorOf(() =>
+      parseAgentConfig(`api: {key: ${KEY}}\ndatabases: [{dsn: "mysql://root:${PASSWORD}@db:3306/app?tls=true"}]`),
+    ).message
     expect(message).toContain('"mysql://root:***@db:3306/app?tls=true"')
   })
 })
 
 describe('the poll interval the server sets', () => {
   test("is held to 1 s to 24 h (an older server stored any number), and one that is no finite number leaves the config's", () => {
-    const seconds = [1e308, 86_401, 86_400, 10, 0.2, 0, -5, Number.NaN, Number.POSITIVE_INFINITY, '30' as unknown as number]
-    expect(seconds.map((s) => serverPollIntervalMs(s, 7000))).toEqual([86_400_000, 86_400_000, 86_400_000, 10_000, 1000, 1000, 1000, 7000, 7000, 7000])
+    const seconds = [
+      1e308,
+      86_401,
+      86_400,
+      10,
+      0.2,
+      0,
+      -5,
+      Number.NaN,
+      Number.POSITIVE_INFINITY,
+      '30' as unknown as number,
+    ]
+    expect(seconds.map((s) => serverPollIntervalMs(s, 7000))).toEqual([
+      86_400_000, 86_400_000, 86_400_000, 10_000, 1000, 1000, 1000, 7000, 7000, 7000,
+    ])
   })
 })

@@ -49,11 +49,14 @@ describe('configuration', () => {
     await rig.sql`SELECT pg_reload_conf()`
     const truth = await until('the reload to reach a new session', () =>
       fresh(async (sql) => {
-        const rows = await sql`SELECT name, current_setting(name) AS value, unit, source, sourcefile, sourceline, boot_val, reset_val, context, pending_restart,
+        const rows =
+          await sql`SELECT name, current_setting(name) AS value, unit, source, sourcefile, sourceline, boot_val, reset_val, context, pending_restart,
             (source NOT IN ('default', 'override') AND setting IS DISTINCT FROM boot_val) AS changed
           FROM pg_settings WHERE source NOT IN ('client', 'session') ORDER BY name`
         const byName = new Map(rows.map((r) => [r.name as string, r]))
-        return byName.get('shared_buffers')?.pending_restart === true && byName.get('autovacuum')?.value === 'off' ? byName : undefined
+        return byName.get('shared_buffers')?.pending_restart === true && byName.get('autovacuum')?.value === 'off'
+          ? byName
+          : undefined
       }),
     )
     await rig.cycle()
@@ -75,27 +78,47 @@ describe('configuration', () => {
     })
     // Changed in postgresql.auto.conf, applied at the next restart: the old value, its file and line, and pending_restart.
     const sb = truth.get('shared_buffers')!
-    expect(sb).toMatchObject({ value: '128MB', unit: '8kB', boot_val: '16384', context: 'postmaster', pending_restart: true })
+    expect(sb).toMatchObject({
+      value: '128MB',
+      unit: '8kB',
+      boot_val: '16384',
+      context: 'postmaster',
+      pending_restart: true,
+    })
     expect(setting('shared_buffers')).toMatchObject({
       value: '128MB',
       default: '128MB',
       file: sb.sourcefile,
       line: sb.sourceline,
-      source_label: sb.sourcefile === null ? 'configuration file' : `${sb.sourcefile.split('/').at(-1)}:${sb.sourceline}`,
+      source_label:
+        sb.sourcefile === null ? 'configuration file' : `${sb.sourcefile.split('/').at(-1)}:${sb.sourceline}`,
       applies: 'restart',
       pending_restart: true,
       advice: SETTING_RISKS.find((r) => r.engine === 'postgres' && r.name === 'shared_buffers')!.why,
     })
     // ALTER SYSTEM and reloaded: its source is postgresql.auto.conf; the doctor's finding on it is linked.
-    expect(setting('autovacuum')).toMatchObject({ value: 'off', default: 'on', source_label: 'ALTER SYSTEM', applies: 'reload', changed: true })
-    expect(setting('autovacuum').findings).toContainEqual(expect.objectContaining({ key: 'pg_risky_settings:autovacuum', severity: 'critical' }))
+    expect(setting('autovacuum')).toMatchObject({
+      value: 'off',
+      default: 'on',
+      source_label: 'ALTER SYSTEM',
+      applies: 'reload',
+      changed: true,
+    })
+    expect(setting('autovacuum').findings).toContainEqual(
+      expect.objectContaining({ key: 'pg_risky_settings:autovacuum', severity: 'critical' }),
+    )
     // Hostile text passes as data.
     expect(setting('search_path').value).toBe(truth.get('search_path')!.value)
     expect(setting('search_path').value).toContain('"ünï\nx"')
     // A setting named like a secret: masked, its reset value too, nowhere in the answer.
     // (SHOW prints "(disabled)" while archive_mode is off; reset_val holds the command.)
     expect(truth.get('archive_command')!.reset_val).toContain('sk-live')
-    expect(setting('archive_command')).toMatchObject({ value: HIDDEN, reset_value: HIDDEN, default: '', source_label: 'ALTER SYSTEM' })
+    expect(setting('archive_command')).toMatchObject({
+      value: HIDDEN,
+      reset_value: HIDDEN,
+      default: '',
+      source_label: 'ALTER SYSTEM',
+    })
     expect(JSON.stringify(config)).not.toContain('sk-live')
     // Changed from the default: exactly the ones pg_settings says, and the filter keeps those.
     const changed = [...truth.values()].filter((r) => r.changed).map((r) => r.name)
@@ -104,14 +127,25 @@ describe('configuration', () => {
     expect(config.changed).toBe(changed.length)
     // Every setting but the reading transaction's own and those the agent's session sets at connection.
     const left = [...truth.keys()].filter((n) => !config.settings.some((s: any) => s.name === n))
-    expect(left).toEqual(['idle_in_transaction_session_timeout', 'lock_timeout', 'statement_timeout', 'transaction_deferrable', 'transaction_isolation', 'transaction_read_only'])
+    expect(left).toEqual([
+      'idle_in_transaction_session_timeout',
+      'lock_timeout',
+      'statement_timeout',
+      'transaction_deferrable',
+      'transaction_isolation',
+      'transaction_read_only',
+    ])
     expect(config.total).toBe(truth.size - left.length)
     // Search: in names and descriptions, whatever the case.
     const searched = (await rig.api('/configuration?q=WORK_MEM')).settings
     expect(searched.map((s: any) => s.name)).toEqual(
-      config.settings.filter((s: any) => `${s.name} ${s.description}`.toLowerCase().includes('work_mem')).map((s: any) => s.name),
+      config.settings
+        .filter((s: any) => `${s.name} ${s.description}`.toLowerCase().includes('work_mem'))
+        .map((s: any) => s.name),
     )
-    expect(searched.map((s: any) => s.name)).toEqual(expect.arrayContaining(['work_mem', 'maintenance_work_mem', 'hash_mem_multiplier']))
+    expect(searched.map((s: any) => s.name)).toEqual(
+      expect.arrayContaining(['work_mem', 'maintenance_work_mem', 'hash_mem_multiplier']),
+    )
     await rig.sql`ALTER SYSTEM RESET autovacuum`
     await rig.sql`ALTER SYSTEM RESET archive_command`
     await rig.sql`SELECT pg_reload_conf()`
@@ -123,7 +157,8 @@ describe('connections', () => {
     const extra = postgres(rig.dsn, { max: 3, onnotice: () => {} })
     try {
       await Promise.all([extra`SELECT pg_sleep(0.01)`, extra`SELECT 1`, extra`SELECT 2`])
-      const [limits] = await rig.sql`SELECT current_setting('max_connections')::int AS max, current_setting('superuser_reserved_connections')::int AS su,
+      const [limits] =
+        await rig.sql`SELECT current_setting('max_connections')::int AS max, current_setting('superuser_reserved_connections')::int AS su,
         current_setting('reserved_connections')::int AS reserved`
       await rig.cycle()
       const c = await rig.api('/connections')
@@ -137,7 +172,9 @@ describe('connections', () => {
         used_ratio: Number((c.total / usable).toFixed(4)),
       })
       expect(c.total).toBeGreaterThanOrEqual(3)
-      expect(c.slots.by_state).toEqual(c.by_state.map((s: any) => ({ ...s, ratio: Number((s.count / usable).toFixed(4)) })))
+      expect(c.slots.by_state).toEqual(
+        c.by_state.map((s: any) => ({ ...s, ratio: Number((s.count / usable).toFixed(4)) })),
+      )
     } finally {
       await extra.end({ timeout: 5 })
     }
@@ -148,20 +185,28 @@ describe('maintenance waits', () => {
   test('a CREATE INDEX CONCURRENTLY held by an open transaction names the holder as pg_stat_activity shows it', async () => {
     await rig.sql`CREATE TABLE waits_on (id int, pad text)`
     await rig.sql`INSERT INTO waits_on SELECT g, 'x' FROM generate_series(1, 100) g`
-    const holder = postgres(rig.dsn, { max: 1, onnotice: () => {}, connection: { application_name: 'billing "nightly"\n*/' } })
+    const holder = postgres(rig.dsn, {
+      max: 1,
+      onnotice: () => {},
+      connection: { application_name: 'billing "nightly"\n*/' },
+    })
     const builder = postgres(rig.dsn, { max: 1, onnotice: () => {}, connection: { application_name: 'migrator' } })
     try {
       // A repeatable-read snapshot left open: the build's "waiting for old snapshots" phase waits for it.
       await holder.unsafe('BEGIN ISOLATION LEVEL REPEATABLE READ')
       const holderPid = (await holder.unsafe('SELECT pg_backend_pid() AS pid'))[0]!.pid as number
       await holder.unsafe("SELECT count(*) FROM waits_on WHERE pad = 'it''s */ ünï'")
-      const building = builder.unsafe('CREATE INDEX CONCURRENTLY waits_on_id_idx ON waits_on (id)').then(() => undefined)
+      const building = builder
+        .unsafe('CREATE INDEX CONCURRENTLY waits_on_id_idx ON waits_on (id)')
+        .then(() => undefined)
       const view = await until('the build to wait for the old snapshot', async () => {
-        const [row] = await rig.sql`SELECT p.pid, p.phase, p.current_locker_pid, p.lockers_done, p.lockers_total, a.wait_event_type, a.wait_event
+        const [row] =
+          await rig.sql`SELECT p.pid, p.phase, p.current_locker_pid, p.lockers_done, p.lockers_total, a.wait_event_type, a.wait_event
           FROM pg_stat_progress_create_index p JOIN pg_stat_activity a USING (pid) WHERE p.datname = current_database()`
-        return row?.phase === "waiting for old snapshots" && Number(row.current_locker_pid) !== 0 ? row : undefined
+        return row?.phase === 'waiting for old snapshots' && Number(row.current_locker_pid) !== 0 ? row : undefined
       })
-      const [session] = await rig.sql`SELECT usename, application_name, state, xact_start, state_change, query FROM pg_stat_activity WHERE pid = ${holderPid}`
+      const [session] =
+        await rig.sql`SELECT usename, application_name, state, xact_start, state_change, query FROM pg_stat_activity WHERE pid = ${holderPid}`
       await rig.cycle()
       const progress = await rig.api('/progress')
       const build = progress.operations.find((o: any) => o.pid === view.pid)

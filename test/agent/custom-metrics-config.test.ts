@@ -40,7 +40,15 @@ describe('custom_metrics config', () => {
 `),
     )
     expect(parsed.databases[0]!.customMetrics).toEqual([
-      { name: 'outbox_rows', sql: 'SELECT count(*) AS rows FROM outbox', intervalMs: 10_000, labels: [], values: ['rows'], kind: 'gauge', timeoutMs: 5_000 },
+      {
+        name: 'outbox_rows',
+        sql: 'SELECT count(*) AS rows FROM outbox',
+        intervalMs: 10_000,
+        labels: [],
+        values: ['rows'],
+        kind: 'gauge',
+        timeoutMs: 5_000,
+      },
       {
         name: 'jobs',
         sql: 'SELECT state, n, oldest FROM jobs_by_state',
@@ -56,21 +64,54 @@ describe('custom_metrics config', () => {
   })
 
   const bad: [string, string][] = [
-    ['      - name: Outbox\n        sql: SELECT 1 AS v\n        values: [v]\n', 'database "shop", metric "Outbox": databases[0].custom_metrics[0].name: "Outbox" must match [a-z_][a-z0-9_]* (at most 100 characters)'],
+    [
+      '      - name: Outbox\n        sql: SELECT 1 AS v\n        values: [v]\n',
+      'database "shop", metric "Outbox": databases[0].custom_metrics[0].name: "Outbox" must match [a-z_][a-z0-9_]* (at most 100 characters)',
+    ],
     [
       '      - {name: a, sql: SELECT 1 AS v, values: [v]}\n      - {name: a, sql: SELECT 2 AS v, values: [v]}\n',
       'database "shop", metric "a": databases[0].custom_metrics[1].name: "a" is used twice in this database',
     ],
-    ['      - {name: a, sql: SELECT 1 AS v, values: [v], interval: 5s}\n', 'database "shop", metric "a": databases[0].custom_metrics[0].interval: must be at least the database\'s poll_interval (10s)'],
-    ['      - {name: a, sql: SELECT 1 AS v, values: [v], interval: 15500ms}\n', 'database "shop", metric "a": databases[0].custom_metrics[0].interval: must be a whole number of seconds, got 15500ms'],
-    ['      - {name: a, sql: SELECT 1 AS v, values: []}\n', 'database "shop", metric "a": databases[0].custom_metrics[0].values: name at least one column of the query\'s result'],
-    ['      - {name: a, sql: SELECT 1 AS v, labels: [v], values: [v]}\n', 'database "shop", metric "a": databases[0].custom_metrics[0]: "v" is both a label and a value; a column is one or the other'],
-    ['      - {name: a, sql: SELECT 1 AS v, labels: [database], values: [v]}\n', 'database "shop", metric "a": databases[0].custom_metrics[0].labels: "database" is reserved (dbm adds the database label); alias it in the SQL'],
-    ['      - {name: a, sql: SELECT 1 AS v, values: [v], kind: histogram}\n', 'database "shop", metric "a": databases[0].custom_metrics[0].kind: expected gauge or counter, got "histogram"'],
-    ['      - {name: a, sql: SELECT 1 AS v, values: [v], timeout: 61s}\n', 'database "shop", metric "a": databases[0].custom_metrics[0].timeout: must be at most 60s, got 61s'],
-    ['      - {name: a, sql: SELECT 1 AS v, values: [v], alert: {above: 1, below: 2}}\n', 'database "shop", metric "a": databases[0].custom_metrics[0].alert: set one of above or below'],
-    ['      - {name: a, sql: SELECT 1 AS v, values: [v], alert: {above: lots}}\n', 'database "shop", metric "a": databases[0].custom_metrics[0].alert.above: expected a number, got "lots"'],
-    ['      - {name: a, sql: SELECT 1 AS v, values: [v], colour: red}\n', 'database "shop", metric "a": unknown key "colour" in databases[0].custom_metrics[0]'],
+    [
+      '      - {name: a, sql: SELECT 1 AS v, values: [v], interval: 5s}\n',
+      'database "shop", metric "a": databases[0].custom_metrics[0].interval: must be at least the database\'s poll_interval (10s)',
+    ],
+    [
+      '      - {name: a, sql: SELECT 1 AS v, values: [v], interval: 15500ms}\n',
+      'database "shop", metric "a": databases[0].custom_metrics[0].interval: must be a whole number of seconds, got 15500ms',
+    ],
+    [
+      '      - {name: a, sql: SELECT 1 AS v, values: []}\n',
+      'database "shop", metric "a": databases[0].custom_metrics[0].values: name at least one column of the query\'s result',
+    ],
+    [
+      '      - {name: a, sql: SELECT 1 AS v, labels: [v], values: [v]}\n',
+      'database "shop", metric "a": databases[0].custom_metrics[0]: "v" is both a label and a value; a column is one or the other',
+    ],
+    [
+      '      - {name: a, sql: SELECT 1 AS v, labels: [database], values: [v]}\n',
+      'database "shop", metric "a": databases[0].custom_metrics[0].labels: "database" is reserved (dbm adds the database label); alias it in the SQL',
+    ],
+    [
+      '      - {name: a, sql: SELECT 1 AS v, values: [v], kind: histogram}\n',
+      'database "shop", metric "a": databases[0].custom_metrics[0].kind: expected gauge or counter, got "histogram"',
+    ],
+    [
+      '      - {name: a, sql: SELECT 1 AS v, values: [v], timeout: 61s}\n',
+      'database "shop", metric "a": databases[0].custom_metrics[0].timeout: must be at most 60s, got 61s',
+    ],
+    [
+      '      - {name: a, sql: SELECT 1 AS v, values: [v], alert: {above: 1, below: 2}}\n',
+      'database "shop", metric "a": databases[0].custom_metrics[0].alert: set one of above or below',
+    ],
+    [
+      '      - {name: a, sql: SELECT 1 AS v, values: [v], alert: {above: lots}}\n',
+      'database "shop", metric "a": databases[0].custom_metrics[0].alert.above: expected a number, got "lots"',
+    ],
+    [
+      '      - {name: a, sql: SELECT 1 AS v, values: [v], colour: red}\n',
+      'database "shop", metric "a": unknown key "colour" in databases[0].custom_metrics[0]',
+    ],
     ['      - {name: a, values: [v]}\n', 'database "shop", metric "a": databases[0].custom_metrics[0].sql is required'],
   ]
   for (const [entry, message] of bad) {
@@ -110,16 +151,28 @@ describe('custom metric values', () => {
     expect(customLabel('y'.repeat(300)).length).toBe(200)
   })
 
-  test('rows become one sample per value column; a non-number is the metric\'s error', () => {
-    expect(customSamples(metric(), [{ state: 'new', n: '7' }, { state: 'done', n: 3 }])).toEqual({
+  test("rows become one sample per value column; a non-number is the metric's error", () => {
+    expect(
+      customSamples(metric(), [
+        { state: 'new', n: '7' },
+        { state: 'done', n: 3 },
+      ]),
+    ).toEqual({
       samples: [
         { name: 'm', column: 'n', labels: { state: 'new' }, value: 7 },
         { name: 'm', column: 'n', labels: { state: 'done' }, value: 3 },
       ],
     })
-    expect(customSamples(metric(), [{ state: 'new', n: 'seven' }]).error).toBe('value column "n" is not a number in row 1: "seven"')
+    expect(customSamples(metric(), [{ state: 'new', n: 'seven' }]).error).toBe(
+      'value column "n" is not a number in row 1: "seven"',
+    )
     expect(customSamples(metric(), [{ n: 1 }]).error).toBe('the result has no column "state" (it has: "n")')
-    expect(customSamples(metric(), [{ state: 'a', n: 1 }, { state: 'a', n: 2 }]).error).toContain('same labels')
+    expect(
+      customSamples(metric(), [
+        { state: 'a', n: 1 },
+        { state: 'a', n: 2 },
+      ]).error,
+    ).toContain('same labels')
   })
 
   test('each metric at its own interval; one failing leaves the other', async () => {
@@ -153,7 +206,11 @@ describe('counter rates (server side)', () => {
 describe('wire version 3', () => {
   test('a server of version 2 gets the batch without custom_metrics, the rest intact', async () => {
     const { addedAfter, leaveOut } = await import('../../src/shared/wire-contract.ts')
-    const batch = { batch_id: 'b', custom_metrics: { definitions: [], samples: [], errors: [] }, tables: [{ heap_bytes: 1, schema_name: 's' }] }
+    const batch = {
+      batch_id: 'b',
+      custom_metrics: { definitions: [], samples: [], errors: [] },
+      tables: [{ heap_bytes: 1, schema_name: 's' }],
+    }
     expect(leaveOut(batch, addedAfter(2))).toEqual({ values: 1, paths: ['custom_metrics'] })
     expect(batch).toEqual({ batch_id: 'b', tables: [{ heap_bytes: 1, schema_name: 's' }] } as never)
   })

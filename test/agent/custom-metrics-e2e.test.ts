@@ -20,7 +20,7 @@ let sql: postgres.Sql
 let rig: AgentRig
 let dir: string
 
-const HOSTILE = ['quote"d \'single\'', 'new\nline', '*/ DROP TABLE x; /*', 'back\\slash', 'ünïcödé 😀 \u202egnp.exe']
+const HOSTILE = ["quote\"d 'single'", 'new\nline', '*/ DROP TABLE x; /*', 'back\\slash', 'ünïcödé 😀 \u202egnp.exe']
 
 const ENTRY = `    enabled_collectors: [custom_metrics]
     custom_metrics:
@@ -68,7 +68,8 @@ beforeAll(async () => {
   await sql`CREATE TABLE outbox (id int)`
   await sql`INSERT INTO outbox SELECT generate_series(1, 12345)`
   await sql`CREATE TABLE jobs (state text, weight numeric)`
-  for (const [i, state] of HOSTILE.entries()) await sql`INSERT INTO jobs SELECT ${state}, 0.25 FROM generate_series(1, ${i + 1})`
+  for (const [i, state] of HOSTILE.entries())
+    await sql`INSERT INTO jobs SELECT ${state}, 0.25 FROM generate_series(1, ${i + 1})`
   await sql`CREATE SEQUENCE orders_seq`
   await sql`SELECT setval('orders_seq', 1000)`
   dir = mkdtempSync(join(tmpdir(), 'dbm-custom-'))
@@ -85,16 +86,29 @@ afterAll(async () => {
 test('a gauge and labelled values arrive as the SQL returns them; failing and writing metrics are reported alone', async () => {
   const got = await until('the custom metrics to arrive', async () => {
     const m = await metrics()
-    return m.outbox_rows?.latest.length && m.jobs?.latest.length === HOSTILE.length * 2 && m.broken?.last_error && m.writer?.last_error ? m : undefined
+    return m.outbox_rows?.latest.length &&
+      m.jobs?.latest.length === HOSTILE.length * 2 &&
+      m.broken?.last_error &&
+      m.writer?.last_error
+      ? m
+      : undefined
   })
   const [count] = await sql<{ n: string }[]>`SELECT count(*) AS n FROM outbox`
   expect(count!.n).toBe('12345')
-  expect(got.outbox_rows!.latest).toEqual([{ column: 'rows', labels: {}, value: 12345, raw_value: 12345, ts: expect.any(String) }])
-  const rows = await sql<{ state: string; n: string; weight: string }[]>`SELECT state, count(*) AS n, sum(weight) AS weight FROM jobs GROUP BY state`
+  expect(got.outbox_rows!.latest).toEqual([
+    { column: 'rows', labels: {}, value: 12345, raw_value: 12345, ts: expect.any(String) },
+  ])
+  const rows = await sql<
+    { state: string; n: string; weight: string }[]
+  >`SELECT state, count(*) AS n, sum(weight) AS weight FROM jobs GROUP BY state`
   for (const row of rows) {
     const n = got.jobs!.latest.find((l) => l.column === 'n' && l.labels.state === row.state)
     const weight = got.jobs!.latest.find((l) => l.column === 'weight' && l.labels.state === row.state)
-    expect({ state: row.state, n: n?.value, weight: weight?.value }).toEqual({ state: row.state, n: Number(row.n), weight: Number(row.weight) })
+    expect({ state: row.state, n: n?.value, weight: weight?.value }).toEqual({
+      state: row.state,
+      n: Number(row.n),
+      weight: Number(row.weight),
+    })
   }
   expect(got.broken!.last_error).toBe('relation "no_such_table" does not exist')
   expect(got.broken!.error_count).toBeGreaterThan(0)
@@ -102,26 +116,51 @@ test('a gauge and labelled values arrive as the SQL returns them; failing and wr
   expect(got.writer!.last_error).toBe('cannot execute UPDATE in a read-only transaction')
   const [after] = await sql<{ n: string }[]>`SELECT count(*) AS n FROM outbox`
   expect(after!.n).toBe('12345')
-  expect(rig.agent.runner('custom')!.status.collectors.custom_metrics).toContain('broken: relation "no_such_table" does not exist')
+  expect(rig.agent.runner('custom')!.status.collectors.custom_metrics).toContain(
+    'broken: relation "no_such_table" does not exist',
+  )
 
   // One metric's series over the window: a point per value column and label set.
   const series = await rig.api('/custom-metrics/jobs')
   expect(series.kind).toBe('gauge')
   expect(series.series.length).toBe(HOSTILE.length * 2)
-  const quoted = series.series.find((s: { column: string; labels: Record<string, string> }) => s.column === 'n' && s.labels.state === HOSTILE[0])
+  const quoted = series.series.find(
+    (s: { column: string; labels: Record<string, string> }) => s.column === 'n' && s.labels.state === HOSTILE[0],
+  )
   expect(quoted.points.at(-1).value).toBe(1)
 
   // Bad parameters and another organization's database.
-  expect((await rig.server.call('GET', `/api/v1/databases/${rig.dbId}/custom-metrics/Not-A-Name`, { token: rig.account.token })).status).toBe(400)
-  expect((await rig.server.call('GET', `/api/v1/databases/${rig.dbId}/custom-metrics/nope`, { token: rig.account.token })).status).toBe(404)
-  expect((await rig.server.call('GET', `/api/v1/databases/${rig.dbId}/custom-metrics/jobs?since=yesterday`, { token: rig.account.token })).status).toBe(400)
+  expect(
+    (
+      await rig.server.call('GET', `/api/v1/databases/${rig.dbId}/custom-metrics/Not-A-Name`, {
+        token: rig.account.token,
+      })
+    ).status,
+  ).toBe(400)
+  expect(
+    (await rig.server.call('GET', `/api/v1/databases/${rig.dbId}/custom-metrics/nope`, { token: rig.account.token }))
+      .status,
+  ).toBe(404)
+  expect(
+    (
+      await rig.server.call('GET', `/api/v1/databases/${rig.dbId}/custom-metrics/jobs?since=yesterday`, {
+        token: rig.account.token,
+      })
+    ).status,
+  ).toBe(400)
   const { agentAccount } = await import('../support/server.ts')
   const other = await agentAccount(rig.server)
-  expect((await rig.server.call('GET', `/api/v1/databases/${rig.dbId}/custom-metrics`, { token: other.account.token })).status).toBe(404)
-  expect((await rig.server.call('GET', `/api/v1/databases/${rig.dbId}/custom-metrics/jobs`, { token: other.account.token })).status).toBe(404)
+  expect(
+    (await rig.server.call('GET', `/api/v1/databases/${rig.dbId}/custom-metrics`, { token: other.account.token }))
+      .status,
+  ).toBe(404)
+  expect(
+    (await rig.server.call('GET', `/api/v1/databases/${rig.dbId}/custom-metrics/jobs`, { token: other.account.token }))
+      .status,
+  ).toBe(404)
 }, 60_000)
 
-test('/metrics: dbm_custom_<name> with the database and the metric\'s labels, escaped', async () => {
+test("/metrics: dbm_custom_<name> with the database and the metric's labels, escaped", async () => {
   const res = await fetch(`${rig.server.base}/metrics`, { headers: { authorization: `Bearer ${rig.account.token}` } })
   expect(res.status).toBe(200)
   const text = await res.text()
@@ -134,7 +173,8 @@ test('/metrics: dbm_custom_<name> with the database and the metric\'s labels, es
   expect(text).toContain('dbm_custom_jobs_n{database="custom",state="new\\nline"} 2\n')
   expect(text).toContain('# TYPE dbm_custom_orders_total counter\n')
   // No line of the exposition is broken by a label value.
-  for (const line of text.split('\n')) expect(line === '' || line.startsWith('#') || /^[a-zA-Z_:][a-zA-Z0-9_:]*(\{.*\})? \S+$/.test(line)).toBe(true)
+  for (const line of text.split('\n'))
+    expect(line === '' || line.startsWith('#') || /^[a-zA-Z_:][a-zA-Z0-9_:]*(\{.*\})? \S+$/.test(line)).toBe(true)
 })
 
 test('a counter becomes a rate per second, and a reset is no negative rate', async () => {

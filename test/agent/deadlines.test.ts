@@ -164,18 +164,27 @@ describe('deadlines that cancel', () => {
       const hungId = await databaseId('hung')
       const healthyId = await databaseId('healthy')
       const batches = async (id: string) =>
-        Number((await server.store.driver.get<{ n: number }>('SELECT COUNT(*) AS n FROM ingest_batches WHERE database_id = $1', [id]))!.n)
+        Number(
+          (await server.store.driver.get<{ n: number }>(
+            'SELECT COUNT(*) AS n FROM ingest_batches WHERE database_id = $1',
+            [id],
+          ))!.n,
+        )
       const moreBatches = async (id: string, what: string, count: number) => {
         const from = await batches(id)
         await until(what, async () => ((await batches(id)) >= from + count ? true : undefined))
       }
       const serverCalls = async () => {
-        const rows = (await server.call('GET', `/api/v1/databases/${hungId}/queries?limit=100`, { token: account.token })).body as any[]
+        const rows = (
+          await server.call('GET', `/api/v1/databases/${hungId}/queries?limit=100`, { token: account.token })
+        ).body as any[]
         return rows.find((r) => r.query_text.includes('hang_marker'))?.total_calls as number | undefined
       }
       const hungStatus = () => agent.runner('hung')!.status
 
-      await until('a statement baseline on the hung database', async () => (hungStatus().collectors.query_stats?.startsWith('ok') ? true : undefined))
+      await until('a statement baseline on the hung database', async () =>
+        hungStatus().collectors.query_stats?.startsWith('ok') ? true : undefined,
+      )
       await runMarker(N)
       await until(`${N} calls counted`, async () => ((await serverCalls()) === N ? true : undefined))
 
@@ -183,7 +192,9 @@ describe('deadlines that cancel', () => {
       await runMarker(M)
       // The first failed ping marks the database disconnected; a collector fails with its deadline.
       await until('the hung database to be marked disconnected', async () =>
-        hungStatus().state === 'disconnected' && hungStatus().last_error?.startsWith('health ping failed') ? true : undefined,
+        hungStatus().state === 'disconnected' && hungStatus().last_error?.startsWith('health ping failed')
+          ? true
+          : undefined,
       )
       const deadlineFailure = new RegExp(`^failed: \\w+ took longer than ${DEADLINE_MS} ms$`)
       await until('a collector of the hung database to fail at its deadline', async () =>
@@ -199,7 +210,9 @@ describe('deadlines that cancel', () => {
       started = performance.now()
       await agent.reload()
       const reloadHungMs = performance.now() - started
-      console.log(`reload with a hung database: ${Math.round(reloadHealthyMs)} ms (healthy entry edited), ${Math.round(reloadHungMs)} ms (hung entry edited); collector deadline ${DEADLINE_MS} ms`)
+      console.log(
+        `reload with a hung database: ${Math.round(reloadHealthyMs)} ms (healthy entry edited), ${Math.round(reloadHungMs)} ms (hung entry edited); collector deadline ${DEADLINE_MS} ms`,
+      )
       expect(reloadHealthyMs).toBeLessThan(DEADLINE_MS + MARGIN_MS)
       expect(reloadHungMs).toBeLessThan(DEADLINE_MS + MARGIN_MS)
       expect(logs.some((l) => l.includes('config reloaded') && l.includes('restarted=hung'))).toBe(true)
@@ -207,7 +220,11 @@ describe('deadlines that cancel', () => {
 
       resume(frozen)
       frozen = []
-      await until(`${N} + ${M} calls counted after the hang`, async () => ((await serverCalls()) === N + M ? true : undefined), { timeoutMs: 30_000 })
+      await until(
+        `${N} + ${M} calls counted after the hang`,
+        async () => ((await serverCalls()) === N + M ? true : undefined),
+        { timeoutMs: 30_000 },
+      )
       const [truth] = await marker<{ calls: number }[]>`
         SELECT sum(calls)::int AS calls FROM pg_stat_statements WHERE query LIKE '%hang_marker%' AND query NOT LIKE '%pg_stat_statements%'`
       expect(truth!.calls).toBe(N + M)
@@ -217,7 +234,9 @@ describe('deadlines that cancel', () => {
 
       // Stop while the server hangs again.
       frozen = freezeServerBut(markerPid)
-      await until('the hung database to be marked disconnected again', async () => (hungStatus().state === 'disconnected' ? true : undefined))
+      await until('the hung database to be marked disconnected again', async () =>
+        hungStatus().state === 'disconnected' ? true : undefined,
+      )
       started = performance.now()
       await agent.stop()
       agentStopped = true
@@ -261,8 +280,22 @@ describe('deadlines that cancel', () => {
     }
     const log = createLogger('error', () => {})
     const config: DatabaseConfig = { name: 'probe', engine: 'postgres', dsn, pollIntervalMs: 1000, tags: {} }
-    const shipper = new Shipper({ endpoint: server.base, apiKey: key, databaseName: 'probe', bufferDir: dir, retryIntervalMs: 30_000, bufferMaxAgeMs: 3_600_000, requestTimeoutMs: 5_000, log })
-    const timings: RunnerTimings = { ...defaultTimings, statementTimeoutMs: 60_000, collectorDeadlineMs: 1500, cancelGraceMs: GRACE_MS }
+    const shipper = new Shipper({
+      endpoint: server.base,
+      apiKey: key,
+      databaseName: 'probe',
+      bufferDir: dir,
+      retryIntervalMs: 30_000,
+      bufferMaxAgeMs: 3_600_000,
+      requestTimeoutMs: 5_000,
+      log,
+    })
+    const timings: RunnerTimings = {
+      ...defaultTimings,
+      statementTimeoutMs: 60_000,
+      collectorDeadlineMs: 1500,
+      cancelGraceMs: GRACE_MS,
+    }
     const stateFile = join(dir, 'state.json')
     const runner = new ProbeRunner(config, shipper, log, timings, stateFile)
     const probes = async () =>
@@ -277,7 +310,11 @@ describe('deadlines that cancel', () => {
       await cycle
       expect(runner.status.collectors.slow_probe).toBe('failed: slow_probe took longer than 1500 ms')
       expect(runner.status.collectors.quick_probe).toStartWith('ok')
-      await until('no probe running after the deadline', async () => ((await probes()).length === 0 ? true : undefined), { timeoutMs: 5_000 })
+      await until(
+        'no probe running after the deadline',
+        async () => ((await probes()).length === 0 ? true : undefined),
+        { timeoutMs: 5_000 },
+      )
       const saved = loadState(stateFile)
       expect(saved.kind).toBe('loaded')
       if (saved.kind === 'loaded') {
@@ -299,7 +336,11 @@ describe('deadlines that cancel', () => {
       resume([held])
       held = undefined
       // Resumed, the backend acts on the cancel (and on its closed connection): nothing of the agent's stays running.
-      await until('no probe running after the backend resumed', async () => ((await probes()).length === 0 ? true : undefined), { timeoutMs: 5_000 })
+      await until(
+        'no probe running after the backend resumed',
+        async () => ((await probes()).length === 0 ? true : undefined),
+        { timeoutMs: 5_000 },
+      )
     } finally {
       if (held !== undefined) resume([held])
       await runner.stop()
@@ -318,7 +359,10 @@ describe('deadlines that cancel', () => {
       engine: 'clickhouse',
       defaultEnabled: true,
       async collect(ctx) {
-        const result = await ctx.client.query({ query: 'SELECT sleepEachRow(0.1) AS deadline_probe FROM numbers(150) SETTINGS max_block_size = 1', format: 'JSONEachRow' })
+        const result = await ctx.client.query({
+          query: 'SELECT sleepEachRow(0.1) AS deadline_probe FROM numbers(150) SETTINGS max_block_size = 1',
+          format: 'JSONEachRow',
+        })
         await result.json()
         ctx.state.set('slow_probe', 'late')
         return {}
@@ -340,12 +384,38 @@ describe('deadlines that cancel', () => {
       protected override readonly collectors = [quickProbe, slowProbe]
     }
     const log = createLogger('error', () => {})
-    const config: DatabaseConfig = { name: 'ch-probe', engine: 'clickhouse', dsn: ch.dsn, pollIntervalMs: 1000, tags: {} }
-    const shipper = new Shipper({ endpoint: server.base, apiKey: key, databaseName: 'ch-probe', bufferDir: dir, retryIntervalMs: 30_000, bufferMaxAgeMs: 3_600_000, requestTimeoutMs: 5_000, log })
-    const timings: RunnerTimings = { ...defaultTimings, statementTimeoutMs: 60_000, collectorDeadlineMs: 1500, cancelGraceMs: GRACE_MS }
+    const config: DatabaseConfig = {
+      name: 'ch-probe',
+      engine: 'clickhouse',
+      dsn: ch.dsn,
+      pollIntervalMs: 1000,
+      tags: {},
+    }
+    const shipper = new Shipper({
+      endpoint: server.base,
+      apiKey: key,
+      databaseName: 'ch-probe',
+      bufferDir: dir,
+      retryIntervalMs: 30_000,
+      bufferMaxAgeMs: 3_600_000,
+      requestTimeoutMs: 5_000,
+      log,
+    })
+    const timings: RunnerTimings = {
+      ...defaultTimings,
+      statementTimeoutMs: 60_000,
+      collectorDeadlineMs: 1500,
+      cancelGraceMs: GRACE_MS,
+    }
     const runner = new ProbeRunner(config, shipper, log, timings)
     const running = async () =>
-      Number((await ch.query<{ n: string }>("SELECT count() AS n FROM system.processes WHERE query LIKE '%deadline_probe%' AND query NOT LIKE '%system.processes%'"))[0]!.n)
+      Number(
+        (
+          await ch.query<{ n: string }>(
+            "SELECT count() AS n FROM system.processes WHERE query LIKE '%deadline_probe%' AND query NOT LIKE '%system.processes%'",
+          )
+        )[0]!.n,
+      )
     try {
       const started = performance.now()
       const cycle = runner.cycle()
@@ -355,7 +425,9 @@ describe('deadlines that cancel', () => {
       expect(runner.status.collectors.slow_probe).toBe('failed: slow_probe took longer than 1500 ms')
       expect(runner.status.collectors.quick_probe).toStartWith('ok')
       // 150 rows of 0.1 s would take 15 s: the query is gone well before.
-      await until('no probe running after the deadline', async () => ((await running()) === 0 ? true : undefined), { timeoutMs: 5_000 })
+      await until('no probe running after the deadline', async () => ((await running()) === 0 ? true : undefined), {
+        timeoutMs: 5_000,
+      })
     } finally {
       await runner.stop()
       await ch.stop()

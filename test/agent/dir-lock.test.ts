@@ -2,7 +2,16 @@
 // symlink planted in the directory: a `<name>.pid` link is replaced, not written through; a `<name>.lock`
 // link is refused with one line naming it; a holder's pid is read only from a regular file holding a number.
 import { afterAll, describe, expect, test } from 'bun:test'
-import { lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import {
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { lockDirectory } from '../../src/agent/dir-lock.ts'
@@ -74,7 +83,10 @@ test('dbm agent with a planted agent.lock symlink exits 1 with one line naming i
   mkdirSync(dir)
   symlinkSync(precious, join(dir, 'agent.lock'))
   const config = join(dir, 'agent.yaml')
-  writeFileSync(config, `api:\n  endpoint: http://127.0.0.1:1\n  key: dbm_ak_0123456789abcdef_${'A'.repeat(43)}\ndatabases:\n  - name: a\n    dsn: postgres://u:p@127.0.0.1:1/db\n`)
+  writeFileSync(
+    config,
+    `api:\n  endpoint: http://127.0.0.1:1\n  key: dbm_ak_0123456789abcdef_${'A'.repeat(43)}\ndatabases:\n  - name: a\n    dsn: postgres://u:p@127.0.0.1:1/db\n`,
+  )
   const run = await runCommand(['bun', 'src/cli.ts', 'agent', '--config', config, '--buffer-dir', dir])
   expect([run.exitCode, run.stderr]).toEqual([
     1,

@@ -40,7 +40,8 @@ let agent: Agent
 
 const ident = (name: string) => `"${name.replaceAll('"', '""')}"`
 /** Epoch ms of a timestamptz expression as the agent computes it (truncated to the millisecond). */
-const msOf = async (expression: string) => Number((await setup.unsafe(`SELECT floor(extract(epoch FROM ${expression}) * 1000)::int8 AS ms`))[0]!.ms)
+const msOf = async (expression: string) =>
+  Number((await setup.unsafe(`SELECT floor(extract(epoch FROM ${expression}) * 1000)::int8 AS ms`))[0]!.ms)
 
 beforeAll(async () => {
   pg = await startPostgres(17, ['-c', 'shared_preload_libraries=pg_stat_statements'])
@@ -72,7 +73,12 @@ function eventually(what: string, pick: (e: Event) => boolean, timeoutMs = 30_00
 describe('events timeline (PostgreSQL 17)', () => {
   test("the agent's first batch is a connection; indexes and tables the agent has seen are not news", async () => {
     const first = await eventually('the first connection', (e) => e.kind === 'agent_connected')
-    expect(first).toMatchObject({ kind: 'agent_connected', severity: 'info', title: 'Agent connected', detail: 'first batch from the agent' })
+    expect(first).toMatchObject({
+      kind: 'agent_connected',
+      severity: 'info',
+      title: 'Agent connected',
+      detail: 'first batch from the agent',
+    })
     // a second tables sample has been compared with the first: t and its primary key stay quiet
     await until('two index samples', async () => ((await rig.api('/indexes')).length > 0 ? true : undefined))
     const list = await events()
@@ -84,7 +90,10 @@ describe('events timeline (PostgreSQL 17)', () => {
     await setup.unsafe('CREATE UNIQUE INDEX CONCURRENTLY t_v_unique ON t (v)').catch(() => {})
     const valid = await setup`SELECT indisvalid FROM pg_index WHERE indexrelid = 't_v_unique'::regclass`
     expect(valid[0]!.indisvalid).toBe(false)
-    const created = await eventually('t_v_unique created', (e) => e.kind === 'index_created' && e.object === 'public.t_v_unique')
+    const created = await eventually(
+      't_v_unique created',
+      (e) => e.kind === 'index_created' && e.object === 'public.t_v_unique',
+    )
     expect(created.title).toBe('Index created: public.t_v_unique')
     expect(created.detail).toBe(
       `${(await setup`SELECT pg_get_indexdef('t_v_unique'::regclass) AS d`)[0]!.d} (not valid yet: being built, or its build failed)`,
@@ -93,12 +102,20 @@ describe('events timeline (PostgreSQL 17)', () => {
 
     await setup`DELETE FROM t WHERE id > 10`
     await setup.unsafe('REINDEX INDEX t_v_unique')
-    expect((await setup`SELECT indisvalid FROM pg_index WHERE indexrelid = 't_v_unique'::regclass`)[0]!.indisvalid).toBe(true)
-    const madeValid = await eventually('t_v_unique valid', (e) => e.kind === 'index_valid' && e.object === 'public.t_v_unique')
+    expect(
+      (await setup`SELECT indisvalid FROM pg_index WHERE indexrelid = 't_v_unique'::regclass`)[0]!.indisvalid,
+    ).toBe(true)
+    const madeValid = await eventually(
+      't_v_unique valid',
+      (e) => e.kind === 'index_valid' && e.object === 'public.t_v_unique',
+    )
     expect(madeValid.title).toBe('Index became valid: public.t_v_unique')
 
     await setup.unsafe('DROP INDEX t_v_unique')
-    const dropped = await eventually('t_v_unique dropped', (e) => e.kind === 'index_dropped' && e.object === 'public.t_v_unique')
+    const dropped = await eventually(
+      't_v_unique dropped',
+      (e) => e.kind === 'index_dropped' && e.object === 'public.t_v_unique',
+    )
     expect(dropped).toMatchObject({ title: 'Index dropped: public.t_v_unique', detail: 'on public.t' })
     // newest first
     const order = (await events()).filter((e) => e.object === 'public.t_v_unique').map((e) => e.kind)
@@ -108,13 +125,21 @@ describe('events timeline (PostgreSQL 17)', () => {
   test('hostile table and index names come back intact as JSON strings', async () => {
     await setup.unsafe(`CREATE TABLE ${ident(HOSTILE_TABLE)} (id int)`)
     await setup.unsafe(`CREATE INDEX ${ident(HOSTILE_INDEX)} ON ${ident(HOSTILE_TABLE)} (id)`)
-    const table = await eventually('the hostile table', (e) => e.kind === 'table_created' && e.object === `public.${HOSTILE_TABLE}`)
+    const table = await eventually(
+      'the hostile table',
+      (e) => e.kind === 'table_created' && e.object === `public.${HOSTILE_TABLE}`,
+    )
     expect(table.title).toBe(`Table created: public.${HOSTILE_TABLE}`)
-    const index = await eventually('the hostile index', (e) => e.kind === 'index_created' && e.object === `public.${HOSTILE_INDEX}`)
+    const index = await eventually(
+      'the hostile index',
+      (e) => e.kind === 'index_created' && e.object === `public.${HOSTILE_INDEX}`,
+    )
     expect(index.title).toBe(`Index created: public.${HOSTILE_INDEX}`)
     expect(index.link).toBe(`#/databases/${rig.dbId}/indexes/${encodeURIComponent(`public/${HOSTILE_INDEX}`)}`)
     // the raw body holds them as JSON strings (escaped newline and quotes)
-    const res = await fetch(`${rig.server.base}/api/v1/databases/${rig.dbId}/events`, { headers: { authorization: `Bearer ${rig.account.token}` } })
+    const res = await fetch(`${rig.server.base}/api/v1/databases/${rig.dbId}/events`, {
+      headers: { authorization: `Bearer ${rig.account.token}` },
+    })
     const text = await res.text()
     expect(text).toContain(JSON.stringify(`Index created: public.${HOSTILE_INDEX}`))
   })
@@ -139,9 +164,14 @@ describe('events timeline (PostgreSQL 17)', () => {
     await setup`ALTER SYSTEM SET work_mem = '9MB'`
     await setup`SELECT pg_reload_conf()`
     // work_mem's change is in the same batch as the secrets': once it is listed, that batch was applied.
-    const change = await eventually('work_mem changed to 9MB', (e) => e.kind === 'setting_change' && e.object === 'work_mem' && String(e.detail).endsWith('→ 9MB'))
+    const change = await eventually(
+      'work_mem changed to 9MB',
+      (e) => e.kind === 'setting_change' && e.object === 'work_mem' && String(e.detail).endsWith('→ 9MB'),
+    )
     expect(change.title).toBe('work_mem changed')
-    const res = await fetch(`${rig.server.base}/api/v1/databases/${rig.dbId}/events`, { headers: { authorization: `Bearer ${rig.account.token}` } })
+    const res = await fetch(`${rig.server.base}/api/v1/databases/${rig.dbId}/events`, {
+      headers: { authorization: `Bearer ${rig.account.token}` },
+    })
     const text = await res.text()
     expect(text).not.toContain('hunter2')
     // Hidden before and after: no change is reported for them (the custom setting is new: it appears hidden).
@@ -156,7 +186,10 @@ describe('events timeline (PostgreSQL 17)', () => {
   test('pg_stat_statements_reset(): a reset event at its stats_reset time', async () => {
     await setup`SELECT pg_stat_statements_reset()`
     const at = await msOf('(SELECT stats_reset FROM pg_stat_statements_info)')
-    const reset = await eventually('the pg_stat_statements reset', (e) => e.kind === 'stats_reset' && e.object === 'pg_stat_statements')
+    const reset = await eventually(
+      'the pg_stat_statements reset',
+      (e) => e.kind === 'stats_reset' && e.object === 'pg_stat_statements',
+    )
     expect(reset.title).toBe('Statistics reset: pg_stat_statements')
     expect(Date.parse(reset.ts)).toBe(at)
   })
@@ -165,13 +198,23 @@ describe('events timeline (PostgreSQL 17)', () => {
     const lastBefore = Date.parse((await rig.api('')).last_seen_at)
     await agent.stop()
     // the gap must exceed 3 poll intervals (1 s each) of real time
-    await until('a gap of more than 3 poll intervals', async () => (Date.now() - lastBefore > 4_500 ? true : undefined), { timeoutMs: 10_000 })
+    await until(
+      'a gap of more than 3 poll intervals',
+      async () => (Date.now() - lastBefore > 4_500 ? true : undefined),
+      { timeoutMs: 10_000 },
+    )
     agent = new Agent({ configPath: join(dir, 'config.yaml'), bufferDir: dir, log: createLogger('error', () => {}) })
     await agent.start()
     // (a loaded machine may delay a cycle past 3 intervals too: the restart's events are the ones naming it)
-    const connected = await eventually('the reconnection', (e) => e.kind === 'agent_connected' && / started at /.test(e.detail ?? ''))
+    const connected = await eventually(
+      'the reconnection',
+      (e) => e.kind === 'agent_connected' && / started at /.test(e.detail ?? ''),
+    )
     expect(connected.detail).toMatch(/^after a gap of \d+ s; agent .+ started at \d{4}-\d\d-\d\dT/)
-    const disconnected = await eventually('the disconnection', (e) => e.kind === 'agent_disconnected' && (e.detail ?? '').endsWith(` to ${connected.ts})`))
+    const disconnected = await eventually(
+      'the disconnection',
+      (e) => e.kind === 'agent_disconnected' && (e.detail ?? '').endsWith(` to ${connected.ts})`),
+    )
     expect(disconnected.severity).toBe('warning')
     expect(Date.parse(disconnected.ts)).toBeLessThan(Date.parse(connected.ts))
     expect(Date.parse(connected.ts) - Date.parse(disconnected.ts)).toBeGreaterThan(3_000)
@@ -198,7 +241,9 @@ describe('events timeline (PostgreSQL 17)', () => {
     const res = await rig.server.call('GET', `/api/v1/databases/${rig.dbId}/events`, { token: other.account.token })
     expect(res.status).toBe(404)
     expect(typeof (res.body as { error: unknown }).error).toBe('string')
-    const bad = await rig.server.call('GET', `/api/v1/databases/${rig.dbId}/events?since=yesterday`, { token: rig.account.token })
+    const bad = await rig.server.call('GET', `/api/v1/databases/${rig.dbId}/events?since=yesterday`, {
+      token: rig.account.token,
+    })
     expect(bad.status).toBe(400)
     expect(bad.body).toEqual({ error: 'since must be an RFC 3339 timestamp, like 2026-01-31T12:00:00Z' })
     const limited = await rig.api('/events?limit=2')

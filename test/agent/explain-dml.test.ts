@@ -58,9 +58,9 @@ for (const major of [17, 18]) {
       await app`SET pg_stat_statements.track = none`
       const before = await contents()
       const hashes = Object.fromEntries(
-        (await app`SELECT queryid::text AS id, query FROM pg_stat_statements WHERE query ~ '^(UPDATE orders|INSERT INTO order_log|DELETE FROM order_log|SELECT status FROM orders)'`).map(
-          (r) => [String(r.query).split(' ')[0], String(r.id)],
-        ),
+        (
+          await app`SELECT queryid::text AS id, query FROM pg_stat_statements WHERE query ~ '^(UPDATE orders|INSERT INTO order_log|DELETE FROM order_log|SELECT status FROM orders)'`
+        ).map((r) => [String(r.query).split(' ')[0], String(r.id)]),
       )
 
       const u = new URL(url)
@@ -68,7 +68,10 @@ for (const major of [17, 18]) {
       u.password = 'mon-pw'
       const monitor = open(u.toString())
       let now = Date.now()
-      const collect = async (settings = { collectExplainPlans: true, collectReplication: false }, infos = new Map<string, string>()) => {
+      const collect = async (
+        settings = { collectExplainPlans: true, collectReplication: false },
+        infos = new Map<string, string>(),
+      ) => {
         const [info] = await monitor`SELECT current_setting('server_version_num')::int AS num, current_database() AS db`
         const ctx: PostgresContext = {
           name: 'orders',
@@ -86,7 +89,8 @@ for (const major of [17, 18]) {
         const plans = (await explainPlans.collect(ctx)).explain_plans ?? []
         return { plans, ctx }
       }
-      const explained = (plans: { query_hash: string }[]) => Object.keys(hashes).filter((kind) => plans.some((p) => p.query_hash === hashes[kind]))
+      const explained = (plans: { query_hash: string }[]) =>
+        Object.keys(hashes).filter((kind) => plans.some((p) => p.query_hash === hashes[kind]))
 
       // The README's grants: reads are explained, the writes are not, and an info note (not a warning
       // note) says why and what would explain them.
@@ -145,8 +149,12 @@ describe('PostgreSQL 17 through the server', () => {
     try {
       await rig.cycle()
       const overview = await rig.api('/overview')
-      const notes = (overview.agent_notes as { collector: string; message: string; level?: string }[]).filter((n) => n.collector === 'explain_plans')
-      expect(notes.map((n) => [n.level, n.message.split(':')[0]])).toEqual([['info', '1 write statement (UPDATE) not explained']])
+      const notes = (overview.agent_notes as { collector: string; message: string; level?: string }[]).filter(
+        (n) => n.collector === 'explain_plans',
+      )
+      expect(notes.map((n) => [n.level, n.message.split(':')[0]])).toEqual([
+        ['info', '1 write statement (UPDATE) not explained'],
+      ])
       expect(notes[0]!.message).toContain('GRANT UPDATE ON <table> TO <agent role>')
     } finally {
       explainSampling.intervalMs = interval

@@ -6,7 +6,12 @@ import { chmodSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
-import { NO_TOPLEVEL, explainPlans, explainSampling, grantHint } from '../../src/agent/collectors/postgres/explain-plans.ts'
+import {
+  NO_TOPLEVEL,
+  explainPlans,
+  explainSampling,
+  grantHint,
+} from '../../src/agent/collectors/postgres/explain-plans.ts'
 import type { PostgresContext } from '../../src/agent/collectors/types.ts'
 import { createLogger } from '../../src/shared/log.ts'
 import type { ExplainPlan } from '../../src/shared/wire.ts'
@@ -24,12 +29,18 @@ for (const major of [16, 17]) {
       logDir = mkdtempSync(join(tmpdir(), `dbm-pglog${major}-`))
       chmodSync(logDir, 0o777)
       pg = await startPostgres(major, [
-        '-c', 'shared_preload_libraries=pg_stat_statements,auto_explain',
-        '-c', 'logging_collector=on',
-        '-c', `log_directory=${logDir}`,
-        '-c', 'log_filename=postgresql.log',
-        '-c', 'auto_explain.log_format=json',
-        '-c', 'auto_explain.log_min_duration=-1',
+        '-c',
+        'shared_preload_libraries=pg_stat_statements,auto_explain',
+        '-c',
+        'logging_collector=on',
+        '-c',
+        `log_directory=${logDir}`,
+        '-c',
+        'log_filename=postgresql.log',
+        '-c',
+        'auto_explain.log_format=json',
+        '-c',
+        'auto_explain.log_min_duration=-1',
         // With a query id in the plan (14+), auto_explain plans join their statement's history.
         ...(major >= 14 ? ['-c', 'compute_query_id=on', '-c', 'auto_explain.log_verbose=on'] : []),
       ])
@@ -65,11 +76,13 @@ for (const major of [16, 17]) {
       }
     }
 
-    const plansFor = (plans: ExplainPlan[] | undefined, hash: string) => (plans ?? []).filter((p) => p.query_hash === hash && p.source === 'sampled')
+    const plansFor = (plans: ExplainPlan[] | undefined, hash: string) =>
+      (plans ?? []).filter((p) => p.query_hash === hash && p.source === 'sampled')
 
     test('the costliest statement is explained; the plan hash changes with the plan, not the costs', async () => {
       for (let i = 0; i < 200; i++) await sql`SELECT balance FROM accounts WHERE owner = ${`owner ${i % 50}`}`
-      const [row] = await sql`SELECT queryid::text AS id FROM pg_stat_statements WHERE query LIKE 'SELECT balance FROM accounts WHERE owner = $1%'`
+      const [row] =
+        await sql`SELECT queryid::text AS id FROM pg_stat_statements WHERE query LIKE 'SELECT balance FROM accounts WHERE owner = $1%'`
       const hash = row!.id as string
 
       const first = await explainPlans.collect(await ctx())
@@ -111,20 +124,27 @@ for (const major of [16, 17]) {
       let found: ExplainPlan[] = []
       for (let i = 0; i < 50 && found.length === 0; i++) {
         await Bun.sleep(100)
-        found = ((await explainPlans.collect(await ctx())).explain_plans ?? []).filter((p) => p.source === 'auto_explain')
+        found = ((await explainPlans.collect(await ctx())).explain_plans ?? []).filter(
+          (p) => p.source === 'auto_explain',
+        )
       }
-      const plan = found.find((p) => JSON.stringify(p.plan_json).includes('balance > $1') || JSON.stringify(p.plan_json).includes('accounts'))
+      const plan = found.find(
+        (p) => JSON.stringify(p.plan_json).includes('balance > $1') || JSON.stringify(p.plan_json).includes('accounts'),
+      )
       expect(plan).toBeDefined()
       expect(plan!.seq_scans).toBeGreaterThanOrEqual(1)
       expect(plan!.actual_time_ms).toBeGreaterThanOrEqual(0)
       if (major >= 14) {
-        const [row] = await sql`SELECT queryid::text AS id FROM pg_stat_statements WHERE query LIKE 'SELECT count(*) FROM accounts WHERE balance > $1%'`
+        const [row] =
+          await sql`SELECT queryid::text AS id FROM pg_stat_statements WHERE query LIKE 'SELECT count(*) FROM accounts WHERE balance > $1%'`
         expect(plan!.query_hash).toBe(row!.id)
       } else {
         expect(plan!.query_hash).toMatch(/^text:[0-9a-f]{16}$/)
       }
       // Read once: the next cycle finds nothing new.
-      expect(((await explainPlans.collect(await ctx())).explain_plans ?? []).filter((p) => p.source === 'auto_explain')).toEqual([])
+      expect(
+        ((await explainPlans.collect(await ctx())).explain_plans ?? []).filter((p) => p.source === 'auto_explain'),
+      ).toEqual([])
     })
 
     test('a low-privilege role cannot make the planner run its code with the agent role (a function, a name on the search_path, a domain, a view and a policy, a race): the secret stays put', async () => {
@@ -139,7 +159,11 @@ for (const major of [16, 17]) {
       await sql.unsafe(`CREATE ROLE mallory${major} LOGIN PASSWORD 'mallory-pw'`)
       await sql.unsafe(`CREATE TABLE secret (v bigint)`)
       await sql.unsafe(`INSERT INTO secret VALUES (${SECRET})`)
-      await sql.unsafe(major >= 14 ? `GRANT pg_read_all_data TO dbm_mon${major}` : `GRANT SELECT ON ALL TABLES IN SCHEMA public TO dbm_mon${major}`)
+      await sql.unsafe(
+        major >= 14
+          ? `GRANT pg_read_all_data TO dbm_mon${major}`
+          : `GRANT SELECT ON ALL TABLES IN SCHEMA public TO dbm_mon${major}`,
+      )
       await sql.unsafe(`CREATE SCHEMA mallory AUTHORIZATION mallory${major}`)
       const as = (user: string, password: string) => {
         const u = new URL(pg.url(database))
@@ -170,11 +194,19 @@ for (const major of [16, 17]) {
           for (let i = 0; i < 12; i++) expect((await mallory.unsafe('SELECT mallory.leak()'))[0]!.leak).toBe(0)
         }
         await plant()
-        const [stmt] = await sql`SELECT queryid::text AS id FROM pg_stat_statements WHERE query = 'SELECT mallory.leak()'`
+        const [stmt] =
+          await sql`SELECT queryid::text AS id FROM pg_stat_statements WHERE query = 'SELECT mallory.leak()'`
         expect(stmt).toBeDefined()
 
-        const leaked = async () => (await sql`SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND objid = ${SECRET}`)[0]!.n as number
-        const monitorCtx = async (trusted?: string[]) => ({ ...(await ctx()), sql: monitor, notes: new Map<string, string>(), explainTrustedRoles: trusted })
+        const leaked = async () =>
+          (await sql`SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND objid = ${SECRET}`)[0]!
+            .n as number
+        const monitorCtx = async (trusted?: string[]) => ({
+          ...(await ctx()),
+          sql: monitor,
+          notes: new Map<string, string>(),
+          explainTrustedRoles: trusted,
+        })
         /** The control of each vehicle: with mallory trusted, what `plant` sets up does reach the secret. */
         const leaksWhenTrusted = async (plant: () => Promise<void>) => {
           await plant()
@@ -242,7 +274,6 @@ for (const major of [16, 17]) {
         await mallory.unsafe('DROP VIEW public.tenants')
         await sql.unsafe(`REVOKE CREATE ON SCHEMA public FROM mallory${major}`)
 
-
         // Her statements are never planned: only what a trusted role ran is. Her text reaches the planner in
         // more ways than a check can list: here an array literal's input (array_in, STABLE, evaluated to
         // estimate the comparison) runs her domain's CHECK, which reads the secret with a built-in that runs
@@ -253,11 +284,15 @@ for (const major of [16, 17]) {
             ELSE query_to_xml('SELECT pg_advisory_lock(v) FROM public.secret', true, false, '') IS NOT NULL END)`)
         const plantDomain = async () => {
           await sql`SELECT pg_stat_statements_reset()`
-          for (let i = 0; i < 12; i++) await mallory.unsafe('SELECT id FROM accounts WHERE owner = ANY (ARRAY[current_user::text]::text::mallory.d[])')
+          for (let i = 0; i < 12; i++)
+            await mallory.unsafe(
+              'SELECT id FROM accounts WHERE owner = ANY (ARRAY[current_user::text]::text::mallory.d[])',
+            )
         }
         await plantDomain()
         now += explainSampling.intervalMs
-        const [domainStatement] = await sql`SELECT queryid::text AS id FROM pg_stat_statements WHERE query LIKE '%mallory.d[]%'`
+        const [domainStatement] =
+          await sql`SELECT queryid::text AS id FROM pg_stat_statements WHERE query LIKE '%mallory.d[]%'`
         const domainPlans = (await explainPlans.collect(await monitorCtx())).explain_plans ?? []
         expect(await leaked()).toBe(0)
         expect(domainPlans.filter((p) => p.query_hash === domainStatement!.id)).toEqual([])
@@ -277,7 +312,8 @@ for (const major of [16, 17]) {
         })
         await mallory.unsafe('DROP VIEW mallory.vn')
         await mallory.unsafe('DROP FUNCTION mallory.fn()')
-        const [nested] = await sql`SELECT queryid::text AS id, userid::regrole::text AS runner, toplevel FROM pg_stat_statements WHERE query LIKE 'SELECT id FROM public.accounts WHERE owner = ANY%'`
+        const [nested] =
+          await sql`SELECT queryid::text AS id, userid::regrole::text AS runner, toplevel FROM pg_stat_statements WHERE query LIKE 'SELECT id FROM public.accounts WHERE owner = ANY%'`
         expect({ runner: nested!.runner, toplevel: nested!.toplevel }).toEqual({ runner: 'postgres', toplevel: false })
         now += explainSampling.intervalMs
         const nestedPlans = (await explainPlans.collect(await monitorCtx())).explain_plans ?? []
@@ -293,7 +329,9 @@ for (const major of [16, 17]) {
         await mallory.unsafe('CREATE TABLE mallory.t2 (y int)')
         await mallory.unsafe('INSERT INTO mallory.t2 VALUES (1)')
         await mallory.unsafe('ALTER TABLE mallory.t2 ENABLE ROW LEVEL SECURITY')
-        await mallory.unsafe('CREATE POLICY p ON mallory.t2 USING (pg_try_advisory_lock((SELECT v FROM public.secret)))')
+        await mallory.unsafe(
+          'CREATE POLICY p ON mallory.t2 USING (pg_try_advisory_lock((SELECT v FROM public.secret)))',
+        )
         await mallory.unsafe('GRANT SELECT ON mallory.t2 TO PUBLIC')
         await mallory.unsafe(`
           CREATE VIEW mallory.v AS SELECT x FROM mallory.t
@@ -347,7 +385,8 @@ for (const major of [16, 17]) {
             const collecting = explainPlans.collect(raced)
             // Once the agent waits on her lock, the function comes back and the lock goes.
             for (;;) {
-              const [w] = await sql`SELECT count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE NOT l.granted AND a.usename = ${`dbm_mon${major}`}`
+              const [w] =
+                await sql`SELECT count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE NOT l.granted AND a.usename = ${`dbm_mon${major}`}`
               if (w!.n > 0) break
               await Bun.sleep(5)
             }
@@ -355,7 +394,9 @@ for (const major of [16, 17]) {
             await racer.unsafe('COMMIT')
             await collecting
             expect(await leaked()).toBe(0)
-            expect(raced.notes.get('explain_plans')).toStartWith(`plans not sampled: mallory.leak2() (owned by mallory${major})`)
+            expect(raced.notes.get('explain_plans')).toStartWith(
+              `plans not sampled: mallory.leak2() (owned by mallory${major})`,
+            )
           } finally {
             await racer.end()
           }
@@ -370,7 +411,9 @@ for (const major of [16, 17]) {
         now += explainSampling.intervalMs
         const withOperator = await monitorCtx()
         await explainPlans.collect(withOperator)
-        expect(withOperator.notes.get('explain_plans')).toStartWith(`plans not sampled: operator mallory.===(integer,integer) (owned by mallory${major})`)
+        expect(withOperator.notes.get('explain_plans')).toStartWith(
+          `plans not sampled: operator mallory.===(integer,integer) (owned by mallory${major})`,
+        )
         await mallory.unsafe('DROP OPERATOR mallory.=== (int, int)')
       } finally {
         await mallory.end()
@@ -418,14 +461,20 @@ describe('the hint for a statement the agent role may not explain', () => {
     expect(grantHint(17, 'UPDATE orders SET status = $1 WHERE id = $2')).toBe(
       'EXPLAIN of an UPDATE needs the UPDATE privilege on its table even though it is never run; leave it unexplained or grant it',
     )
-    expect(grantHint(16, 'WITH moved AS (SELECT id FROM q) DELETE FROM orders WHERE id IN (SELECT id FROM moved)')).toContain('the DELETE privilege')
+    expect(
+      grantHint(16, 'WITH moved AS (SELECT id FROM q) DELETE FROM orders WHERE id IN (SELECT id FROM moved)'),
+    ).toContain('the DELETE privilege')
     expect(grantHint(16, '  insert into events values ($1)')).toContain('the INSERT privilege')
     // A function or schema the agent may not use needs its own grant, not pg_read_all_data.
     // Never a grant of EXECUTE: the monitoring role could then run it (pg_stat_statements_reset() wipes the statistics).
-    expect(grantHint(17, 'SELECT pg_stat_statements_reset()', 'permission denied for function pg_stat_statements_reset')).toBe(
+    expect(
+      grantHint(17, 'SELECT pg_stat_statements_reset()', 'permission denied for function pg_stat_statements_reset'),
+    ).toBe(
       'it calls a function the agent role may not run; it stays unexplained (do not grant EXECUTE for this: the monitoring role could then run it)',
     )
-    expect(grantHint(17, 'SELECT * FROM s.t', 'permission denied for schema s')).toBe('grant USAGE on that schema to the agent role')
+    expect(grantHint(17, 'SELECT * FROM s.t', 'permission denied for schema s')).toBe(
+      'grant USAGE on that schema to the agent role',
+    )
     expect(grantHint(17, 'SELECT * FROM t', 'permission denied for table t')).toBe('grant pg_read_all_data')
   })
 })

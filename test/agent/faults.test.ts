@@ -56,7 +56,8 @@ async function calls(dbName: string, marker: string): Promise<number | undefined
   const dbs = (await server.call('GET', '/api/v1/databases', { token: account.token })).body as any[]
   const db = dbs.find((d) => d.name === dbName)
   if (!db) return undefined
-  const rows = (await server.call('GET', `/api/v1/databases/${db.id}/queries?limit=100`, { token: account.token })).body as any[]
+  const rows = (await server.call('GET', `/api/v1/databases/${db.id}/queries?limit=100`, { token: account.token }))
+    .body as any[]
   return rows.find((r) => r.query_text.includes(marker))?.total_calls
 }
 
@@ -76,7 +77,9 @@ describe('agent faults', () => {
       let session = postgres(dsn, { max: 1, onnotice: () => {} })
       for (let i = 0; i < 11; i++) await session`SELECT id AS restart_marker FROM t WHERE id = ${i + 1}`
       await session.end()
-      await until('11 calls before the restart', async () => ((await calls('restarted', 'restart_marker')) === 11 ? true : undefined))
+      await until('11 calls before the restart', async () =>
+        (await calls('restarted', 'restart_marker')) === 11 ? true : undefined,
+      )
 
       await pg.restart()
       // Right after the restart, before the agent's next cycle: pg_stat_statements kept its counters
@@ -84,7 +87,9 @@ describe('agent faults', () => {
       session = postgres(dsn, { max: 1, onnotice: () => {} })
       for (let i = 0; i < 6; i++) await session`SELECT id AS restart_marker FROM t WHERE id = ${i + 1}`
       await session.end()
-      await until('the restart to be noticed', async () => (logs.some((l) => l.includes('the server restarted')) ? true : undefined))
+      await until('the restart to be noticed', async () =>
+        logs.some((l) => l.includes('the server restarted')) ? true : undefined,
+      )
       await until('11 + 6 calls', async () => ((await calls('restarted', 'restart_marker')) === 17 ? true : undefined))
       await waitForCycles(agent, 'restarted', 2)
       expect(await calls('restarted', 'restart_marker')).toBe(17)
@@ -96,7 +101,8 @@ describe('agent faults', () => {
 
   test('config edits and a key rotation restart a database without losing a call', async () => {
     const logs: string[] = []
-    const entry = (env: string) => `  - name: edited\n    dsn: ${dsn}\n    poll_interval: 1s\n    tags: { env: ${env} }\n`
+    const entry = (env: string) =>
+      `  - name: edited\n    dsn: ${dsn}\n    poll_interval: 1s\n    tags: { env: ${env} }\n`
     const { agent, path } = agentAt(entry('a'), logs)
     const run = async (times: number) => {
       const session = postgres(dsn, { max: 1, onnotice: () => {} })
@@ -144,11 +150,16 @@ describe('agent faults', () => {
       })
       const batchesNow = async () =>
         Number(
-          (await server.store.driver.get<{ n: number }>('SELECT COUNT(*) AS n FROM ingest_batches WHERE database_id = $1', [healthy.id]))!.n,
+          (await server.store.driver.get<{ n: number }>(
+            'SELECT COUNT(*) AS n FROM ingest_batches WHERE database_id = $1',
+            [healthy.id],
+          ))!.n,
         )
       const before = await batchesNow()
       // Batches keep coming from the healthy database while the other hangs.
-      await until('three more batches from the healthy database', async () => ((await batchesNow()) - before >= 3 ? true : undefined))
+      await until('three more batches from the healthy database', async () =>
+        (await batchesNow()) - before >= 3 ? true : undefined,
+      )
       expect(agent.runner('hung')!.status.state).not.toBe('connected')
       expect(logs.join('\n')).not.toContain('secret')
     } finally {

@@ -15,7 +15,9 @@ const agent = new Agent({
   timings: { retryIntervalMs: 500, pingIntervalMs: 1000, connectTimeoutS: 5 },
 })
 await agent.start()
-await until('the first batch lost', async () => ((agent.status().databases[0]?.lost_batches ?? 0) >= 1 ? true : undefined))
+await until('the first batch lost', async () =>
+  (agent.status().databases[0]?.lost_batches ?? 0) >= 1 ? true : undefined,
+)
 await agent.cycleAll()
 await agent.cycleAll()
 const status = agent.status()

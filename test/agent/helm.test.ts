@@ -16,7 +16,10 @@ describe('helm chart', () => {
     const values = parse(readFileSync(`${chart}/values.yaml`, 'utf8'))
     expect(Object.keys(values)).toEqual(expect.arrayContaining(['apiKey', 'apiEndpoint', 'databases']))
     expect(values.databases).toEqual([])
-    expect({ healthAddress: values.healthAddress, healthPort: values.healthPort }).toEqual({ healthAddress: '127.0.0.1', healthPort: 8081 })
+    expect({ healthAddress: values.healthAddress, healthPort: values.healthPort }).toEqual({
+      healthAddress: '127.0.0.1',
+      healthPort: 8081,
+    })
     const example = readFileSync(`${chart}/values.yaml`, 'utf8')
     expect(example).toMatch(/#\s+- name: \w+\n#\s+dsn: postgres:\/\/\S+\n#\s+pollInterval: 10s/)
   })
@@ -67,7 +70,11 @@ describe('helm chart', () => {
     ])
     // Unset or empty is loopback too; all interfaces only when asked for.
     expect(renderConfig({ healthAddress: '', healthPort: 9100 }).config.health.hostname).toBe('127.0.0.1')
-    expect(renderConfig({ healthAddress: '0.0.0.0', healthPort: 9100 }).config.health).toEqual({ listenAddr: '0.0.0.0:9100', hostname: '0.0.0.0', port: 9100 })
+    expect(renderConfig({ healthAddress: '0.0.0.0', healthPort: 9100 }).config.health).toEqual({
+      listenAddr: '0.0.0.0:9100',
+      hostname: '0.0.0.0',
+      port: 9100,
+    })
     expect(renderConfig({ healthAddress: '[::]', healthPort: 9100 }).config.health.hostname).toBe('::')
   })
 
@@ -80,7 +87,11 @@ describe('helm chart', () => {
     const probes = [...template.matchAll(/^ {10}(liveness|readiness)Probe:\n {12}exec:\n {14}command: (.*)$/gm)]
     expect(probes.map((m) => m[1])).toEqual(['liveness', 'readiness'])
     const listeners = [200, 503].map((status) =>
-      Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: (r) => new Response('{}', { status: new URL(r.url).pathname === '/healthz' ? status : 404 }) }),
+      Bun.serve({
+        hostname: '127.0.0.1',
+        port: 0,
+        fetch: (r) => new Response('{}', { status: new URL(r.url).pathname === '/healthz' ? status : 404 }),
+      }),
     )
     try {
       const run = async (line: string, port: number) => {

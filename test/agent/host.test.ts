@@ -16,7 +16,7 @@ import { createLogger } from '../../src/shared/log.ts'
 import { type PostgresServer, sharedPostgres } from '../support/postgres.ts'
 
 const SIZE = 64 * 1024 * 1024
-const SPACE = "ts \"o'brien\"\n\u202eüñ"
+const SPACE = 'ts "o\'brien"\n\u202eüñ'
 
 let server: PostgresServer
 let sql: postgres.Sql
@@ -31,7 +31,9 @@ beforeAll(async () => {
     execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${SIZE}`, 'tmpfs', dir])
     mounted = true
   }
-  const [{ data_directory }] = (await sql`SELECT current_setting('data_directory') AS data_directory`) as unknown as [{ data_directory: string }]
+  const [{ data_directory }] = (await sql`SELECT current_setting('data_directory') AS data_directory`) as unknown as [
+    { data_directory: string },
+  ]
   const owner = statSync(data_directory)
   mkdirSync(join(dir, 'ts'))
   chownSync(join(dir, 'ts'), owner.uid, owner.gid)
@@ -46,8 +48,17 @@ afterAll(async () => {
 })
 
 const context = (state: Map<string, unknown>, infos: Map<string, string>): PostgresContext => ({
-  name: 'host', database: 'postgres', sql, versionNum: 170_000, major: 17, now: Date.now(),
-  settings: { collectExplainPlans: false, collectReplication: false }, state, notes: new Map(), infos, log: createLogger('error', () => {}),
+  name: 'host',
+  database: 'postgres',
+  sql,
+  versionNum: 170_000,
+  major: 17,
+  now: Date.now(),
+  settings: { collectExplainPlans: false, collectReplication: false },
+  state,
+  notes: new Map(),
+  infos,
+  log: createLogger('error', () => {}),
 })
 
 test('beside its server: evidence, filesystems by role with statfs figures, memory, then CPU shares', async () => {
@@ -56,9 +67,11 @@ test('beside its server: evidence, filesystems by role with statfs figures, memo
   const first = (await host.collect(context(state, infos))).host!
   expect(first.source).toBe('proc')
   expect(first.evidence).toContain("the server's address 127.0.0.1 is one of this host's")
-  expect(first.evidence).toContain('postmaster.pid names the server\'s port')
+  expect(first.evidence).toContain("postmaster.pid names the server's port")
   expect(first.cpu).toBeNull()
-  const [{ data_directory }] = (await sql`SELECT current_setting('data_directory') AS data_directory`) as unknown as [{ data_directory: string }]
+  const [{ data_directory }] = (await sql`SELECT current_setting('data_directory') AS data_directory`) as unknown as [
+    { data_directory: string },
+  ]
   const data = first.filesystems.find((f) => f.roles.includes('data'))!
   expect(data.roles).toEqual(['data', 'wal'])
   expect(data.path).toBe(data_directory)
@@ -69,8 +82,16 @@ test('beside its server: evidence, filesystems by role with statfs figures, memo
   const space = first.filesystems.find((f) => f.roles.includes(`tablespace:${SPACE}`))!
   expect(space.path).toBe(join(dir, 'ts'))
   const ts = statfsSync(join(dir, 'ts'))
-  expect({ total: space.total_bytes, available: space.available_bytes }).toEqual({ total: ts.blocks * ts.bsize, available: ts.bavail * ts.bsize })
-  if (mounted) expect({ total: space.total_bytes, mount: space.mount, device: space.device }).toEqual({ total: SIZE, mount: dir, device: 'tmpfs' })
+  expect({ total: space.total_bytes, available: space.available_bytes }).toEqual({
+    total: ts.blocks * ts.bsize,
+    available: ts.bavail * ts.bsize,
+  })
+  if (mounted)
+    expect({ total: space.total_bytes, mount: space.mount, device: space.device }).toEqual({
+      total: SIZE,
+      mount: dir,
+      device: 'tmpfs',
+    })
   const memTotal = Number(/MemTotal:\s+(\d+) kB/.exec(readFileSync('/proc/meminfo', 'utf8'))![1]) * 1024
   expect(first.memory!.total_bytes).toBe(memTotal)
   expect(first.cpu_count).toBeGreaterThan(0)
@@ -87,7 +108,10 @@ test('beside its server: evidence, filesystems by role with statfs figures, memo
 test('elsewhere: a data directory that does not exist here outweighs a local address', async () => {
   const facts = await postgresHostFacts(sql)
   const verdict = await judgeHost({ ...facts, dataDirectory: '/nonexistent/dbm/main' })
-  expect(verdict).toEqual({ onHost: false, reason: expect.stringContaining('/nonexistent/dbm/main does not exist here') })
+  expect(verdict).toEqual({
+    onHost: false,
+    reason: expect.stringContaining('/nonexistent/dbm/main does not exist here'),
+  })
   const remote = await judgeHost({ ...facts, addr: '192.0.2.10/32', dataDirectory: null })
   expect(remote.onHost).toBe(false)
 })

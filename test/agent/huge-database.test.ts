@@ -35,14 +35,20 @@ beforeAll(async () => {
   const setupStarted = performance.now()
   ;[pg, server] = await Promise.all([
     startPostgres(17, [
-      '-c', 'shared_preload_libraries=pg_stat_statements',
-      '-c', 'pg_stat_statements.max=60000',
+      '-c',
+      'shared_preload_libraries=pg_stat_statements',
+      '-c',
+      'pg_stat_statements.max=60000',
       // The workload runs inside DO blocks: their statements are counted as nested ones, the blocks not at all.
-      '-c', 'pg_stat_statements.track=all',
-      '-c', 'pg_stat_statements.track_utility=off',
-      '-c', 'max_locks_per_transaction=256',
+      '-c',
+      'pg_stat_statements.track=all',
+      '-c',
+      'pg_stat_statements.track_utility=off',
+      '-c',
+      'max_locks_per_transaction=256',
       // 20,000 relation files are created: a test server need not flush them.
-      '-c', 'fsync=off',
+      '-c',
+      'fsync=off',
     ]),
     startTestServer('sqlite'),
   ])
@@ -95,7 +101,10 @@ describe('a huge database', () => {
     const configPath = join(dir, 'config.yaml')
     const dsn = `postgres://dbm_huge_agent:agent-pw@127.0.0.1:${pg.port}/${database}`
     // Cycles are driven by the test: the loop's first one takes the baseline, the next one is called below.
-    writeFileSync(configPath, `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n  - name: huge\n    dsn: ${dsn}\n    poll_interval: 1h\n`)
+    writeFileSync(
+      configPath,
+      `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n  - name: huge\n    dsn: ${dsn}\n    poll_interval: 1h\n`,
+    )
     const agent = new Agent({ configPath, bufferDir: dir, log: createLogger('debug', (l) => logs.push(l)) })
     const started = performance.now()
     await agent.start()
@@ -113,13 +122,18 @@ describe('a huge database', () => {
       const baselineAt = performance.now()
       const before = await groundTruth()
 
-      const workload = postgres(`postgres://postgres:${new URL(pg.url()).password}@127.0.0.1:${pg.port}/${database}`, { max: 1, onnotice: () => {} })
+      const workload = postgres(`postgres://postgres:${new URL(pg.url()).password}@127.0.0.1:${pg.port}/${database}`, {
+        max: 1,
+        onnotice: () => {},
+      })
       for (let from = 1; from <= TABLES; from += CHUNK) {
         // Table i's count(*) runs 1 to 3 times, so calls differ between statements.
         await workload.unsafe(`DO $$ BEGIN
           FOR i IN ${from}..${from + CHUNK - 1} LOOP
             FOR k IN 0..(i % 3) LOOP EXECUTE format('${SHAPES[0]}', i); END LOOP;
-            ${SHAPES.slice(1).map((s) => `EXECUTE format('${s}', i);`).join('\n            ')}
+            ${SHAPES.slice(1)
+              .map((s) => `EXECUTE format('${s}', i);`)
+              .join('\n            ')}
           END LOOP;
         END $$`)
       }
@@ -128,7 +142,8 @@ describe('a huge database', () => {
 
       const after = await groundTruth()
       const expected = new Map<string, number>()
-      for (const [hash, calls] of after) if (calls > (before.get(hash) ?? 0)) expected.set(hash, calls - (before.get(hash) ?? 0))
+      for (const [hash, calls] of after)
+        if (calls > (before.get(hash) ?? 0)) expected.set(hash, calls - (before.get(hash) ?? 0))
       expect(expected.size).toBeGreaterThanOrEqual(SHAPES.length * TABLES)
       expect(expected.size).toBeGreaterThan(ingestMaxItems.query_stats)
 
@@ -160,7 +175,9 @@ describe('a huge database', () => {
       console.log(
         `huge database: first cycle ${Math.round(baselineAt - started)} ms, workload ${Math.round(workloadAt - baselineAt)} ms, ` +
           `cycle with ${expected.size} statements ${Math.round(cycleAt - workloadAt)} ms; ${split.map((l) => l.slice(l.indexOf('parts='))).join(' | ')}; ` +
-          ['query_stats', 'tables', 'indexes'].map((c) => `${c} ${agent.runner('huge')!.status.collectors[c]}`).join(', '),
+          ['query_stats', 'tables', 'indexes']
+            .map((c) => `${c} ${agent.runner('huge')!.status.collectors[c]}`)
+            .join(', '),
       )
     } finally {
       await agent.stop()

@@ -52,7 +52,8 @@ interface Truth {
 
 describe('a 3-session lock chain, sampled by the agent and ended (PostgreSQL 17)', () => {
   test('its history names the root and members as PostgreSQL did, and its duration is within the poll interval', async () => {
-    const connect = (application: string) => postgres(dsn, { max: 1, onnotice: () => {}, connection: { application_name: application } })
+    const connect = (application: string) =>
+      postgres(dsn, { max: 1, onnotice: () => {}, connection: { application_name: application } })
     const root = connect('dbm-root')
     const waiter = connect('dbm-waiter')
     const locker = connect('dbm-locker')
@@ -63,11 +64,15 @@ describe('a 3-session lock chain, sampled by the agent and ended (PostgreSQL 17)
       await root.unsafe("UPDATE accounts SET balance = balance - 10 WHERE id = 1 /* 'root' */")
       const waiting = waiter.unsafe('UPDATE accounts SET balance = balance + 10 WHERE id = 1 /* waiter */').execute()
       waiting.catch(() => {})
-      await until('the waiter to wait', async () => ((await setup`SELECT 1 FROM pg_locks WHERE pid = ${waiterPid} AND NOT granted`).length > 0 ? true : undefined))
+      await until('the waiter to wait', async () =>
+        (await setup`SELECT 1 FROM pg_locks WHERE pid = ${waiterPid} AND NOT granted`).length > 0 ? true : undefined,
+      )
       const locking = locker.unsafe('ALTER TABLE accounts ADD COLUMN note text /* locker */').execute()
       locking.catch(() => {})
       await until('the locker to wait for both', async () =>
-        (await setup<{ n: number }[]>`SELECT cardinality(pg_blocking_pids(${lockerPid})) AS n`)[0]!.n === 2 ? true : undefined,
+        (await setup<{ n: number }[]>`SELECT cardinality(pg_blocking_pids(${lockerPid})) AS n`)[0]!.n === 2
+          ? true
+          : undefined,
       )
 
       // What PostgreSQL says while the chain lasts.
@@ -113,8 +118,17 @@ describe('a 3-session lock chain, sampled by the agent and ended (PostgreSQL 17)
         { timeoutMs: 30_000 },
       )
       const r = during.get(rootPid)!
-      expect(chain.root).toEqual({ pid: rootPid, user: r.usename, application: 'dbm-root', state: 'idle in transaction', statement: r.query, xact_start: expect.any(String) })
-      expect(chain.members.map((m: any) => ({ ...m, blocked_by: [...m.blocked_by].sort((a: number, b: number) => a - b) }))).toEqual(
+      expect(chain.root).toEqual({
+        pid: rootPid,
+        user: r.usename,
+        application: 'dbm-root',
+        state: 'idle in transaction',
+        statement: r.query,
+        xact_start: expect.any(String),
+      })
+      expect(
+        chain.members.map((m: any) => ({ ...m, blocked_by: [...m.blocked_by].sort((a: number, b: number) => a - b) })),
+      ).toEqual(
         [waiterPid, lockerPid]
           .sort((a, b) => a - b)
           .map((pid) => {
@@ -149,16 +163,27 @@ describe('a 3-session lock chain, sampled by the agent and ended (PostgreSQL 17)
       expect(Math.abs(trueDuration - chain.duration_ms)).toBeLessThan(interval)
       // and the agent polled about every second around it
       expect(interval).toBeLessThan(5_000)
-      console.log(`lock chain: true ${trueDuration} ms, history ${chain.duration_ms} ms, poll interval around its end ${interval} ms, start ${began - startedAt} ms early`)
+      console.log(
+        `lock chain: true ${trueDuration} ms, history ${chain.duration_ms} ms, poll interval around its end ${interval} ms, start ${began - startedAt} ms early`,
+      )
 
       // `at` answers the snapshot of that time: the chain's sessions as PostgreSQL showed them.
       const active = await rig.api(`/active?at=${lastSeen}`)
       const byPid = new Map(active.map((s: any) => [s.pid, s]))
-      expect([rootPid, waiterPid, lockerPid].map((pid) => (byPid.get(pid) as any)?.ts)).toEqual(Array(3).fill(chain.last_seen))
+      expect([rootPid, waiterPid, lockerPid].map((pid) => (byPid.get(pid) as any)?.ts)).toEqual(
+        Array(3).fill(chain.last_seen),
+      )
       for (const pid of [rootPid, waiterPid, lockerPid]) {
         const t = during.get(pid)!
         const s = byPid.get(pid) as any
-        expect({ pid, state: s.state, query: s.query_text, user: s.user, application: s.application_name, blocking: [...s.blocking_pids].sort((a: number, b: number) => a - b) }).toEqual({
+        expect({
+          pid,
+          state: s.state,
+          query: s.query_text,
+          user: s.user,
+          application: s.application_name,
+          blocking: [...s.blocking_pids].sort((a: number, b: number) => a - b),
+        }).toEqual({
           pid,
           state: t.state,
           query: t.query,
@@ -168,7 +193,12 @@ describe('a 3-session lock chain, sampled by the agent and ended (PostgreSQL 17)
         })
       }
       const locks = await rig.api(`/locks?at=${lastSeen}`)
-      expect(locks.filter((l: any) => !l.granted).map((l: any) => l.pid).sort()).toEqual([waiterPid, lockerPid].sort())
+      expect(
+        locks
+          .filter((l: any) => !l.granted)
+          .map((l: any) => l.pid)
+          .sort(),
+      ).toEqual([waiterPid, lockerPid].sort())
       expect(locks.every((l: any) => l.ts === chain.last_seen)).toBe(true)
       // and the latest snapshot has none of them waiting
       expect((await rig.api('/active')).filter((s: any) => s.blocking_pids.length > 0)).toEqual([])

@@ -26,11 +26,29 @@ let stateDir: string
 
 beforeAll(async () => {
   server = await startPostgres(17, [
-    '-c', 'logging_collector=on', '-c', 'log_line_prefix=%m [%p] %q%u@%d %r ',
-    '-c', 'log_lock_waits=on', '-c', 'deadlock_timeout=100ms', '-c', 'log_checkpoints=on', '-c', 'log_autovacuum_min_duration=0',
-    '-c', 'autovacuum_naptime=1', '-c', 'lc_messages=C', '-c', 'log_rotation_age=0', '-c', 'log_rotation_size=0',
+    '-c',
+    'logging_collector=on',
+    '-c',
+    'log_line_prefix=%m [%p] %q%u@%d %r ',
+    '-c',
+    'log_lock_waits=on',
+    '-c',
+    'deadlock_timeout=100ms',
+    '-c',
+    'log_checkpoints=on',
+    '-c',
+    'log_autovacuum_min_duration=0',
+    '-c',
+    'autovacuum_naptime=1',
+    '-c',
+    'lc_messages=C',
+    '-c',
+    'log_rotation_age=0',
+    '-c',
+    'log_rotation_size=0',
     // Archiving on but paused (no archive_command) until the archive test sets a failing one.
-    '-c', 'archive_mode=on',
+    '-c',
+    'archive_mode=on',
   ])
   sql = postgres(server.url(), { max: 3, onnotice: () => {} })
   const [row] = await sql<{ dir: string }[]>`SELECT current_setting('data_directory') AS dir`
@@ -46,8 +64,18 @@ afterAll(async () => {
 
 function context(state: Map<string, unknown>, extra: Partial<PostgresContext> = {}): PostgresContext {
   return {
-    name: 'logs', database: 'postgres', sql, versionNum: 170_000, major: 17, now: Date.now(), pgLogDir: logDir,
-    settings: { collectExplainPlans: false, collectReplication: false }, state, notes: new Map(), log: createLogger('error', () => {}), ...extra,
+    name: 'logs',
+    database: 'postgres',
+    sql,
+    versionNum: 170_000,
+    major: 17,
+    now: Date.now(),
+    pgLogDir: logDir,
+    settings: { collectExplainPlans: false, collectReplication: false },
+    state,
+    notes: new Map(),
+    log: createLogger('error', () => {}),
+    ...extra,
   }
 }
 
@@ -69,11 +97,17 @@ async function cycle(ctx: PostgresContext, seen: Seen): Promise<void> {
 
 /** Cycles until `done` holds, then once more after the settle time: anything extra would show as a double. */
 async function drain(ctx: PostgresContext, seen: Seen, what: string, done: (s: Seen) => boolean): Promise<Seen> {
-  await until(what, async () => {
-    await cycle(ctx, seen)
-    return done(seen) ? true : undefined
-  }, { everyMs: 300, timeoutMs: 30_000 }).catch((e) => {
-    throw new Error(`${(e as Error).message}; seen: ${JSON.stringify([...seen.counts])} ${JSON.stringify(seen.entries.filter((x) => x.kind !== "other").map((x) => [x.kind, x.fields.table ?? null]))}`)
+  await until(
+    what,
+    async () => {
+      await cycle(ctx, seen)
+      return done(seen) ? true : undefined
+    },
+    { everyMs: 300, timeoutMs: 30_000 },
+  ).catch((e) => {
+    throw new Error(
+      `${(e as Error).message}; seen: ${JSON.stringify([...seen.counts])} ${JSON.stringify(seen.entries.filter((x) => x.kind !== 'other').map((x) => [x.kind, x.fields.table ?? null]))}`,
+    )
   })
   await Bun.sleep(1_100)
   await cycle(ctx, seen)
@@ -92,7 +126,12 @@ test('first start reads from the end; 37 failed logins are exactly 37 auth_faile
   const url = server.url().replace(/\/\/[^@]*@/, '//login_victim:wrong@')
   for (let i = 0; i < 37; i++) {
     const bad = postgres(url, { max: 1, connect_timeout: 5 })
-    await bad`SELECT 1`.then(() => { throw new Error('logged in with a wrong password') }, () => {})
+    await bad`SELECT 1`.then(
+      () => {
+        throw new Error('logged in with a wrong password')
+      },
+      () => {},
+    )
     await bad.end({ timeout: 1 })
   }
   await drain(ctx, seen, '37 failed logins', (s) => s.entries.filter((e) => e.kind === 'auth_failed').length >= 37)
@@ -119,18 +158,28 @@ test('a deadlock, a lock wait, a checkpoint and an autovacuum run, with their fi
     const aHolds = new Promise<void>((r) => (aLocked = r))
     let bLocked!: () => void
     const bHolds = new Promise<void>((r) => (bLocked = r))
-    const first = a.begin(async (tx) => {
-      await tx`UPDATE dl SET v = 10 WHERE id = 1`
-      aLocked()
-      await bHolds
-      await tx`UPDATE dl SET v = 10 WHERE id = 2`
-    }).then(() => 'ok', (e: Error) => e.message)
-    const second = b.begin(async (tx) => {
-      await aHolds
-      await tx`UPDATE dl SET v = 20 WHERE id = 2`
-      bLocked()
-      await tx`UPDATE dl SET v = 20 WHERE id = 1`
-    }).then(() => 'ok', (e: Error) => e.message)
+    const first = a
+      .begin(async (tx) => {
+        await tx`UPDATE dl SET v = 10 WHERE id = 1`
+        aLocked()
+        await bHolds
+        await tx`UPDATE dl SET v = 10 WHERE id = 2`
+      })
+      .then(
+        () => 'ok',
+        (e: Error) => e.message,
+      )
+    const second = b
+      .begin(async (tx) => {
+        await aHolds
+        await tx`UPDATE dl SET v = 20 WHERE id = 2`
+        bLocked()
+        await tx`UPDATE dl SET v = 20 WHERE id = 1`
+      })
+      .then(
+        () => 'ok',
+        (e: Error) => e.message,
+      )
     const outcomes = await Promise.all([first, second])
     expect(outcomes.filter((o) => o === 'deadlock detected')).toHaveLength(1)
   } finally {
@@ -151,13 +200,26 @@ test('a deadlock, a lock wait, a checkpoint and an autovacuum run, with their fi
   }
   await sql`DELETE FROM dl WHERE id > 500`
   await sql`CHECKPOINT`
-  await drain(ctx, seen, 'deadlock, lock wait, checkpoint and autovacuum of dl', (s) =>
-    ['deadlock', 'lock_wait', 'lock_acquired', 'checkpoint'].every((k) => s.entries.some((e) => e.kind === k)) &&
-    s.entries.some((e) => e.kind === 'autovacuum' && String(e.fields.table).endsWith('public.dl') && (e.fields.tuples_removed as number) >= 500))
+  await drain(
+    ctx,
+    seen,
+    'deadlock, lock wait, checkpoint and autovacuum of dl',
+    (s) =>
+      ['deadlock', 'lock_wait', 'lock_acquired', 'checkpoint'].every((k) => s.entries.some((e) => e.kind === k)) &&
+      s.entries.some(
+        (e) =>
+          e.kind === 'autovacuum' &&
+          String(e.fields.table).endsWith('public.dl') &&
+          (e.fields.tuples_removed as number) >= 500,
+      ),
+  )
   const deadlocks = seen.entries.filter((e) => e.kind === 'deadlock')
   expect(deadlocks).toHaveLength(1)
   expect(deadlocks[0]!.sqlstate).toBeNull()
-  expect((deadlocks[0]!.fields.statements as string[]).sort()).toEqual(['UPDATE dl SET v = ? WHERE id = ?', 'UPDATE dl SET v = ? WHERE id = ?'])
+  expect((deadlocks[0]!.fields.statements as string[]).sort()).toEqual([
+    'UPDATE dl SET v = ? WHERE id = ?',
+    'UPDATE dl SET v = ? WHERE id = ?',
+  ])
   expect(deadlocks[0]!.fields.pids as number[]).toHaveLength(2)
   const wait = seen.entries.find((e) => e.kind === 'lock_wait')!
   expect(wait.fields).toMatchObject({ mode: 'ShareLock' })
@@ -167,7 +229,12 @@ test('a deadlock, a lock wait, a checkpoint and an autovacuum run, with their fi
   expect(checkpoint.fields.buffers_written as number).toBeGreaterThan(0)
   expect(checkpoint.pid).not.toBeNull()
   // The run after the DELETE: the 500 deleted rows (and the updates' old versions) removed, 500 left.
-  const vacuum = seen.entries.find((e) => e.kind === 'autovacuum' && String(e.fields.table).endsWith('public.dl') && (e.fields.tuples_removed as number) >= 500)!
+  const vacuum = seen.entries.find(
+    (e) =>
+      e.kind === 'autovacuum' &&
+      String(e.fields.table).endsWith('public.dl') &&
+      (e.fields.tuples_removed as number) >= 500,
+  )!
   expect(vacuum.fields.tuples_removed).toBeGreaterThanOrEqual(500)
   expect(vacuum.fields.tuples_remaining).toBe(500)
 }, 60_000)
@@ -176,15 +243,19 @@ test('hostile RAISE LOG texts: forged prefixes stay in their entry; quotes, back
   const ctx = context(new Map())
   const seen = fresh()
   await cycle(ctx, seen)
-  const forged = "hostile-1\n2026-12-07 03:58:29.319 UTC [1] LOG:  checkpoint complete: wrote 999 buffers (0.0%); 0 WAL file(s) added, 0 removed, 0 recycled; write=1 s, sync=1 s, total=1 s\n\tSTATEMENT: x"
+  const forged =
+    'hostile-1\n2026-12-07 03:58:29.319 UTC [1] LOG:  checkpoint complete: wrote 999 buffers (0.0%); 0 WAL file(s) added, 0 removed, 0 recycled; write=1 s, sync=1 s, total=1 s\n\tSTATEMENT: x'
   await sql`CREATE FUNCTION raise_log(text) RETURNS void LANGUAGE plpgsql AS $$ BEGIN RAISE LOG '%', $1; END $$`
   await sql`SELECT raise_log(${forged})`
   await sql.unsafe(`DO $$ BEGIN RAISE LOG '%', $q$hostile-2 ' " \\ */ /* \u202e\u2066 ${'\u0000'.slice(1)}$q$; END $$`)
   await sql.unsafe(`DO $$ BEGIN RAISE LOG 'hostile-3 %', repeat('x', 1048576); END $$`)
-  await sql.unsafe(`DO $$ BEGIN RAISE LOG 'process 1 still waiting for AccessExclusiveLock on relation 1 of database 1 after 9.0 ms hostile-4'; END $$`)
+  await sql.unsafe(
+    `DO $$ BEGIN RAISE LOG 'process 1 still waiting for AccessExclusiveLock on relation 1 of database 1 after 9.0 ms hostile-4'; END $$`,
+  )
   await drain(ctx, seen, 'the hostile entries', (s) => [1, 2, 3, 4].every((i) => marked(s, `hostile-${i}`).length > 0))
   for (const i of [1, 2, 3, 4]) expect(marked(seen, `hostile-${i}`)).toHaveLength(1)
-  for (const e of seen.entries.filter((x) => x.message.includes('hostile-'))) expect(e).toMatchObject({ kind: 'other', user: 'postgres' })
+  for (const e of seen.entries.filter((x) => x.message.includes('hostile-')))
+    expect(e).toMatchObject({ kind: 'other', user: 'postgres' })
   expect(seen.entries.some((e) => e.pid === 1 || e.kind === 'checkpoint')).toBe(false)
   expect(marked(seen, 'hostile-2')[0]!.message).toContain('\\ */ /* \u202e')
   expect(marked(seen, 'hostile-3')[0]!.message.length).toBe(8_000)
@@ -210,20 +281,35 @@ test('rotation between reads and an agent restart mid-file lose and double nothi
   const loaded = loadState(statePath)
   if (loaded.kind !== 'loaded') throw new Error(`state not loaded: ${loaded.kind}`)
   state = loaded.entries
-  await drain(context(state, { logReadBudgetBytes: 4096 }), seen, 'the 80 rotated entries', (s) => s.entries.filter((e) => e.message.startsWith('rot-a-')).length >= 80)
+  await drain(
+    context(state, { logReadBudgetBytes: 4096 }),
+    seen,
+    'the 80 rotated entries',
+    (s) => s.entries.filter((e) => e.message.startsWith('rot-a-')).length >= 80,
+  )
   const names = seen.entries.filter((e) => e.message.startsWith('rot-a-')).map((e) => e.message)
   expect(names).toHaveLength(80)
   expect(new Set(names).size).toBe(80)
 
-  for (const [format, ext] of [['csvlog', 'b'], ['jsonlog', 'c']] as const) {
+  for (const [format, ext] of [
+    ['csvlog', 'b'],
+    ['jsonlog', 'c'],
+  ] as const) {
     await sql.unsafe(`ALTER SYSTEM SET log_destination = '${format}'`)
     await sql`SELECT pg_reload_conf()`
-    await until(`log_destination ${format}`, async () => ((await sql`SELECT current_setting('log_destination') AS d`)[0]!.d === format ? true : undefined))
+    await until(`log_destination ${format}`, async () =>
+      (await sql`SELECT current_setting('log_destination') AS d`)[0]!.d === format ? true : undefined,
+    )
     const ctx = context(state)
     const formatSeen = fresh()
     await cycle(ctx, formatSeen)
     await say(0, 25, ext)
-    await drain(ctx, formatSeen, `25 ${format} entries`, (s) => s.entries.filter((e) => e.message.startsWith(`rot-${ext}-`)).length >= 25)
+    await drain(
+      ctx,
+      formatSeen,
+      `25 ${format} entries`,
+      (s) => s.entries.filter((e) => e.message.startsWith(`rot-${ext}-`)).length >= 25,
+    )
     const got = formatSeen.entries.filter((e) => e.message.startsWith(`rot-${ext}-`))
     expect(got).toHaveLength(25)
     expect(got[0]).toMatchObject({ user: 'postgres', database: 'postgres', kind: 'other' })
@@ -241,11 +327,15 @@ test('log_destination switched stderr → csvlog → jsonlog → stderr between 
   for (const [k, format] of (['stderr', 'csvlog', 'jsonlog', 'stderr'] as const).entries()) {
     await sql.unsafe(`ALTER SYSTEM SET log_destination = '${format}'`)
     await sql`SELECT pg_reload_conf()`
-    await until(`log_destination ${format}`, async () => ((await sql`SELECT current_setting('log_destination') AS d`)[0]!.d === format ? true : undefined))
+    await until(`log_destination ${format}`, async () =>
+      (await sql`SELECT current_setting('log_destination') AS d`)[0]!.d === format ? true : undefined,
+    )
     for (let i = 0; i < 3; i++) await sql.unsafe(`DO $$ BEGIN RAISE LOG 'switch-${k}-${i}'; END $$`)
   }
   await drain(ctx, seen, '12 entries over 3 switches', (s) => marked(s, 'switch-').length >= 12)
-  const names = marked(seen, 'switch-').map((e) => e.message).sort()
+  const names = marked(seen, 'switch-')
+    .map((e) => e.message)
+    .sort()
   expect(names).toEqual([0, 1, 2, 3].flatMap((k) => [0, 1, 2].map((i) => `switch-${k}-${i}`)))
   await sql`ALTER SYSTEM RESET log_destination`
   await sql`SELECT pg_reload_conf()`
@@ -259,7 +349,9 @@ test('over SQL: a note without the GRANTs; with them the entries come through pg
     expect(await logEvents.collect(ctx)).toEqual({})
     // The note names the role, and leaves pg_monitor out once the role has it.
     expect(ctx.notes.get('log_events')).toBe(grantsNote('log_reader', false))
-    expect(grantsNote('log_reader', false)).toEndWith('GRANT pg_monitor TO "log_reader"; GRANT EXECUTE ON FUNCTION pg_read_binary_file(text, bigint, bigint, boolean) TO "log_reader";')
+    expect(grantsNote('log_reader', false)).toEndWith(
+      'GRANT pg_monitor TO "log_reader"; GRANT EXECUTE ON FUNCTION pg_read_binary_file(text, bigint, bigint, boolean) TO "log_reader";',
+    )
     expect(grantsNote('log_reader', true)).not.toContain('pg_monitor')
     await sql.unsafe('GRANT pg_monitor TO log_reader')
     await sql.unsafe('GRANT EXECUTE ON FUNCTION pg_read_binary_file(text, bigint, bigint, boolean) TO log_reader')
@@ -280,21 +372,31 @@ test('a failing archive_command: one archive_failed per failure pg_stat_archiver
   const ctx = context(new Map())
   const seen = fresh()
   await cycle(ctx, seen)
-  const failedCount = async () => Number((await sql<{ n: string }[]>`SELECT failed_count::text AS n FROM pg_stat_archiver`)[0]!.n)
+  const failedCount = async () =>
+    Number((await sql<{ n: string }[]>`SELECT failed_count::text AS n FROM pg_stat_archiver`)[0]!.n)
   const before = await failedCount()
   await sql.unsafe(`ALTER SYSTEM SET archive_command = 'exit 3 # %f'`)
   await sql`SELECT pg_reload_conf()`
-  await until('archive_command set', async () => ((await sql`SELECT current_setting('archive_command') AS c`)[0]!.c === 'exit 3 # %f' ? true : undefined))
+  await until('archive_command set', async () =>
+    (await sql`SELECT current_setting('archive_command') AS c`)[0]!.c === 'exit 3 # %f' ? true : undefined,
+  )
   await sql`CREATE TABLE archived (v int)`
   await sql`INSERT INTO archived SELECT generate_series(1, 1000)`
   const [switched] = await sql<{ wal: string }[]>`SELECT pg_walfile_name(pg_switch_wal()) AS wal`
   try {
     // The archiver tries a segment three times, a second apart, then waits a minute: three failures.
-    await until('three archive failures', async () => ((await failedCount()) - before >= 3 ? true : undefined), { timeoutMs: 30_000 })
+    await until('three archive failures', async () => ((await failedCount()) - before >= 3 ? true : undefined), {
+      timeoutMs: 30_000,
+    })
     const failures = (await failedCount()) - before
     // Each try is one; then the archiver gives up on the segment for a while (a WARNING naming it).
     const tries = (s: Seen) => ofKind(s, 'archive_failed')
-    await drain(ctx, seen, `${failures} archive failures`, (s) => tries(s).length >= failures && ofKind(s, 'archive_gave_up').length > 0)
+    await drain(
+      ctx,
+      seen,
+      `${failures} archive failures`,
+      (s) => tries(s).length >= failures && ofKind(s, 'archive_gave_up').length > 0,
+    )
     const [archiver] = await sql<{ last_failed_wal: string }[]>`SELECT last_failed_wal FROM pg_stat_archiver`
     expect(archiver!.last_failed_wal).toBe(switched!.wal)
     const failed = tries(seen)
@@ -319,13 +421,23 @@ test('a statement timeout is one statement_cancelled (statement_timeout); temp f
   const ctx = context(new Map())
   const seen = fresh()
   await cycle(ctx, seen)
-  const timedOut = await sql.begin(async (tx) => {
-    await tx`SET LOCAL statement_timeout = 10`
-    await tx`SELECT pg_sleep(1)`
-  }).then(() => 'finished', (e: Error) => e.message)
+  const timedOut = await sql
+    .begin(async (tx) => {
+      await tx`SET LOCAL statement_timeout = 10`
+      await tx`SELECT pg_sleep(1)`
+    })
+    .then(
+      () => 'finished',
+      (e: Error) => e.message,
+    )
   expect(timedOut).toBe('canceling statement due to statement timeout')
 
-  const temp = async () => (await sql<{ files: string; bytes: string }[]>`SELECT temp_files::text AS files, temp_bytes::text AS bytes FROM pg_stat_database WHERE datname = current_database()`)[0]!
+  const temp = async () =>
+    (
+      await sql<
+        { files: string; bytes: string }[]
+      >`SELECT temp_files::text AS files, temp_bytes::text AS bytes FROM pg_stat_database WHERE datname = current_database()`
+    )[0]!
   const before = await temp()
   const session = await sql.reserve()
   try {
@@ -343,10 +455,20 @@ test('a statement timeout is one statement_cancelled (statement_timeout); temp f
   })
   const files = Number(after.files) - Number(before.files)
   const bytes = Number(after.bytes) - Number(before.bytes)
-  await drain(ctx, seen, 'the statement timeout and the temp files', (s) => ofKind(s, 'statement_cancelled').length >= 1 && ofKind(s, 'temp_file').length >= files)
+  await drain(
+    ctx,
+    seen,
+    'the statement timeout and the temp files',
+    (s) => ofKind(s, 'statement_cancelled').length >= 1 && ofKind(s, 'temp_file').length >= files,
+  )
   const cancelled = ofKind(seen, 'statement_cancelled')
   expect(cancelled).toHaveLength(1)
-  expect(cancelled[0]).toMatchObject({ severity: 'error', user: 'postgres', statement: 'SELECT pg_sleep(?)', fields: { reason: 'statement_timeout' } })
+  expect(cancelled[0]).toMatchObject({
+    severity: 'error',
+    user: 'postgres',
+    statement: 'SELECT pg_sleep(?)',
+    fields: { reason: 'statement_timeout' },
+  })
   const temps = ofKind(seen, 'temp_file')
   expect(temps).toHaveLength(files)
   expect(temps.reduce((n, e) => n + (e.fields.size_bytes as number), 0)).toBe(bytes)
@@ -360,7 +482,14 @@ test('an autovacuum cancelled by a lock: one autovacuum_cancelled naming the tab
   await sql`CREATE TABLE av_cancel (id int) WITH (autovacuum_vacuum_threshold = 0, autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_insert_threshold = 0, autovacuum_vacuum_cost_delay = 100, autovacuum_vacuum_cost_limit = 1)`
   await sql`INSERT INTO av_cancel SELECT generate_series(1, 20000)`
   await sql`DELETE FROM av_cancel`
-  await until('the autovacuum of av_cancel running', async () => ((await sql`SELECT 1 FROM pg_stat_progress_vacuum WHERE relid = 'av_cancel'::regclass`).length > 0 ? true : undefined), { timeoutMs: 30_000 })
+  await until(
+    'the autovacuum of av_cancel running',
+    async () =>
+      (await sql`SELECT 1 FROM pg_stat_progress_vacuum WHERE relid = 'av_cancel'::regclass`).length > 0
+        ? true
+        : undefined,
+    { timeoutMs: 30_000 },
+  )
   const locker = await sql.reserve()
   let lockerPid = 0
   try {
@@ -378,7 +507,11 @@ test('an autovacuum cancelled by a lock: one autovacuum_cancelled naming the tab
   expect(cancelled[0]!.severity).toBe('error')
   expect(String(cancelled[0]!.fields.table)).toMatch(/^(postgres\.)?public\.av_cancel$/)
   // The waiter names the autovacuum it cancels only at DEBUG1 on some majors, and in the same cycle's read.
-  const logged = readdirSync(logDir).some((f) => readFileSync(join(logDir, f), 'latin1').includes(`[${lockerPid}] postgres@postgres 127.0.0.1(`) && readFileSync(join(logDir, f), 'latin1').includes('sending cancel to blocking autovacuum PID'))
+  const logged = readdirSync(logDir).some(
+    (f) =>
+      readFileSync(join(logDir, f), 'latin1').includes(`[${lockerPid}] postgres@postgres 127.0.0.1(`) &&
+      readFileSync(join(logDir, f), 'latin1').includes('sending cancel to blocking autovacuum PID'),
+  )
   if (!logged) expect(cancelled[0]!.fields.blocker_pid).toBeNull()
   else expect([null, lockerPid]).toContain(cancelled[0]!.fields.blocker_pid as number | null)
   await sql`DROP TABLE av_cancel`

@@ -17,7 +17,13 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }))
 const prefix = buildPrefixParser('%m [%p] %q%u@%d ')
 const T0 = Date.UTC(2026, 11, 7, 0, 0, 0)
 const stamp = (ms: number) => `${new Date(ms).toISOString().replace('T', ' ').replace('Z', '')} UTC`
-const options = (extra: { budgetBytes?: number; sliceBytes?: number } = {}) => ({ format: 'stderr' as const, prefix, tzOffsetMs: 0, now: Date.now() + 60_000, ...extra })
+const options = (extra: { budgetBytes?: number; sliceBytes?: number } = {}) => ({
+  format: 'stderr' as const,
+  prefix,
+  tzOffsetMs: 0,
+  now: Date.now() + 60_000,
+  ...extra,
+})
 
 /** `n` entries, one a minute from T0, each with a DETAIL line; entry i says `entry-i`. */
 function writeLog(name: string, n: number, pad = ''): number {
@@ -33,9 +39,14 @@ function writeLog(name: string, n: number, pad = ''): number {
 test('slices that do not divide the file: every entry once, the position at the exact end', async () => {
   const size = writeLog('slices.log', 500)
   const seen: string[] = []
-  const result = await readLogs(fileSource(dir), { files: { 'slices.log': [0, 0] } }, options({ sliceBytes: 1000 }), (e) => {
-    seen.push(e.message)
-  })
+  const result = await readLogs(
+    fileSource(dir),
+    { files: { 'slices.log': [0, 0] } },
+    options({ sliceBytes: 1000 }),
+    (e) => {
+      seen.push(e.message)
+    },
+  )
   expect(seen).toEqual(Array.from({ length: 500 }, (_, i) => `entry-${i}`))
   expect(result.position.files['slices.log']![0]).toBe(size)
   expect(result.backlogBytes).toBe(0)
@@ -45,10 +56,17 @@ test('slices that do not divide the file: every entry once, the position at the 
 test('an entry longer than a slice is read whole in a longer slice', async () => {
   const size = writeLog('long.log', 3, 'x'.repeat(5_000))
   const seen: RawLogEntry[] = []
-  const result = await readLogs(fileSource(dir), { files: { 'long.log': [0, 0] } }, options({ sliceBytes: 1024 }), (e) => {
-    seen.push(e)
-  })
-  expect(seen.map((e) => [e.message.length, e.detail])).toEqual([0, 1, 2].map((i) => [`entry-${i}`.length + 5_000, `detail of ${i}`]))
+  const result = await readLogs(
+    fileSource(dir),
+    { files: { 'long.log': [0, 0] } },
+    options({ sliceBytes: 1024 }),
+    (e) => {
+      seen.push(e)
+    },
+  )
+  expect(seen.map((e) => [e.message.length, e.detail])).toEqual(
+    [0, 1, 2].map((i) => [`entry-${i}`.length + 5_000, `detail of ${i}`]),
+  )
   expect(result.position.files['long.log']![0]).toBe(size)
   rmSync(join(dir, 'long.log'))
 })
@@ -65,7 +83,13 @@ test('count rows at the batch cap (10,000): the read stops before the entry past
     const { entries } = tally.events('full')
     messages.push(...entries.map((e) => e.message))
     const rows = tally.countRows()
-    cycles.push({ rows: rows.length, total: rows.reduce((n, r) => n + r.count, 0), entries: entries.length, refused: tally.refused, backlog: result.backlogBytes })
+    cycles.push({
+      rows: rows.length,
+      total: rows.reduce((n, r) => n + r.count, 0),
+      entries: entries.length,
+      refused: tally.refused,
+      backlog: result.backlogBytes,
+    })
     position = result.position
   }
   expect(cycles).toEqual([
@@ -98,10 +122,26 @@ test('a refused entry leaves the classifier memory as it was (the checkpoint rea
 
 test('timestamps: the digit-by-digit reader agrees with the regular expression', () => {
   const cases = [
-    '2026-12-07 03:58:46.566 UTC', '2026-12-07 03:58:46 UTC', '2026-12-07 03:58:46.5 GMT', '2026-12-07 03:58:46.123456 +03', '2026-12-07 03:58:46 -0530',
-    '2026-12-07 03:58:46.999 CEST', '2026-12-07 03:58:46', '2026-02-30 25:61:61.1 UTC', '2026-12-07 03:58:46.1234567 UTC', '2026-12-07 03:58:46. UTC',
-    '2026-12-07 03:58:46.5  UTC', '2026-12-07 03:58:46 ', '2026-12-07T03:58:46 UTC', '2026-1-07 03:58:46 UTC', 'x', '', '2026-12-07 03:58:46 U\u00e9C',
+    '2026-12-07 03:58:46.566 UTC',
+    '2026-12-07 03:58:46 UTC',
+    '2026-12-07 03:58:46.5 GMT',
+    '2026-12-07 03:58:46.123456 +03',
+    '2026-12-07 03:58:46 -0530',
+    '2026-12-07 03:58:46.999 CEST',
+    '2026-12-07 03:58:46',
+    '2026-02-30 25:61:61.1 UTC',
+    '2026-12-07 03:58:46.1234567 UTC',
+    '2026-12-07 03:58:46. UTC',
+    '2026-12-07 03:58:46.5  UTC',
+    '2026-12-07 03:58:46 ',
+    '2026-12-07T03:58:46 UTC',
+    '2026-1-07 03:58:46 UTC',
+    'x',
+    '',
+    '2026-12-07 03:58:46 U\u00e9C',
   ]
-  for (const text of cases) for (const offset of [0, 3_600_000]) expect([text, parseLogTime(text, offset)]).toEqual([text, parseLogTimeByRegex(text, offset)])
+  for (const text of cases)
+    for (const offset of [0, 3_600_000])
+      expect([text, parseLogTime(text, offset)]).toEqual([text, parseLogTimeByRegex(text, offset)])
   expect(parseLogTime('2026-12-07 03:58:46.566 UTC', 0)).toBe(Date.UTC(2026, 11, 7, 3, 58, 46, 566))
 })

@@ -19,8 +19,17 @@ describe('metric records', () => {
         if (['flag', 'setting', 'pid'].includes(r.unit)) expect(r.kind, `${section}.${r.key}`).toBe('gauge')
         if (r.exported) expect(r.exported.endsWith('_total'), r.exported).toBe(r.kind === 'counter')
         // The API's descriptions read the unit from the key's suffix (shared/api/internals.ts): the two agree.
-        const bySuffix = r.key.endsWith('_ms') ? 'ms' : r.key.endsWith('_bytes') ? 'bytes' : r.key.endsWith('_s') ? 's' : /_(on|installed)$/.test(r.key) ? 'flag' : undefined
-        if (bySuffix !== undefined || ['ms', 'bytes', 's', 'flag'].includes(r.unit)) expect(r.unit, `${section}.${r.key}`).toBe(bySuffix!)
+        const bySuffix = r.key.endsWith('_ms')
+          ? 'ms'
+          : r.key.endsWith('_bytes')
+            ? 'bytes'
+            : r.key.endsWith('_s')
+              ? 's'
+              : /_(on|installed)$/.test(r.key)
+                ? 'flag'
+                : undefined
+        if (bySuffix !== undefined || ['ms', 'bytes', 's', 'flag'].includes(r.unit))
+          expect(r.unit, `${section}.${r.key}`).toBe(bySuffix!)
       }
     }
   })
@@ -28,14 +37,20 @@ describe('metric records', () => {
   test('the exporter prints each exported record with its help and type, milliseconds as seconds', () => {
     const registry = new Registry()
     const exporter = new Exporter(registry)
-    const batch = { database_stats: { xact_commit: 5, numbackends: 3 }, bgwriter: { checkpoint_write_time_ms: 1500 }, wal_stats: {} } as unknown as IngestBatch
+    const batch = {
+      database_stats: { xact_commit: 5, numbackends: 3 },
+      bgwriter: { checkpoint_write_time_ms: 1500 },
+      wal_stats: {},
+    } as unknown as IngestBatch
     exporter.recorder('db1', 'postgres')(batch)
     exporter.recorder('ch1', 'clickhouse')({ server_metrics: { uptime_s: 60 } } as unknown as IngestBatch)
     const text = registry.expose()
     const exported = sections.flatMap(([, records]) => records.filter((r) => r.exported))
     expect(exported.length).toBeGreaterThan(30)
     for (const r of exported) {
-      expect(text).toContain(`# HELP ${r.exported} ${r.help}${r.kind === 'counter' ? ', since the agent started.' : '.'}\n# TYPE ${r.exported} ${r.kind}\n`)
+      expect(text).toContain(
+        `# HELP ${r.exported} ${r.help}${r.kind === 'counter' ? ', since the agent started.' : '.'}\n# TYPE ${r.exported} ${r.kind}\n`,
+      )
     }
     expect(text).toContain('dbm_pg_xact_commit_total{database="db1"} 5\n')
     expect(text).toContain('dbm_pg_backends{database="db1"} 3\n')

@@ -43,7 +43,9 @@ async function serverScrape(): Promise<Scrape> {
 }
 
 /** Batches the server received: applied and acknowledged duplicates. */
-const received = (s: Scrape) => value(s, 'dbm_ingest_batches_total', { result: 'applied' }) + value(s, 'dbm_ingest_batches_total', { result: 'duplicate' })
+const received = (s: Scrape) =>
+  value(s, 'dbm_ingest_batches_total', { result: 'applied' }) +
+  value(s, 'dbm_ingest_batches_total', { result: 'duplicate' })
 
 beforeAll(async () => {
   pg = await sharedPostgres(17)
@@ -73,7 +75,9 @@ describe('dbm agent GET /metrics', () => {
     let agentText = ''
     try {
       for (const name of ['alpha', 'beta']) {
-        await until(`the first cycle of ${name}`, async () => (agent.runner(name)?.status.state === 'connected' ? true : undefined))
+        await until(`the first cycle of ${name}`, async () =>
+          agent.runner(name)?.status.state === 'connected' ? true : undefined,
+        )
       }
       await agent.cycleAll()
       await agent.cycleAll()
@@ -84,7 +88,9 @@ describe('dbm agent GET /metrics', () => {
       expect((await fetch(`http://127.0.0.1:${healthPort}/healthz`)).status).toBe(200)
       const scrape = parseScrape(agentText)
       checkConventions(scrape, 'dbm_agent_')
-      expect(Object.fromEntries([...scrape.values()].filter((f) => f.name.startsWith('dbm_')).map((f) => [f.name, f.type]))).toEqual({
+      expect(
+        Object.fromEntries([...scrape.values()].filter((f) => f.name.startsWith('dbm_')).map((f) => [f.name, f.type])),
+      ).toEqual({
         dbm_agent_collector_duration_seconds: 'HISTOGRAM',
         dbm_agent_collector_failures_total: 'COUNTER',
         dbm_agent_batches_sent_total: 'COUNTER',
@@ -102,11 +108,19 @@ describe('dbm agent GET /metrics', () => {
         expect(ran.length).toBeGreaterThan(5)
         for (const [collector, status] of ran) {
           expect({ collector, status: status.startsWith('ok') }).toEqual({ collector, status: true })
-          expect({ collector, runs: histogramCount(scrape, 'dbm_agent_collector_duration_seconds', { database: name, collector }) }).toEqual({ collector, runs: 3 })
-          expect({ collector, failures: value(scrape, 'dbm_agent_collector_failures_total', { database: name, collector }) }).toEqual({ collector, failures: 0 })
+          expect({
+            collector,
+            runs: histogramCount(scrape, 'dbm_agent_collector_duration_seconds', { database: name, collector }),
+          }).toEqual({ collector, runs: 3 })
+          expect({
+            collector,
+            failures: value(scrape, 'dbm_agent_collector_failures_total', { database: name, collector }),
+          }).toEqual({ collector, failures: 0 })
         }
         for (const [collector] of Object.entries(collectors).filter(([, status]) => status.startsWith('skipped'))) {
-          expect(histogram(scrape, 'dbm_agent_collector_duration_seconds', { database: name, collector })).toBeUndefined()
+          expect(
+            histogram(scrape, 'dbm_agent_collector_duration_seconds', { database: name, collector }),
+          ).toBeUndefined()
         }
         expect(value(scrape, 'dbm_agent_batches_sent_total', { database: name })).toBeGreaterThanOrEqual(3)
         expect(value(scrape, 'dbm_agent_buffered_batches', { database: name })).toBe(0)
@@ -114,7 +128,9 @@ describe('dbm agent GET /metrics', () => {
         expect(value(scrape, 'dbm_agent_batches_buffered_total', { database: name })).toBe(0)
         expect(value(scrape, 'dbm_agent_database_up', { database: name })).toBe(1)
       }
-      const sent = value(scrape, 'dbm_agent_batches_sent_total', { database: 'alpha' }) + value(scrape, 'dbm_agent_batches_sent_total', { database: 'beta' })
+      const sent =
+        value(scrape, 'dbm_agent_batches_sent_total', { database: 'alpha' }) +
+        value(scrape, 'dbm_agent_batches_sent_total', { database: 'beta' })
       expect(histogramCount(scrape, 'dbm_agent_api_request_duration_seconds', { status: '200' })).toBe(sent)
       expect(received(await serverScrape()) - received(before)).toBe(sent)
       expect(value(scrape, 'process_resident_memory_bytes')).toBeGreaterThan(0)
@@ -150,7 +166,9 @@ describe('dbm agent GET /metrics', () => {
     }
     const dir = tempDir()
     let shipper: Shipper | undefined
-    const metrics = new AgentMetrics(() => (shipper ? [{ database: 'probe', batches: () => shipper!.buffered(), bytes: () => shipper!.bufferBytes() }] : []))
+    const metrics = new AgentMetrics(() =>
+      shipper ? [{ database: 'probe', batches: () => shipper!.buffered(), bytes: () => shipper!.bufferBytes() }] : [],
+    )
     shipper = new Shipper({
       endpoint: server.base,
       apiKey: key,
@@ -172,14 +190,28 @@ describe('dbm agent GET /metrics', () => {
         if (injected.has(cycle)) await admin`DROP TABLE IF EXISTS fault_switch`
         else await admin`CREATE TABLE IF NOT EXISTS fault_switch (id int)`
         await runner.cycle()
-        expect({ cycle, failed: runner.status.collectors.fault_probe!.startsWith('failed:') }).toEqual({ cycle, failed: injected.has(cycle) })
+        expect({ cycle, failed: runner.status.collectors.fault_probe!.startsWith('failed:') }).toEqual({
+          cycle,
+          failed: injected.has(cycle),
+        })
       }
       const scrape = parseScrape(metrics.registry.expose())
       checkConventions(scrape, 'dbm_agent_')
-      expect(value(scrape, 'dbm_agent_collector_failures_total', { database: 'probe', collector: 'fault_probe' })).toBe(injected.size)
-      expect(value(scrape, 'dbm_agent_collector_failures_total', { database: 'probe', collector: 'steady_probe' })).toBe(0)
-      expect(histogramCount(scrape, 'dbm_agent_collector_duration_seconds', { database: 'probe', collector: 'fault_probe' })).toBe(6)
-      expect(histogramCount(scrape, 'dbm_agent_collector_duration_seconds', { database: 'probe', collector: 'steady_probe' })).toBe(6)
+      expect(value(scrape, 'dbm_agent_collector_failures_total', { database: 'probe', collector: 'fault_probe' })).toBe(
+        injected.size,
+      )
+      expect(
+        value(scrape, 'dbm_agent_collector_failures_total', { database: 'probe', collector: 'steady_probe' }),
+      ).toBe(0)
+      expect(
+        histogramCount(scrape, 'dbm_agent_collector_duration_seconds', { database: 'probe', collector: 'fault_probe' }),
+      ).toBe(6)
+      expect(
+        histogramCount(scrape, 'dbm_agent_collector_duration_seconds', {
+          database: 'probe',
+          collector: 'steady_probe',
+        }),
+      ).toBe(6)
       // One batch a cycle, each taken by the server.
       expect(value(scrape, 'dbm_agent_batches_sent_total', { database: 'probe' })).toBe(6)
       expect(received(await serverScrape()) - received(before)).toBe(6)
@@ -193,9 +225,25 @@ describe('dbm agent GET /metrics', () => {
   test('a batch the API cannot take is buffered, with its bytes; one it refuses as malformed is dropped', async () => {
     const dir = tempDir()
     const shippers: { name: string; shipper: Shipper }[] = []
-    const metrics = new AgentMetrics(() => shippers.map(({ name, shipper }) => ({ database: name, batches: () => shipper.buffered(), bytes: () => shipper.bufferBytes() })))
+    const metrics = new AgentMetrics(() =>
+      shippers.map(({ name, shipper }) => ({
+        database: name,
+        batches: () => shipper.buffered(),
+        bytes: () => shipper.bufferBytes(),
+      })),
+    )
     const shipperTo = (endpoint: string, name: string) => {
-      const shipper = new Shipper({ endpoint, apiKey: key, databaseName: name, bufferDir: dir, retryIntervalMs: 3_600_000, bufferMaxAgeMs: 3_600_000, requestTimeoutMs: 5_000, log, metrics: metrics.shipper(name) })
+      const shipper = new Shipper({
+        endpoint,
+        apiKey: key,
+        databaseName: name,
+        bufferDir: dir,
+        retryIntervalMs: 3_600_000,
+        bufferMaxAgeMs: 3_600_000,
+        requestTimeoutMs: 5_000,
+        log,
+        metrics: metrics.shipper(name),
+      })
       shippers.push({ name, shipper })
       return shipper
     }
@@ -221,7 +269,7 @@ describe('dbm agent GET /metrics', () => {
     }
   })
 
-  test('enabled_exporter: the database\'s own figures as series, against what PostgreSQL says; none for a database without it', async () => {
+  test("enabled_exporter: the database's own figures as series, against what PostgreSQL says; none for a database without it", async () => {
     const dsn = await statementsDatabase(pg)
     const quiet = await statementsDatabase(pg)
     const dir = tempDir()
@@ -237,7 +285,9 @@ describe('dbm agent GET /metrics', () => {
     const scrape = async () => parseScrape(await (await fetch(`http://127.0.0.1:${healthPort}/metrics`)).text())
     try {
       for (const name of ['gamma', 'quiet']) {
-        await until(`the first cycle of ${name}`, async () => (agent.runner(name)?.status.state === 'connected' ? true : undefined))
+        await until(`the first cycle of ${name}`, async () =>
+          agent.runner(name)?.status.state === 'connected' ? true : undefined,
+        )
       }
       // After the baseline cycle: 1,000 rows, which pg_stat_database counts once the session's statistics are
       // flushed: at its next idle moment when asked to (otherwise up to 10 s later).
@@ -253,7 +303,9 @@ describe('dbm agent GET /metrics', () => {
       const s = await scrape()
       checkConventions(s, 'dbm_')
       expect(value(s, 'dbm_pg_tuples_inserted_total', { database: 'gamma' })).toBe(1000)
-      const [settings] = await sql<{ max_connections: string }[]>`SELECT current_setting('max_connections') AS max_connections`
+      const [settings] = await sql<
+        { max_connections: string }[]
+      >`SELECT current_setting('max_connections') AS max_connections`
       expect(value(s, 'dbm_pg_max_connections', { database: 'gamma' })).toBe(Number(settings!.max_connections))
       // The size PostgreSQL reports now is the one the last cycle read (nothing writes to the database meanwhile).
       const [size] = await sql<{ bytes: string }[]>`SELECT pg_database_size(current_database())::text AS bytes`
@@ -266,7 +318,10 @@ describe('dbm agent GET /metrics', () => {
       // Only gamma's figures, and no ClickHouse families for an agent without a ClickHouse exporter.
       for (const family of s.values()) {
         if (!family.name.startsWith('dbm_pg_')) continue
-        expect({ name: family.name, databases: family.metrics.map((m) => m.labels?.database) }).toEqual({ name: family.name, databases: ['gamma'] })
+        expect({ name: family.name, databases: family.metrics.map((m) => m.labels?.database) }).toEqual({
+          name: family.name,
+          databases: ['gamma'],
+        })
       }
       expect([...s.keys()].filter((name) => name.startsWith('dbm_clickhouse_'))).toEqual([])
     } finally {
@@ -276,10 +331,13 @@ describe('dbm agent GET /metrics', () => {
   })
 
   test('enabled_exporter in the config: true or false, anything else named', () => {
-    const yaml = (v: string) => `api:\n  key: dbm_ak_0123456789abcdef_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQ\ndatabases:\n  - name: a\n    dsn: postgres://u@h/db\n${v}`
+    const yaml = (v: string) =>
+      `api:\n  key: dbm_ak_0123456789abcdef_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQ\ndatabases:\n  - name: a\n    dsn: postgres://u@h/db\n${v}`
     expect(parseAgentConfig(yaml('    enabled_exporter: true\n')).databases[0]!.exporter).toBe(true)
     expect(parseAgentConfig(yaml('    enabled_exporter: false\n')).databases[0]!.exporter).toBeUndefined()
     expect(parseAgentConfig(yaml('')).databases[0]!.exporter).toBeUndefined()
-    expect(() => parseAgentConfig(yaml('    enabled_exporter: yes\n'))).toThrow(new ConfigError('databases[0].enabled_exporter: expected true or false, got "yes"'))
+    expect(() => parseAgentConfig(yaml('    enabled_exporter: yes\n'))).toThrow(
+      new ConfigError('databases[0].enabled_exporter: expected true or false, got "yes"'),
+    )
   })
 })

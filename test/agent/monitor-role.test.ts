@@ -56,7 +56,9 @@ describe('the agent as a pg_monitor role on PostgreSQL 17', () => {
     await explainPlans.collect(ctx())
     now += explainSampling.intervalMs
     await explainPlans.collect(ctx())
-    expect(notes.get('explain_plans')).toMatch(/^\d+ of \d+ statements not explained: permission denied for table orders \(grant pg_read_all_data\)$/)
+    expect(notes.get('explain_plans')).toMatch(
+      /^\d+ of \d+ statements not explained: permission denied for table orders \(grant pg_read_all_data\)$/,
+    )
     expect(logs.filter((l) => l.includes('statements not explained')).length).toBe(1)
     expect(logs.find((l) => l.includes('statements not explained'))).toContain('WARN')
 
@@ -86,6 +88,10 @@ describe('the agent as a pg_monitor role on PostgreSQL 17', () => {
     const { query_stats: stats } = await queryStats.collect(c())
     const texts = (stats ?? []).map((s) => s.query_text)
     expect(texts.some((t) => t.includes('app-marker-2'))).toBe(true)
-    expect(texts.filter((t) => t.includes('WITH busy AS') || t.includes('pg_stat_statements') || t.includes('has_sequence_privilege'))).toEqual([])
+    expect(
+      texts.filter(
+        (t) => t.includes('WITH busy AS') || t.includes('pg_stat_statements') || t.includes('has_sequence_privilege'),
+      ),
+    ).toEqual([])
   })
 })

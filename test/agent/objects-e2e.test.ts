@@ -68,7 +68,12 @@ describe('objects through the agent (PostgreSQL 17)', () => {
       const lock = await until('the waiting lock', async () =>
         (await rig.api('/locks')).find((l: any) => l.pid === waiterPid && !l.granted && l.blocked_by_pid === holderPid),
       )
-      expect(lock).toMatchObject({ granted: false, blocked_by_pid: holderPid, relation_name: 'public.contended', query_text: expect.stringContaining('dbm-waiter') })
+      expect(lock).toMatchObject({
+        granted: false,
+        blocked_by_pid: holderPid,
+        relation_name: 'public.contended',
+        query_text: expect.stringContaining('dbm-waiter'),
+      })
       // Ungranted locks come first.
       const locks = await rig.api('/locks')
       expect(locks[0].granted).toBe(false)
@@ -77,7 +82,12 @@ describe('objects through the agent (PostgreSQL 17)', () => {
       const session = await until('the blocked session', async () =>
         (await rig.api('/active')).find((a: any) => a.pid === waiterPid && a.blocking_pids.includes(holderPid)),
       )
-      expect(session).toMatchObject({ state: 'active', wait_event_type: 'Lock', blocking_pids: [holderPid], query_text: expect.stringContaining('dbm-waiter') })
+      expect(session).toMatchObject({
+        state: 'active',
+        wait_event_type: 'Lock',
+        blocking_pids: [holderPid],
+        query_text: expect.stringContaining('dbm-waiter'),
+      })
       expect(session.duration_ms).toBeGreaterThanOrEqual(0)
 
       await holder.unsafe('ROLLBACK')
@@ -101,7 +111,13 @@ describe('objects through the agent (PostgreSQL 17)', () => {
     const points = detail.timeseries as any[]
     expect(points.reduce((s, p) => s + (p.seq_tup_read ?? 0), 0)).toBe(SEQ_SCANS * SCANNED_ROWS)
     expect(points.every((p) => p.idx_scan === null)).toBe(true)
-    expect(detail).toMatchObject({ schema_name: 'public', table_name: 'scanned', seq_scan: SEQ_SCANS, idx_scan: null, has_primary_key: false })
+    expect(detail).toMatchObject({
+      schema_name: 'public',
+      table_name: 'scanned',
+      seq_scan: SEQ_SCANS,
+      idx_scan: null,
+      has_primary_key: false,
+    })
     expect(detail.table_size_bytes).toBeGreaterThan(0)
     const bySeqScans = await rig.api('/tables?sort_by=seq_scans')
     expect(bySeqScans[0].table_name).toBe('scanned')
@@ -146,15 +162,21 @@ describe('objects through the agent (PostgreSQL 17)', () => {
       await sql`INSERT INTO moved SELECT g, 'x' FROM generate_series(1, ${MOVED_ROWS}) g`
     })
     // The agent's first sample of the table is its baseline; the updates land in later samples as deltas.
-    await until('a first sample of moved', async () => ((await rig.api('/tables')).some((t: any) => t.table_name === 'moved') ? true : undefined))
+    await until('a first sample of moved', async () =>
+      (await rig.api('/tables')).some((t: any) => t.table_name === 'moved') ? true : undefined,
+    )
     // Full pages and longer rows: updates cannot stay on their page, so they move to a new one (not HOT).
     await session((sql) => sql`UPDATE moved SET pad = repeat('y', 200)`)
     const counters = TABLE_COUNTERS.join(', ')
     const truth = await until('the updates in pg_stat_user_tables', async () => {
-      const [row] = (await session((sql) => sql.unsafe(`SELECT ${counters} FROM pg_stat_user_tables WHERE relname = 'moved'`))) as Record<string, unknown>[]
+      const [row] = (await session((sql) =>
+        sql.unsafe(`SELECT ${counters} FROM pg_stat_user_tables WHERE relname = 'moved'`),
+      )) as Record<string, unknown>[]
       return Number(row!.n_tup_upd) === MOVED_ROWS ? row! : undefined
     })
-    const expected = Object.fromEntries(TABLE_COUNTERS.map((c) => [c, truth[c] === null ? null : Number(truth[c])])) as Record<string, number>
+    const expected = Object.fromEntries(
+      TABLE_COUNTERS.map((c) => [c, truth[c] === null ? null : Number(truth[c])]),
+    ) as Record<string, number>
     expect(expected.n_tup_newpage_upd).toBeGreaterThan(0)
     expect(expected.n_tup_newpage_upd! + expected.n_tup_hot_upd!).toBeLessThanOrEqual(MOVED_ROWS)
 

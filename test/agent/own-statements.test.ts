@@ -11,7 +11,14 @@ import { explainSampling } from '../../src/agent/collectors/postgres/explain-pla
 import { postgresCollectors } from '../../src/agent/collectors/postgres/index.ts'
 import { queryStats } from '../../src/agent/collectors/postgres/query-stats.ts'
 import type { PostgresContext } from '../../src/agent/collectors/types.ts'
-import { OWN_MARKER, addArrayTypes, agentPostgres, fetchArrayTypes, readPgArray, writePgArray } from '../../src/agent/own-statements.ts'
+import {
+  OWN_MARKER,
+  addArrayTypes,
+  agentPostgres,
+  fetchArrayTypes,
+  readPgArray,
+  writePgArray,
+} from '../../src/agent/own-statements.ts'
 import { CancellablePool } from '../../src/agent/postgres-pool.ts'
 import type { QueryStatDelta } from '../../src/shared/wire.ts'
 import { createLogger } from '../../src/shared/log.ts'
@@ -60,38 +67,45 @@ describe.each([18, 17, 13])('the agent connected as the owner or a superuser on 
   async function agent(url: string, database: string) {
     // As the runner builds it: array types read once, marked, for every pool.
     let types: Awaited<ReturnType<typeof fetchArrayTypes>> | undefined
-    const pool = new CancellablePool(() => agentPostgres(url, { max: 3, onnotice: () => {}, connection: { application_name: 'dbm-agent' } }, types), 1000, 20_000)
+    const pool = new CancellablePool(
+      () => agentPostgres(url, { max: 3, onnotice: () => {}, connection: { application_name: 'dbm-agent' } }, types),
+      1000,
+      20_000,
+    )
     cleanups.push(() => pool.close())
     types = await fetchArrayTypes(pool.sql)
     addArrayTypes(pool.sql, types)
     const state = new Map<string, unknown>()
     const notes = new Map<string, string>()
     let now = Date.now()
-    const cycle = Object.assign(async (): Promise<QueryStatDelta[] | undefined> => {
-      // Past the sampling interval every cycle: the agent's EXPLAINs run every cycle.
-      now += explainSampling.intervalMs
-      const ctx: PostgresContext = {
-        name: 'app',
-        database,
-        sql: pool.view(new AbortController().signal),
-        versionNum: major * 10_000,
-        major,
-        now,
-        settings: { collectExplainPlans: true, collectReplication: true },
-        state,
-        notes,
-        infos: new Map(),
-        log: createLogger('error', () => {}),
-      }
-      let stats: QueryStatDelta[] | undefined
-      for (const collector of postgresCollectors) {
-        if ((collector.minVersion ?? 0) > major) continue
-        const out = await collector.collect(ctx).catch((e) => (collector === queryStats ? Promise.reject(e) : {}))
-        if (collector === queryStats) stats = (out as { query_stats?: QueryStatDelta[] }).query_stats
-        cycle.plans += (out as { explain_plans?: unknown[] }).explain_plans?.length ?? 0
-      }
-      return stats
-    }, { plans: 0 })
+    const cycle = Object.assign(
+      async (): Promise<QueryStatDelta[] | undefined> => {
+        // Past the sampling interval every cycle: the agent's EXPLAINs run every cycle.
+        now += explainSampling.intervalMs
+        const ctx: PostgresContext = {
+          name: 'app',
+          database,
+          sql: pool.view(new AbortController().signal),
+          versionNum: major * 10_000,
+          major,
+          now,
+          settings: { collectExplainPlans: true, collectReplication: true },
+          state,
+          notes,
+          infos: new Map(),
+          log: createLogger('error', () => {}),
+        }
+        let stats: QueryStatDelta[] | undefined
+        for (const collector of postgresCollectors) {
+          if ((collector.minVersion ?? 0) > major) continue
+          const out = await collector.collect(ctx).catch((e) => (collector === queryStats ? Promise.reject(e) : {}))
+          if (collector === queryStats) stats = (out as { query_stats?: QueryStatDelta[] }).query_stats
+          cycle.plans += (out as { explain_plans?: unknown[] }).explain_plans?.length ?? 0
+        }
+        return stats
+      },
+      { plans: 0 },
+    )
     return cycle
   }
 
@@ -107,11 +121,13 @@ describe.each([18, 17, 13])('the agent connected as the owner or a superuser on 
       const tag = `own_${as.replaceAll(' ', '_')}_${major}${trackAll ? '_all' : ''}`
       // With literals (the simple protocol) the statement's queryid is not that of the agent's PREPARE of its
       // normalised text (parameters, not constants): the agent's EXPLAIN of it gets an entry of its own.
-      const run = (text: string, value: number) => (trackAll ? app.unsafe(text.replace('$1', String(value))).simple() : app.unsafe(text, [value]))
+      const run = (text: string, value: number) =>
+        trackAll ? app.unsafe(text.replace('$1', String(value))).simple() : app.unsafe(text, [value])
       const totals = new Map<string, { calls: number; text: string }>()
       for (let round = 0; round < 3; round++) {
         for (let i = 0; i <= round; i++) await run(`SELECT total FROM app_orders WHERE customer = $1 /* ${tag}_a */`, i)
-        for (let i = 0; i < 2; i++) await run(`UPDATE app_orders SET total = total + 1 WHERE id = $1 /* ${tag}_b */`, i + 1)
+        for (let i = 0; i < 2; i++)
+          await run(`UPDATE app_orders SET total = total + 1 WHERE id = $1 /* ${tag}_b */`, i + 1)
         for (const s of (await cycle()) ?? []) {
           const t = totals.get(s.query_hash) ?? { calls: 0, text: s.query_text }
           t.calls += s.calls
@@ -122,7 +138,8 @@ describe.each([18, 17, 13])('the agent connected as the owner or a superuser on 
       expect(texts.filter((t) => t.includes(OWN_MARKER) || t.includes('dbm_explain'))).toEqual([])
       // The agent's statements were counted by pg_stat_statements, with the marker kept at their end (18
       // drops a leading comment).
-      const agentRows = await admin`SELECT count(*)::int AS n FROM pg_stat_statements WHERE query LIKE ${`%${OWN_MARKER}`} AND calls > 0`
+      const agentRows =
+        await admin`SELECT count(*)::int AS n FROM pg_stat_statements WHERE query LIKE ${`%${OWN_MARKER}`} AND calls > 0`
       expect(agentRows[0]!.n).toBeGreaterThan(10)
       // Nothing but the application's statements.
       expect(texts.filter((t) => !t.includes(tag))).toEqual([])
@@ -132,13 +149,16 @@ describe.each([18, 17, 13])('the agent connected as the owner or a superuser on 
         [`%${tag}%`, `%${OWN_MARKER}%`],
       )
       expect(expected.length).toBe(2)
-      expect(Object.fromEntries([...totals].map(([h, t]) => [h, t.calls]))).toEqual(Object.fromEntries(expected.map((r) => [r.hash, r.calls])))
+      expect(Object.fromEntries([...totals].map(([h, t]) => [h, t.calls]))).toEqual(
+        Object.fromEntries(expected.map((r) => [r.hash, r.calls])),
+      )
       expect(expected.map((r) => r.calls).sort()).toEqual([6, 6])
       if (major >= 14 && as === 'owner') {
         // The application's statements were explained (PREPARE, EXPLAIN EXECUTE in a READ ONLY
         // transaction) and still counted under their own texts; the transaction's statements were marked.
         expect(cycle.plans).toBeGreaterThan(0)
-        const tx = await admin`SELECT query FROM pg_stat_statements WHERE query ~* ${'^(/\\* dbm-agent \\*/ )?(begin|commit|savepoint)'} AND query LIKE ${`%${OWN_MARKER}`} ORDER BY 1`
+        const tx =
+          await admin`SELECT query FROM pg_stat_statements WHERE query ~* ${'^(/\\* dbm-agent \\*/ )?(begin|commit|savepoint)'} AND query LIKE ${`%${OWN_MARKER}`} ORDER BY 1`
         expect(tx.length).toBeGreaterThanOrEqual(3)
       }
     })
@@ -179,19 +199,37 @@ describe('markOwnStatements', () => {
                ARRAY[[1.5, 2]]::float8[] AS f, '{}'::int[] AS e, ARRAY[true, false] AS b, ARRAY['2026-01-02'::date] AS d`
     const [mine] = await arrays(sql)
     expect(mine).toEqual((await arrays(plain))[0]!)
-    expect(mine).toEqual({ t: ['a', 'b"c', 'd\\e', 'NULL'], i: [1, 2], big: ['1', '2'], f: [[1.5, 2]], e: [], b: [true, false], d: [new Date('2026-01-02')] })
+    expect(mine).toEqual({
+      t: ['a', 'b"c', 'd\\e', 'NULL'],
+      i: [1, 2],
+      big: ['1', '2'],
+      f: [[1.5, 2]],
+      e: [],
+      b: [true, false],
+      d: [new Date('2026-01-02')],
+    })
     // A NULL element is null (the string 'NULL' above stays a string: PostgreSQL quotes it).
-    const [nulls] = await sql`SELECT ARRAY[1, NULL, 3]::int[] AS i, ARRAY[NULL, 'x', ${'a,b}{"\\'}]::text[] AS t, '[0:1]={7,8}'::int[] AS bounds`
+    const [nulls] =
+      await sql`SELECT ARRAY[1, NULL, 3]::int[] AS i, ARRAY[NULL, 'x', ${'a,b}{"\\'}]::text[] AS t, '[0:1]={7,8}'::int[] AS bounds`
     expect(nulls).toEqual({ i: [1, null, 3], t: [null, 'x', 'a,b}{"\\'], bounds: [7, 8] })
     const seen: string[] = []
-    const [row] = await sql`SELECT ${sql`1`}::int AS one, ${sql.array([1, 2])}::int[] AS arr, ${'x'} AS ${sql('col')}, current_query() AS q`
-    expect(row).toEqual({ one: 1, arr: [1, 2], col: 'x', q: `${OWN_MARKER} SELECT 1::int AS one, $1::int[] AS arr, $2 AS "col", current_query() AS q\n${OWN_MARKER}` })
+    const [row] =
+      await sql`SELECT ${sql`1`}::int AS one, ${sql.array([1, 2])}::int[] AS arr, ${'x'} AS ${sql('col')}, current_query() AS q`
+    expect(row).toEqual({
+      one: 1,
+      arr: [1, 2],
+      col: 'x',
+      q: `${OWN_MARKER} SELECT 1::int AS one, $1::int[] AS arr, $2 AS "col", current_query() AS q\n${OWN_MARKER}`,
+    })
     // The same template twice: one prepared statement, reused.
     for (let i = 0; i < 2; i++) seen.push(String((await sql`SELECT current_query() AS q, ${i}::int AS i`)[0]!.q))
     expect(new Set(seen).size).toBe(1)
-    const [prepared] = await sql`SELECT count(*)::int AS n FROM pg_prepared_statements WHERE statement LIKE ${`${OWN_MARKER} SELECT current_query() AS q%`}`
+    const [prepared] =
+      await sql`SELECT count(*)::int AS n FROM pg_prepared_statements WHERE statement LIKE ${`${OWN_MARKER} SELECT current_query() AS q%`}`
     expect(prepared!.n).toBe(1)
-    expect((await sql.unsafe('SELECT current_query() AS q'))[0]!.q).toBe(`${OWN_MARKER} SELECT current_query() AS q\n${OWN_MARKER}`)
+    expect((await sql.unsafe('SELECT current_query() AS q'))[0]!.q).toBe(
+      `${OWN_MARKER} SELECT current_query() AS q\n${OWN_MARKER}`,
+    )
     expect((await sql.unsafe('SELECT current_query() AS q, $1::int AS i', [1]))[0]!.q).toStartWith(OWN_MARKER)
     const inTx = await sql.begin('read only', async (tx) => {
       const a = (await tx`SELECT current_query() AS q`)[0]!.q
@@ -209,8 +247,18 @@ describe("PostgreSQL's text form of arrays, read and written by the agent's own 
   test('read: quoting, escapes, NULL, nesting, empty, bounds, the box delimiter, text that ends early', () => {
     const int = (x: string) => Number.parseInt(x, 10)
     expect(readPgArray('{1,2,3}', int)).toEqual([1, 2, 3])
-    expect(readPgArray('{"a b","c\\"d","e\\\\f","NULL",NULL,""}', undefined)).toEqual(['a b', 'c"d', 'e\\f', 'NULL', null, ''])
-    expect(readPgArray('{{1,2},{3,NULL}}', int)).toEqual([[1, 2], [3, null]])
+    expect(readPgArray('{"a b","c\\"d","e\\\\f","NULL",NULL,""}', undefined)).toEqual([
+      'a b',
+      'c"d',
+      'e\\f',
+      'NULL',
+      null,
+      '',
+    ])
+    expect(readPgArray('{{1,2},{3,NULL}}', int)).toEqual([
+      [1, 2],
+      [3, null],
+    ])
     expect(readPgArray('{}', int)).toEqual([])
     expect(readPgArray('{{},{}}', int)).toEqual([[], []])
     expect(readPgArray('[0:1]={7,8}', int)).toEqual([7, 8])
@@ -222,7 +270,9 @@ describe("PostgreSQL's text form of arrays, read and written by the agent's own 
 
   test('write: every element quoted with quotes and backslashes escaped, nesting, null and undefined as NULL', () => {
     expect(writePgArray([1, 2], String)).toBe('{"1","2"}')
-    expect(writePgArray(['a"b', 'c\\d', '{x,y}', null, undefined], undefined)).toBe('{"a\\"b","c\\\\d","{x,y}",NULL,NULL}')
+    expect(writePgArray(['a"b', 'c\\d', '{x,y}', null, undefined], undefined)).toBe(
+      '{"a\\"b","c\\\\d","{x,y}",NULL,NULL}',
+    )
     expect(writePgArray([[1], [2, 3]], String)).toBe('{{"1"},{"2","3"}}')
     expect(writePgArray([], String)).toBe('{}')
     expect(writePgArray('not an array', String)).toBe('not an array')

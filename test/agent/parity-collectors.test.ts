@@ -21,7 +21,7 @@ setDefaultTimeout(60_000)
 
 /** Hostile names: a quote of each kind, a newline, a comment end, non-ASCII letters and an emoji. */
 export const SCHEMA = 'we"ird\n*/ schéma'
-export const TABLE = "ta'ble\"\n*/ ünï 🐘"
+export const TABLE = 'ta\'ble"\n*/ ünï 🐘'
 const quoteIdent = (name: string) => `"${name.replaceAll('"', '""')}"`
 const QUALIFIED = `${quoteIdent(SCHEMA)}.${quoteIdent(TABLE)}`
 
@@ -71,16 +71,32 @@ async function run(collector: PostgresCollector, ctx: PostgresContext): Promise<
 }
 
 test('percentages: done of total to one decimal, none without a positive total', () => {
-  expect([percentOf(0, 1), percentOf(1, 3), percentOf(5, 5), percentOf(7, 5), percentOf(3, 0), percentOf(null, 5), percentOf(2, null)]).toEqual([
-    0, 33.3, 100, 100, null, null, null,
-  ])
+  expect([
+    percentOf(0, 1),
+    percentOf(1, 3),
+    percentOf(5, 5),
+    percentOf(7, 5),
+    percentOf(3, 0),
+    percentOf(null, 5),
+    percentOf(2, null),
+  ]).toEqual([0, 33.3, 100, 100, null, null, null])
 })
 
 test('row data width: columns padded to their alignment, short varlenas unaligned, nulls weighted', () => {
   // int4 then int8: 4 bytes of padding before the int8.
-  expect(dataWidth([[4, 0, 4, 'i'], [8, 0, 8, 'd']])).toBe(16)
+  expect(
+    dataWidth([
+      [4, 0, 4, 'i'],
+      [8, 0, 8, 'd'],
+    ]),
+  ).toBe(16)
   // A 33-byte text (1-byte header, unaligned) then an int4 padded to 36, then 4.
-  expect(dataWidth([[33, 0, -1, 'i'], [4, 0, 4, 'i']])).toBe(40)
+  expect(
+    dataWidth([
+      [33, 0, -1, 'i'],
+      [4, 0, 4, 'i'],
+    ]),
+  ).toBe(40)
   // A column null half the time counts half.
   expect(dataWidth([[8, 0.5, 8, 'd']])).toBe(4)
 })
@@ -107,7 +123,9 @@ for (const major of postgresMajors) {
       await admin.unsafe(`INSERT INTO ${parent} VALUES (1)`)
       await admin.unsafe(`INSERT INTO ${QUALIFIED} VALUES (1, 1, -5)`)
       await admin.unsafe(`ALTER TABLE ${QUALIFIED} ADD CONSTRAINT ${quoteIdent(check)} CHECK (qty > 0) NOT VALID`)
-      await admin.unsafe(`ALTER TABLE ${QUALIFIED} ADD CONSTRAINT ${quoteIdent(fkey)} FOREIGN KEY (parent_id) REFERENCES ${parent} (id) NOT VALID`)
+      await admin.unsafe(
+        `ALTER TABLE ${QUALIFIED} ADD CONSTRAINT ${quoteIdent(fkey)} FOREIGN KEY (parent_id) REFERENCES ${parent} (id) NOT VALID`,
+      )
       await admin.unsafe(`ALTER TABLE ${QUALIFIED} ADD CONSTRAINT valid_one CHECK (id > 0) NOT VALID`)
       await admin.unsafe(`ALTER TABLE ${QUALIFIED} VALIDATE CONSTRAINT valid_one`)
 
@@ -124,7 +142,9 @@ for (const major of postgresMajors) {
         })),
       )
       expect(invalid_constraints!.map((c) => c.constraint_name).sort()).toEqual([check, fkey].sort())
-      expect(invalid_constraints!.find((c) => c.constraint_name === check)!.definition).toBe('CHECK ((qty > 0)) NOT VALID')
+      expect(invalid_constraints!.find((c) => c.constraint_name === check)!.definition).toBe(
+        'CHECK ((qty > 0)) NOT VALID',
+      )
 
       // Validated (the bad row fixed first), it is gone from the list.
       await admin.unsafe(`UPDATE ${QUALIFIED} SET qty = 5`)
@@ -145,18 +165,24 @@ for (const major of postgresMajors) {
       try {
         const db = (await admin`SELECT current_database() AS d`)[0]!.d as string
         const truthOf = async () =>
-          (await admin`
+          (
+            await admin`
             SELECT application_name, state, count(*)::int AS n FROM pg_stat_activity
             WHERE datname = ${db} AND backend_type = 'client backend' AND application_name NOT LIKE 'dbm-parity-%'
-            GROUP BY application_name, state ORDER BY application_name, state`).map((r) => ({ application_name: r.application_name, state: r.state, count: r.n }))
+            GROUP BY application_name, state ORDER BY application_name, state`
+          ).map((r) => ({ application_name: r.application_name, state: r.state, count: r.n }))
         // The sleeping sessions show as active once their statements started.
-        await until('the sleepers to be active', async () => ((await truthOf()).some((r) => r.state === 'active' && r.count === 2) ? true : undefined))
+        await until('the sleepers to be active', async () =>
+          (await truthOf()).some((r) => r.state === 'active' && r.count === 2) ? true : undefined,
+        )
         const truth = await truthOf()
         const found = (await run(connections, contextFor(agent, major))).connections!
         const mine = found
           .filter((g) => g.database === db && !g.application_name!.startsWith('dbm-parity-'))
           .map((g) => ({ application_name: g.application_name, state: g.state, count: g.count }))
-          .sort((a, b) => (a.application_name! < b.application_name! ? -1 : a.application_name! > b.application_name! ? 1 : 0))
+          .sort((a, b) =>
+            a.application_name! < b.application_name! ? -1 : a.application_name! > b.application_name! ? 1 : 0,
+          )
         expect(mine).toEqual(truth)
         expect(truth.map((t) => [t.state, t.count])).toEqual([
           ['active', 2],
@@ -181,18 +207,26 @@ for (const major of postgresMajors) {
       await admin.unsafe(`INSERT INTO ${table} SELECT g, repeat('p', 50) FROM generate_series(1, 20000) g`)
       const holder = connect(url, 'dbm-parity-holder')
       await holder.unsafe('BEGIN ISOLATION LEVEL REPEATABLE READ')
-      const [{ pid: holderPid }] = (await holder.unsafe('SELECT pg_backend_pid() AS pid')) as unknown as [{ pid: number }]
+      const [{ pid: holderPid }] = (await holder.unsafe('SELECT pg_backend_pid() AS pid')) as unknown as [
+        { pid: number },
+      ]
       await holder.unsafe('SELECT 1')
       const builder = connect(url, 'dbm-parity-builder')
       // postgres.js sends a query once it is awaited or then-ed.
-      const building = builder.unsafe(`CREATE INDEX CONCURRENTLY ${quoteIdent(index)} ON ${table} (id)`).then(() => undefined)
+      const building = builder
+        .unsafe(`CREATE INDEX CONCURRENTLY ${quoteIdent(index)} ON ${table} (id)`)
+        .then(() => undefined)
       try {
         const [view] = await until('the build to wait for old snapshots', async () => {
           const rows = await admin`
             SELECT p.pid, p.command, p.phase, p.lockers_total::int, p.lockers_done::int, p.current_locker_pid::int, a.wait_event_type, a.wait_event
             FROM pg_stat_progress_create_index p JOIN pg_stat_activity a USING (pid) WHERE p.datname = current_database()`
           // Settled on the holder: a transaction of this test's own connection may be a locker for a moment first.
-          return rows[0]?.phase === 'waiting for old snapshots' && rows[0]?.wait_event && rows[0]?.current_locker_pid === holderPid ? rows : undefined
+          return rows[0]?.phase === 'waiting for old snapshots' &&
+            rows[0]?.wait_event &&
+            rows[0]?.current_locker_pid === holderPid
+            ? rows
+            : undefined
         })
         // The session the build waits for, as pg_stat_activity shows it: the holder's open transaction.
         const [locker] = await admin`
@@ -232,14 +266,19 @@ for (const major of postgresMajors) {
           started_at: null,
         })
         expect(view!.lockers_total).toBeGreaterThanOrEqual(1)
-        const [{ started }] = (await admin`SELECT query_start AS started FROM pg_stat_activity WHERE pid = ${view!.pid}`) as unknown as [{ started: Date }]
+        const [{ started }] =
+          (await admin`SELECT query_start AS started FROM pg_stat_activity WHERE pid = ${view!.pid}`) as unknown as [
+            { started: Date },
+          ]
         expect(entry!.started_at).toBe(started.getTime())
       } finally {
         await holder.unsafe('COMMIT')
         await building
       }
       // (An autovacuum of the table may be running by now: only the build must be gone.)
-      expect((await run(progress, contextFor(agent, major))).progress!.filter((e) => !e.command.startsWith('autovacuum'))).toEqual([])
+      expect(
+        (await run(progress, contextFor(agent, major))).progress!.filter((e) => !e.command.startsWith('autovacuum')),
+      ).toEqual([])
     })
 
     test('progress: VACUUM (FREEZE) held in "scanning heap" by a cursor pinning a page, with the view\'s block counts', async () => {
@@ -261,7 +300,9 @@ for (const major of postgresMajors) {
           return row?.wait_event === 'BufferPin' ? row : undefined
         })
         // This table's: an autovacuum of an earlier test's table may be running too (seen in CI on 13).
-        const found = (await run(progress, contextFor(agent, major))).progress!.filter((e) => e.table_name === 'vac "t"\n*/ é')
+        const found = (await run(progress, contextFor(agent, major))).progress!.filter(
+          (e) => e.table_name === 'vac "t"\n*/ é',
+        )
         expect(found.map((e) => ({ ...e, started_at: null }))).toEqual([
           {
             pid: view.pid,
@@ -293,7 +334,9 @@ for (const major of postgresMajors) {
 
 /** pgstattuple's free space plus dead tuples' bytes: what holds no live row. */
 async function unusedBytes(sql: postgres.Sql, relation: string): Promise<number> {
-  const [row] = await sql.unsafe(`SELECT (free_space + dead_tuple_len)::float8 AS unused FROM pgstattuple('${relation.replaceAll("'", "''")}'::regclass)`)
+  const [row] = await sql.unsafe(
+    `SELECT (free_space + dead_tuple_len)::float8 AS unused FROM pgstattuple('${relation.replaceAll("'", "''")}'::regclass)`,
+  )
   return row!.unused as number
 }
 
@@ -306,7 +349,9 @@ for (const major of [13, 17, 18] as const) {
     const index = 'ix "b"\n*/ é'
     // Mixed alignment (int4, text, timestamptz, numeric), varying widths and nulls; notes distinct, so that
     // btree deduplication (which the estimate does not model) has nothing to merge in the index.
-    await sql.unsafe(`CREATE TABLE ${QUALIFIED} (id int PRIMARY KEY, note text, at timestamptz, amount numeric, flag boolean)`)
+    await sql.unsafe(
+      `CREATE TABLE ${QUALIFIED} (id int PRIMARY KEY, note text, at timestamptz, amount numeric, flag boolean)`,
+    )
     await sql.unsafe(
       `INSERT INTO ${QUALIFIED} SELECT g, CASE WHEN g % 5 = 0 THEN NULL ELSE repeat('n', g % 90) || g END, now(), g / 7.0, g % 2 = 0 FROM generate_series(1, 150000) g`,
     )
@@ -314,10 +359,12 @@ for (const major of [13, 17, 18] as const) {
     await sql.unsafe(`VACUUM ANALYZE ${QUALIFIED}`)
     const estimate = async () => {
       const rows = (await run(bloat, contextFor(sql, major))).bloat!
-      const of = (name: string | null) => rows.find((r) => r.schema_name === SCHEMA && r.table_name === TABLE && r.index_name === name)!
+      const of = (name: string | null) =>
+        rows.find((r) => r.schema_name === SCHEMA && r.table_name === TABLE && r.index_name === name)!
       return { table: of(null), index: of(index) }
     }
-    const size = async (rel: string) => Number((await sql.unsafe(`SELECT pg_relation_size('${rel.replaceAll("'", "''")}'::regclass) AS s`))[0]!.s)
+    const size = async (rel: string) =>
+      Number((await sql.unsafe(`SELECT pg_relation_size('${rel.replaceAll("'", "''")}'::regclass) AS s`))[0]!.s)
     const indexRel = `${quoteIdent(SCHEMA)}.${quoteIdent(index)}`
 
     // Fresh: next to nothing.

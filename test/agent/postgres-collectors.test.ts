@@ -150,7 +150,13 @@ describe('the PostgreSQL collector set', () => {
 
   test('the SQL variant is the one keyed by the highest minimum version at or below the server', () => {
     const variants = { 10: 'ten', 14: 'fourteen', 17: 'seventeen' }
-    expect([13, 14, 16, 17, 18].map((major) => forVersion(variants, major))).toEqual(['ten', 'fourteen', 'fourteen', 'seventeen', 'seventeen'])
+    expect([13, 14, 16, 17, 18].map((major) => forVersion(variants, major))).toEqual([
+      'ten',
+      'fourteen',
+      'fourteen',
+      'seventeen',
+      'seventeen',
+    ])
     expect(() => forVersion(variants, 9)).toThrow('no variant for PostgreSQL 9')
   })
 
@@ -193,7 +199,9 @@ for (const major of postgresMajors) {
       await setup`ALTER TABLE t_av_default SET (autovacuum_enabled = false)`
       await setup`ALTER TABLE t_av_default RESET (autovacuum_enabled)`
       await setup.end()
-      const found = (await run(tables, agent.ctx({ state: new Map() }))).tables!.filter((t) => t.table_name.startsWith('t_av_'))
+      const found = (await run(tables, agent.ctx({ state: new Map() }))).tables!.filter((t) =>
+        t.table_name.startsWith('t_av_'),
+      )
       expect(Object.fromEntries(found.map((t) => [t.table_name, t.autovacuum_enabled]))).toEqual({
         t_av_off: false,
         t_av_zero: false,
@@ -229,11 +237,19 @@ for (const major of postgresMajors) {
         const [row] = await agent.sql`SELECT seq_scan, n_tup_upd FROM pg_stat_user_tables WHERE relname = 't_work'`
         return { seq_scan: Number(row?.seq_scan), n_tup_upd: Number(row?.n_tup_upd) }
       }
-      await eventually('the index build in pg_stat_user_tables', async () => ((await scans()).seq_scan === 1 ? true : undefined))
+      await eventually('the index build in pg_stat_user_tables', async () =>
+        (await scans()).seq_scan === 1 ? true : undefined,
+      )
       const ctx = agent.ctx({ state: new Map() })
       const first = (await run(tables, ctx)).tables!
       const before = first.find((t) => t.table_name === 't_work')!
-      expect(before).toMatchObject({ schema_name: 'public', n_tup_ins: 0, seq_scan: 1, has_primary_key: true, delta: null })
+      expect(before).toMatchObject({
+        schema_name: 'public',
+        n_tup_ins: 0,
+        seq_scan: 1,
+        has_primary_key: true,
+        delta: null,
+      })
       expect(first.find((t) => t.table_name === 't_nokey')).toMatchObject({ has_primary_key: false, idx_scan: null })
 
       const work = connect(url)
@@ -265,7 +281,13 @@ for (const major of postgresMajors) {
         n_tup_newpage_upd: major >= 16 ? 0 : null,
       })
       // n_live_tup is not asserted exactly: ANALYZE sets it, and inserts flushed after ANALYZE add to it.
-      expect(after).toMatchObject({ n_tup_ins: 100, n_tup_del: 10, last_vacuum: null, last_autovacuum: null, has_primary_key: true })
+      expect(after).toMatchObject({
+        n_tup_ins: 100,
+        n_tup_del: 10,
+        last_vacuum: null,
+        last_autovacuum: null,
+        has_primary_key: true,
+      })
       expect(after.n_live_tup).toBeGreaterThanOrEqual(90)
       expect(after.n_dead_tup).toBeGreaterThanOrEqual(0)
       expect(after.last_analyze).toBeGreaterThan(Date.now() - 60_000)
@@ -276,15 +298,22 @@ for (const major of postgresMajors) {
 
       const idle = (await run(tables, ctx)).tables!.find((t) => t.table_name === 't_work')!
       // every counter of the table family still, but the one PostgreSQL before 16 lacks
-      expect(idle.delta).toEqual(Object.fromEntries(TABLE_COUNTERS.map((c) => [c, c === 'n_tup_newpage_upd' && major < 16 ? null : 0])) as never)
+      expect(idle.delta).toEqual(
+        Object.fromEntries(TABLE_COUNTERS.map((c) => [c, c === 'n_tup_newpage_upd' && major < 16 ? null : 0])) as never,
+      )
       // Sizes of an unchanged table are the last reading's; TRUNCATE gives it new files (and moves no
       // counter): sized again at once, as PostgreSQL sizes it.
-      expect([idle.table_size_bytes, idle.index_size_bytes, idle.heap_bytes]).toEqual([after.table_size_bytes, after.index_size_bytes, after.heap_bytes])
+      expect([idle.table_size_bytes, idle.index_size_bytes, idle.heap_bytes]).toEqual([
+        after.table_size_bytes,
+        after.index_size_bytes,
+        after.heap_bytes,
+      ])
       const truncate = connect(url)
       await truncate`TRUNCATE t_work`
       await finish(truncate, major)
       const emptied = (await run(tables, ctx)).tables!.find((t) => t.table_name === 't_work')!
-      const [sizes] = await agent.sql`SELECT pg_table_size('t_work'::regclass)::int AS t, pg_indexes_size('t_work'::regclass)::int AS i`
+      const [sizes] =
+        await agent.sql`SELECT pg_table_size('t_work'::regclass)::int AS t, pg_indexes_size('t_work'::regclass)::int AS i`
       expect([emptied.table_size_bytes, emptied.index_size_bytes, emptied.heap_bytes]).toEqual([sizes!.t, sizes!.i, 0])
     })
 
@@ -297,11 +326,20 @@ for (const major of postgresMajors) {
       await agent.sql`SELECT setval('s_legacy', 1700000000)`
       await agent.sql`CREATE SEQUENCE s_down INCREMENT BY -1`
       await agent.sql`SELECT nextval('s_down')`
-      const collect = async () => (await run(tables, agent.ctx({ state: new Map() }))).sequences!.filter((q) => q.schema_name === 'public' && /^(s_|t_seq)/.test(q.sequence_name))
+      const collect = async () =>
+        (await run(tables, agent.ctx({ state: new Map() }))).sequences!.filter(
+          (q) => q.schema_name === 'public' && /^(s_|t_seq)/.test(q.sequence_name),
+        )
       const found = await collect()
       expect(found.map((q) => q.sequence_name)).toEqual(['s_int', 's_legacy', 's_down', 't_seq_id_seq'])
       const [int, legacy, down, serial] = found
-      expect(int).toMatchObject({ data_type: 'integer', last_value: 2_000_000_000, max_value: 2_147_483_647, increment_by: 1, owned_by: null })
+      expect(int).toMatchObject({
+        data_type: 'integer',
+        last_value: 2_000_000_000,
+        max_value: 2_147_483_647,
+        increment_by: 1,
+        owned_by: null,
+      })
       expect(int!.used_ratio).toBeCloseTo(1_999_999_999 / 2_147_483_646, 9)
       expect(legacy).toMatchObject({
         data_type: 'bigint',
@@ -312,7 +350,12 @@ for (const major of postgresMajors) {
       expect(legacy!.used_ratio).toBeCloseTo(1_699_999_999 / 2_147_483_646, 9)
       expect(down).toMatchObject({ data_type: 'bigint', last_value: -1, increment_by: -1, used_ratio: 0 })
       // Never called: no last value yet.
-      expect(serial).toMatchObject({ data_type: 'integer', last_value: null, used_ratio: null, owned_by: { table_name: 't_seq', column_name: 'id', column_type: 'integer' } })
+      expect(serial).toMatchObject({
+        data_type: 'integer',
+        last_value: null,
+        used_ratio: null,
+        owned_by: { table_name: 't_seq', column_name: 'id', column_type: 'integer' },
+      })
 
       const holder = connect(url)
       await holder`BEGIN`
@@ -332,9 +375,19 @@ for (const major of postgresMajors) {
       await agent.sql`CREATE TABLE fk_parent (id int PRIMARY KEY)`
       await agent.sql`CREATE TABLE fk_child (id int PRIMARY KEY, parent_id int REFERENCES fk_parent (id))`
       const listed = async () =>
-        (await run(tables, agent.ctx({ state: new Map() }))).unindexed_foreign_keys!.filter((f) => f.table_name === 'fk_child')
+        (await run(tables, agent.ctx({ state: new Map() }))).unindexed_foreign_keys!.filter(
+          (f) => f.table_name === 'fk_child',
+        )
       expect(await listed()).toEqual([
-        { schema_name: 'public', table_name: 'fk_child', constraint_name: 'fk_child_parent_id_fkey', columns: ['parent_id'], referenced_table: 'fk_parent', table_size_bytes: 0, n_live_tup: 0 },
+        {
+          schema_name: 'public',
+          table_name: 'fk_child',
+          constraint_name: 'fk_child_parent_id_fkey',
+          columns: ['parent_id'],
+          referenced_table: 'fk_parent',
+          table_size_bytes: 0,
+          n_live_tup: 0,
+        },
       ])
       await agent.sql`CREATE INDEX fk_child_parent_id_id ON fk_child (parent_id, id)`
       expect(await listed()).toEqual([])
@@ -344,17 +397,34 @@ for (const major of postgresMajors) {
       await agent.sql`CREATE TABLE t_busy (id int PRIMARY KEY)`
       const indexCtx = agent.ctx({ state: new Map() })
       const busyIndex = async () => (await run(indexes, indexCtx)).indexes!.find((i) => i.index_name === 't_busy_pkey')!
-      expect(await busyIndex()).toMatchObject({ size_bytes: 8192, index_def: 'CREATE UNIQUE INDEX t_busy_pkey ON public.t_busy USING btree (id)' })
+      expect(await busyIndex()).toMatchObject({
+        size_bytes: 8192,
+        index_def: 'CREATE UNIQUE INDEX t_busy_pkey ON public.t_busy USING btree (id)',
+      })
       const holder = connect(url)
       await holder`BEGIN`
       await holder`LOCK TABLE t_busy IN ACCESS EXCLUSIVE MODE`
       try {
         const started = performance.now()
-        const table = (await run(tables, agent.ctx({ state: new Map() }))).tables!.find((t) => t.table_name === 't_busy')!
-        expect(table).toMatchObject({ table_size_bytes: null, index_size_bytes: null, heap_bytes: null, toast_bytes: null, has_primary_key: true })
+        const table = (await run(tables, agent.ctx({ state: new Map() }))).tables!.find(
+          (t) => t.table_name === 't_busy',
+        )!
+        expect(table).toMatchObject({
+          table_size_bytes: null,
+          index_size_bytes: null,
+          heap_bytes: null,
+          toast_bytes: null,
+          has_primary_key: true,
+        })
         // pg_get_indexdef would wait for the table's lock: the definition is the one seen before.
-        expect(await busyIndex()).toMatchObject({ size_bytes: null, index_def: 'CREATE UNIQUE INDEX t_busy_pkey ON public.t_busy USING btree (id)', is_primary: true })
-        const unseen = (await run(indexes, agent.ctx({ state: new Map() }))).indexes!.find((i) => i.index_name === 't_busy_pkey')!
+        expect(await busyIndex()).toMatchObject({
+          size_bytes: null,
+          index_def: 'CREATE UNIQUE INDEX t_busy_pkey ON public.t_busy USING btree (id)',
+          is_primary: true,
+        })
+        const unseen = (await run(indexes, agent.ctx({ state: new Map() }))).indexes!.find(
+          (i) => i.index_name === 't_busy_pkey',
+        )!
         expect(unseen).toMatchObject({ size_bytes: null, index_def: '' })
         expect(performance.now() - started).toBeLessThan(2000)
       } finally {
@@ -372,7 +442,8 @@ for (const major of postgresMajors) {
       await agent.sql`CREATE INDEX t_idx_payload_idx ON t_idx (payload)`
       await agent.sql`ANALYZE t_idx`
       const ctx = agent.ctx({ state: new Map() })
-      const byName = (list: BatchSections['indexes']) => new Map(list!.filter((i) => i.table_name === 't_idx').map((i) => [i.index_name, i]))
+      const byName = (list: BatchSections['indexes']) =>
+        new Map(list!.filter((i) => i.table_name === 't_idx').map((i) => [i.index_name, i]))
 
       const first = byName((await run(indexes, ctx)).indexes)
       expect(sorted([...first.keys()])).toEqual(['t_idx_code_key', 't_idx_payload_idx', 't_idx_pkey'])
@@ -457,7 +528,9 @@ for (const major of postgresMajors) {
           const [row] = await idle`SELECT wait_event_type FROM pg_stat_activity WHERE pid = ${bPid}`
           return row?.wait_event_type === 'Lock' ? row : undefined
         })
-        const agentPids = (await idle<{ pid: number }[]>`SELECT pid FROM pg_stat_activity WHERE application_name = ${AGENT_APP}`).map((r) => r.pid)
+        const agentPids = (
+          await idle<{ pid: number }[]>`SELECT pid FROM pg_stat_activity WHERE application_name = ${AGENT_APP}`
+        ).map((r) => r.pid)
         const database = agent.ctx().database
 
         const sessionList = (await run(activity, agent.ctx())).activity!
@@ -465,7 +538,9 @@ for (const major of postgresMajors) {
         expect(mine.map((s) => s.pid).sort()).toEqual([aPid, bPid].sort())
         expect(sessionList.map((s) => s.pid)).not.toContain(elsewherePid)
         expect(sessionList.every((s) => s.database === database)).toBe(true)
-        expect(sessionList.some((s) => s.pid === idlePid || s.state === 'idle' || agentPids.includes(s.pid as number))).toBe(false)
+        expect(
+          sessionList.some((s) => s.pid === idlePid || s.state === 'idle' || agentPids.includes(s.pid as number)),
+        ).toBe(false)
         const blocked = mine.find((s) => s.pid === bPid)!
         expect(blocked).toMatchObject({
           query_text: update,
@@ -481,7 +556,12 @@ for (const major of postgresMajors) {
         })
         expect(blocked.duration_ms).toBeGreaterThanOrEqual(0)
         const blocker = mine.find((s) => s.pid === aPid)!
-        expect(blocker).toMatchObject({ query_text: update, state: 'idle in transaction', wait_event_type: 'Client', blocking_pids: [] })
+        expect(blocker).toMatchObject({
+          query_text: update,
+          state: 'idle in transaction',
+          wait_event_type: 'Client',
+          blocking_pids: [],
+        })
         expect(blocker.xact_start).toBeLessThanOrEqual(blocked.xact_start!)
         expect(blocker.duration_ms).toBeGreaterThanOrEqual(0)
 
@@ -496,7 +576,13 @@ for (const major of postgresMajors) {
         const waitList = sampled.filter((w) => w.wait_event === 'transactionid')
         expect(waitList).toEqual([
           { wait_event_type: 'Lock', wait_event: 'transactionid', count: 1, total_duration_ms: 1000, minute },
-          { wait_event_type: 'Lock', wait_event: 'transactionid', count: 1, total_duration_ms: 1000, minute: minute + 60_000 },
+          {
+            wait_event_type: 'Lock',
+            wait_event: 'transactionid',
+            count: 1,
+            total_duration_ms: 1000,
+            minute: minute + 60_000,
+          },
         ])
 
         const lockList = (await run(locks, agent.ctx())).locks!
@@ -515,13 +601,32 @@ for (const major of postgresMajors) {
         })
         expect(ungranted[0]!.duration_ms).toBeGreaterThanOrEqual(0)
         expect(lockList).toContainEqual(
-          expect.objectContaining({ pid: aPid, lock_type: 'relation', mode: 'RowExclusiveLock', relation_name: 'public.t_lock', granted: true, blocked_by_pid: null }),
+          expect.objectContaining({
+            pid: aPid,
+            lock_type: 'relation',
+            mode: 'RowExclusiveLock',
+            relation_name: 'public.t_lock',
+            granted: true,
+            blocked_by_pid: null,
+          }),
         )
         expect(lockList).toContainEqual(
-          expect.objectContaining({ pid: aPid, lock_type: 'transactionid', mode: 'ExclusiveLock', relation_name: null, granted: true }),
+          expect.objectContaining({
+            pid: aPid,
+            lock_type: 'transactionid',
+            mode: 'ExclusiveLock',
+            relation_name: null,
+            granted: true,
+          }),
         )
         expect(lockList).toContainEqual(
-          expect.objectContaining({ pid: bPid, lock_type: 'tuple', mode: 'ExclusiveLock', relation_name: 'public.t_lock', granted: true }),
+          expect.objectContaining({
+            pid: bPid,
+            lock_type: 'tuple',
+            mode: 'ExclusiveLock',
+            relation_name: 'public.t_lock',
+            granted: true,
+          }),
         )
       } finally {
         await a`ROLLBACK`
@@ -576,10 +681,20 @@ for (const major of postgresMajors) {
       let plain: postgres.Sql | undefined
       try {
         await admin`CHECKPOINT`
-        const [dir] = await admin<{ files: number; bytes: number }[]>`SELECT count(*)::int AS files, sum(size)::float8 AS bytes FROM pg_ls_waldir()`
-        const [last] = await admin<{ redo: string; at: number }[]>`SELECT redo_lsn::text AS redo, floor(extract(epoch FROM checkpoint_time) * 1000)::float8 AS at FROM pg_control_checkpoint()`
-        const status = (await run(walDir, agent.ctx()))
-        expect(status.wal_dir).toMatchObject({ wal_files: dir!.files, wal_bytes: dir!.bytes, redo_lsn: last!.redo, checkpoint_time: last!.at, in_recovery: false })
+        const [dir] = await admin<
+          { files: number; bytes: number }[]
+        >`SELECT count(*)::int AS files, sum(size)::float8 AS bytes FROM pg_ls_waldir()`
+        const [last] = await admin<
+          { redo: string; at: number }[]
+        >`SELECT redo_lsn::text AS redo, floor(extract(epoch FROM checkpoint_time) * 1000)::float8 AS at FROM pg_control_checkpoint()`
+        const status = await run(walDir, agent.ctx())
+        expect(status.wal_dir).toMatchObject({
+          wal_files: dir!.files,
+          wal_bytes: dir!.bytes,
+          redo_lsn: last!.redo,
+          checkpoint_time: last!.at,
+          in_recovery: false,
+        })
         expect(status.wal_dir!.redo_wal_file).toMatch(/^[0-9A-F]{24}$/)
         expect(status.wal_dir!.checkpoint_age_ms).toBeLessThan(60_000)
         expect(status.wal_dir!.wal_since_redo_bytes).toBeLessThan(1024 * 1024)
@@ -590,7 +705,9 @@ for (const major of postgresMajors) {
         const ctx = agent.ctx({ sql: plain })
         const limited = (await run(walDir, ctx)).wal_dir!
         expect(limited).toMatchObject({ wal_files: null, wal_bytes: null, redo_lsn: last!.redo })
-        expect(ctx.notes.get('wal_dir')).toBe('pg_wal not measured: the role may not call pg_ls_waldir() (GRANT pg_monitor TO the agent role)')
+        expect(ctx.notes.get('wal_dir')).toBe(
+          'pg_wal not measured: the role may not call pg_ls_waldir() (GRANT pg_monitor TO the agent role)',
+        )
       } finally {
         await plain?.end({ timeout: 1 })
         await admin.unsafe('DROP ROLE IF EXISTS dbm_wal_plain').catch(() => {})
@@ -613,7 +730,16 @@ for (const major of postgresMajors) {
         )
         expect(sum.wal_bytes).toBeGreaterThan(1000 * 20)
         expect(sorted(Object.keys(last))).toEqual(
-          sorted(['wal_records', 'wal_fpi', 'wal_bytes', 'wal_buffers_full', 'wal_write', 'wal_sync', 'wal_write_time_ms', 'wal_sync_time_ms']),
+          sorted([
+            'wal_records',
+            'wal_fpi',
+            'wal_bytes',
+            'wal_buffers_full',
+            'wal_write',
+            'wal_sync',
+            'wal_write_time_ms',
+            'wal_sync_time_ms',
+          ]),
         )
         // PostgreSQL 18 moved the write and sync counters to pg_stat_io, where the collector reads them
         // (exact values against both views: wal-stats.test.ts).
@@ -633,7 +759,9 @@ for (const major of postgresMajors) {
         let rows: BatchSections['io_stats'] = []
         await eventually('client backend I/O in pg_stat_io', async () => {
           rows = (await run(ioStats, ctx)).io_stats!
-          return rows.some((r) => r.backend_type === 'client backend' && r.object === 'relation' && (r.counters.hits ?? 0) > 0)
+          return rows.some(
+            (r) => r.backend_type === 'client backend' && r.object === 'relation' && (r.counters.hits ?? 0) > 0,
+          )
             ? rows
             : undefined
         })
@@ -725,7 +853,8 @@ for (const major of postgresMajors) {
       ]
       const first = (await run(databaseStats, ctx)).database_stats!
       expect(sorted(Object.keys(first))).toEqual(sorted(gauges))
-      const [settings] = await admin`SELECT current_setting('max_connections')::int AS max, current_setting('fsync') AS fsync`
+      const [settings] =
+        await admin`SELECT current_setting('max_connections')::int AS max, current_setting('fsync') AS fsync`
       expect(first).toMatchObject({
         max_connections: settings!.max,
         fsync_on: settings!.fsync === 'on' ? 1 : 0,
@@ -785,12 +914,16 @@ for (const major of postgresMajors) {
       // are (an autovacuum's ANALYZE writes pg_statistic rows: then it is read again).
       expect(second.database_size_bytes).toBeGreaterThan(first.database_size_bytes!)
       const [size] = await admin<{ n: string }[]>`SELECT pg_database_size(${ctx.database})::text AS n`
-      expect([second.database_size_bytes, Number(size!.n)]).toContain((await run(databaseStats, ctx)).database_stats!.database_size_bytes)
+      expect([second.database_size_bytes, Number(size!.n)]).toContain(
+        (await run(databaseStats, ctx)).database_stats!.database_size_bytes,
+      )
 
       // A transaction with a transaction ID, left open while 5 more are assigned: it holds the xmin horizon.
       const open = connect(dbUrl)
       await open`BEGIN`
-      const [{ pid: openPid }] = (await open`SELECT pg_backend_pid() AS pid, txid_current()`) as unknown as [{ pid: number }]
+      const [{ pid: openPid }] = (await open`SELECT pg_backend_pid() AS pid, txid_current()`) as unknown as [
+        { pid: number },
+      ]
       for (let i = 0; i < 5; i++) await admin`SELECT txid_current()`
       await Bun.sleep(300)
       const third = (await run(databaseStats, ctx)).database_stats!
@@ -804,7 +937,10 @@ for (const major of postgresMajors) {
       await open`ROLLBACK`
 
       // pg_stat_reset() moves stats_reset: the next deltas are the counts since the reset, never negative.
-      const [{ reset: before }] = (await admin`SELECT stats_reset AS reset FROM pg_stat_database WHERE datname = ${ctx.database}`) as unknown as [{ reset: Date | null }]
+      const [{ reset: before }] =
+        (await admin`SELECT stats_reset AS reset FROM pg_stat_database WHERE datname = ${ctx.database}`) as unknown as [
+          { reset: Date | null },
+        ]
       await open`SELECT pg_stat_reset()`
       await eventually('the statistics reset', async () => {
         const [row] = await admin`SELECT stats_reset AS reset FROM pg_stat_database WHERE datname = ${ctx.database}`
@@ -818,7 +954,9 @@ for (const major of postgresMajors) {
     })
 
     test('replication: a primary without replicas, then with a physical slot', async () => {
-      expect(await run(replication, agent.ctx({ settings: { collectExplainPlans: false, collectReplication: false } }))).toEqual({})
+      expect(
+        await run(replication, agent.ctx({ settings: { collectExplainPlans: false, collectReplication: false } })),
+      ).toEqual({})
       expect((await run(replication, agent.ctx())).replication).toEqual({
         is_replica: false,
         replication_lag_bytes: null,
@@ -833,7 +971,13 @@ for (const major of postgresMajors) {
         await agent.sql`CREATE TABLE t_slot AS SELECT g FROM generate_series(1, 1000) g`
         const status = (await run(replication, agent.ctx())).replication!
         expect(status.slots).toEqual([
-          { slot_name: slot, slot_type: 'physical', active: false, lag_bytes: expect.any(Number), wal_status: 'reserved' },
+          {
+            slot_name: slot,
+            slot_type: 'physical',
+            active: false,
+            lag_bytes: expect.any(Number),
+            wal_status: 'reserved',
+          },
         ])
         expect(status.slots[0]!.lag_bytes).toBeGreaterThan(1000)
       } finally {
@@ -865,7 +1009,12 @@ describe('PostgreSQL 17 streaming replica', () => {
     expect(fromPrimary.is_replica).toBe(false)
     expect(fromPrimary.replicas.length).toBe(1)
     const [standby] = fromPrimary.replicas
-    expect(standby).toMatchObject({ application_name: 'dbm_replica', client_addr: '127.0.0.1', state: 'streaming', sync_state: 'async' })
+    expect(standby).toMatchObject({
+      application_name: 'dbm_replica',
+      client_addr: '127.0.0.1',
+      state: 'streaming',
+      sync_state: 'async',
+    })
     expect(standby!.lag_bytes).toBeGreaterThanOrEqual(0)
     for (const lag of [standby!.write_lag_ms, standby!.flush_lag_ms, standby!.replay_lag_ms]) {
       if (lag !== null) expect(lag).toBeGreaterThanOrEqual(0)

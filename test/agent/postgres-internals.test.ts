@@ -20,7 +20,8 @@ async function plainPool(): Promise<postgres.Sql> {
 }
 
 /** The failure message of a canary: which internal, and what own-statements.ts needs of it. */
-const internal = (name: string, need: string) => `postgres.js internal ${name} changed: src/agent/own-statements.ts needs ${need}`
+const internal = (name: string, need: string) =>
+  `postgres.js internal ${name} changed: src/agent/own-statements.ts needs ${need}`
 
 type RawQuery = { strings: readonly string[]; handler: (q: RawQuery) => unknown }
 type Connection = { execute: (q: RawQuery) => unknown }
@@ -47,7 +48,8 @@ describe('postgres.js internals used by own-statements.ts', () => {
   })
 
   test("begin: BEGIN goes through the pool's own `unsafe` with an `onexecute` option given the connection", async () => {
-    const need = "sql.begin to send BEGIN as sql.unsafe('begin …', [], { onexecute }), onexecute called with the transaction's connection"
+    const need =
+      "sql.begin to send BEGIN as sql.unsafe('begin …', [], { onexecute }), onexecute called with the transaction's connection"
     const sql = await plainPool()
     const own = sql as unknown as Record<string, unknown>
     const unsafe = own.unsafe as (...args: unknown[]) => unknown
@@ -62,15 +64,21 @@ describe('postgres.js internals used by own-statements.ts', () => {
       }
       return unsafe.apply(sql, args)
     }
-    expect(await sql.begin('read only', async (tx) => (await tx`SELECT 1 AS one`)[0]!.one), internal('begin', need)).toBe(1)
+    expect(
+      await sql.begin('read only', async (tx) => (await tx`SELECT 1 AS one`)[0]!.one),
+      internal('begin', need),
+    ).toBe(1)
     expect(begins.length, internal('sql.unsafe (BEGIN)', need)).toBe(1)
     expect(String(begins[0]![0]), internal('sql.unsafe (BEGIN)', need)).toMatch(/^begin read only/)
     expect(typeof (begins[0]![2] as { onexecute?: unknown })?.onexecute, internal('onexecute', need)).toBe('function')
-    expect(typeof (connection as Partial<Connection> | undefined)?.execute, internal('onexecute', need)).toBe('function')
+    expect(typeof (connection as Partial<Connection> | undefined)?.execute, internal('onexecute', need)).toBe(
+      'function',
+    )
   })
 
   test("connection.execute: a transaction's SAVEPOINT, ROLLBACK TO, COMMIT and ROLLBACK pass through it with their strings", async () => {
-    const need = "the transaction's connection (from onexecute) to send its own statements as queries with `strings` through `execute`"
+    const need =
+      "the transaction's connection (from onexecute) to send its own statements as queries with `strings` through `execute`"
     const sql = await plainPool()
     const own = sql as unknown as Record<string, unknown>
     const unsafe = own.unsafe as (...args: unknown[]) => unknown
@@ -85,7 +93,9 @@ describe('postgres.js internals used by own-statements.ts', () => {
             const execute = c.execute as Connection['execute'] & { canary?: true }
             // The pool has one connection: the second transaction gets the same one, wrapped already.
             if (!execute.canary) {
-              const record = (q: RawQuery) => (sent.push(Array.isArray(q.strings) ? q.strings.join('?').trim() : '<no strings>'), execute(q))
+              const record = (q: RawQuery) => (
+                sent.push(Array.isArray(q.strings) ? q.strings.join('?').trim() : '<no strings>'), execute(q)
+              )
               c.execute = Object.assign(record, { canary: true as const })
             }
             return onexecute(c)
@@ -100,21 +110,35 @@ describe('postgres.js internals used by own-statements.ts', () => {
     })
     await sql.begin(async () => Promise.reject(new Error('roll back'))).catch(() => {})
     const own_statements = sent.filter((s) => /^(savepoint|rollback|commit)/i.test(s))
-    expect(own_statements, internal('connection.execute', need)).toEqual(['savepoint ?', 'savepoint ?', 'rollback to ?', 'commit', 'rollback'])
+    expect(own_statements, internal('connection.execute', need)).toEqual([
+      'savepoint ?',
+      'savepoint ?',
+      'rollback to ?',
+      'commit',
+      'rollback',
+    ])
   })
 
   test('options.parsers, serializers and shared.typeArrayMap: read per value, a parser marked `array` given the text after `{`', async () => {
-    const need = 'sql.options.parsers/serializers/shared.typeArrayMap read when values are parsed and sql.array is sent, and `parser.array === true` to mean the text without its first character'
+    const need =
+      'sql.options.parsers/serializers/shared.typeArrayMap read when values are parsed and sql.array is sent, and `parser.array === true` to mean the text without its first character'
     const sql = await plainPool()
     const options = (sql as unknown as { options: Record<string, unknown> }).options
     const parsers = options?.parsers as Record<number, ((x: string) => unknown) & { array?: boolean }> | undefined
     const serializers = options?.serializers as Record<number, (x: unknown) => unknown> | undefined
     const typeArrayMap = (options?.shared as { typeArrayMap?: Record<number, number> } | undefined)?.typeArrayMap
-    for (const [name, value] of [['options.parsers', parsers], ['options.serializers', serializers], ['options.shared.typeArrayMap', typeArrayMap]] as const) {
+    for (const [name, value] of [
+      ['options.parsers', parsers],
+      ['options.serializers', serializers],
+      ['options.shared.typeArrayMap', typeArrayMap],
+    ] as const) {
       expect(typeof value, internal(name, need)).toBe('object')
     }
     // With fetch_types off, no array type is known until it is installed.
-    expect(parsers![1007], internal('fetch_types: false', 'no array parser installed when fetch_types is off')).toBeUndefined()
+    expect(
+      parsers![1007],
+      internal('fetch_types: false', 'no array parser installed when fetch_types is off'),
+    ).toBeUndefined()
     const parsed: string[] = []
     parsers![1007] = Object.assign((text: string) => (parsed.push(text), 'parsed'), { array: true })
     const written: unknown[] = []

@@ -35,7 +35,9 @@ describe('failureClass', () => {
     expect(connectionFailure(coded('57P03', 'the database system is shutting down'))).toBe('refused')
     expect(connectionFailure(coded('516', 'Authentication failed: password is incorrect'))).toBe('authentication')
     expect(connectionFailure(coded('ERR_TLS_CERT_ALTNAME_INVALID', 'altname'))).toBe('tls')
-    expect(connectionFailure(new Error('wrapped', { cause: coded('ENOTFOUND', 'getaddrinfo ENOTFOUND db') }))).toBe('name_resolution')
+    expect(connectionFailure(new Error('wrapped', { cause: coded('ENOTFOUND', 'getaddrinfo ENOTFOUND db') }))).toBe(
+      'name_resolution',
+    )
     // A query's own failure, or a session ended under it: the next attempt says more.
     expect(connectionFailure(coded('42501', 'permission denied for view pg_stat_replication'))).toBeUndefined()
     expect(connectionFailure(coded('57014', 'canceling statement due to statement timeout'))).toBeUndefined()

@@ -23,12 +23,21 @@ describe('redactSecrets', () => {
       ['postgres://monitor:s3cret@db:5432/app?sslmode=require', 'postgres://monitor:***@db:5432/app?sslmode=require'],
       ['postgresql://monitor:p@ss@word@db/app', 'postgresql://monitor:***@db/app'],
       ['postgres://monitor@db/app', 'postgres://monitor@db/app'],
-      ['postgres://db/app?user=monitor&password=s3cret&sslmode=require', 'postgres://db/app?user=monitor&password=***&sslmode=require'],
+      [
+        'postgres://db/app?user=monitor&password=s3cret&sslmode=require',
+        'postgres://db/app?user=monitor&password=***&sslmode=require',
+      ],
       ['clickhouse://default:s3cret@ch:9000/?secure=true', 'clickhouse://default:***@ch:9000/?secure=true'],
       ['host=db user=monitor password=s3cret dbname=app', 'host=db user=monitor password=*** dbname=app'],
-      ["host=db password='s3 cret' dbname=app", "host=db password=*** dbname=app"],
-      ['connect to postgres://u:s3cret@db/x failed; retrying https://k:s3cret@api/ later', 'connect to postgres://u:***@db/x failed; retrying https://***@api/ later'],
-      ['{"dsn":"postgres://u:s3cret@db/x","sslpassword=s3cret":1}', '{"dsn":"postgres://u:***@db/x","sslpassword=***":1}'],
+      ["host=db password='s3 cret' dbname=app", 'host=db password=*** dbname=app'],
+      [
+        'connect to postgres://u:s3cret@db/x failed; retrying https://k:s3cret@api/ later',
+        'connect to postgres://u:***@db/x failed; retrying https://***@api/ later',
+      ],
+      [
+        '{"dsn":"postgres://u:s3cret@db/x","sslpassword=s3cret":1}',
+        '{"dsn":"postgres://u:***@db/x","sslpassword=***":1}',
+      ],
       ['https://dbm.example.com/#/verify?token=abc', 'https://dbm.example.com/#/verify?token=abc'],
       ['SELECT 1 WHERE passenger = 2', 'SELECT 1 WHERE passenger = 2'],
       ['monitor:s3cret@db:5432/app', 'monitor:***@db:5432/app'],
@@ -105,12 +114,15 @@ describe('dbm agent with passwords in its URLs', () => {
     expect(checkLines[0]).toBe(`ok    api: ${server.base.replace('http://', 'http://***@')} accepts the key`)
     expect(checkLines.slice(1).map((l) => l.split(':')[0])).toEqual(['ok    works', 'FAIL  refused', 'FAIL  absent'])
 
-    const proc = Bun.spawn(['bun', 'src/cli.ts', 'agent', '--config', path, '--buffer-dir', dir, '--log-level', 'debug'], {
-      env: cleanEnv(),
-      stdout: 'pipe',
-      stderr: 'pipe',
-      timeout: 60_000,
-    })
+    const proc = Bun.spawn(
+      ['bun', 'src/cli.ts', 'agent', '--config', path, '--buffer-dir', dir, '--log-level', 'debug'],
+      {
+        env: cleanEnv(),
+        stdout: 'pipe',
+        stderr: 'pipe',
+        timeout: 60_000,
+      },
+    )
     let output = ''
     const decoder = new TextDecoder()
     const drained = Promise.all(
@@ -120,7 +132,10 @@ describe('dbm agent with passwords in its URLs', () => {
     )
     const healthBodies: string[] = []
     const health = async () => {
-      const text = await fetch(`http://127.0.0.1:${healthPort}/healthz`).then((r) => r.text(), () => undefined)
+      const text = await fetch(`http://127.0.0.1:${healthPort}/healthz`).then(
+        (r) => r.text(),
+        () => undefined,
+      )
       if (text === undefined) return undefined
       healthBodies.push(text)
       return JSON.parse(text)
@@ -134,14 +149,21 @@ describe('dbm agent with passwords in its URLs', () => {
       const delivered = await waitFor('a batch delivered and both failures reported', async () => {
         const h = await health()
         const byName = Object.fromEntries((h?.databases ?? []).map((d: any) => [d.name, d]))
-        return h?.api.reachable === true && byName.works?.state === 'connected' && byName.refused?.last_error && byName.absent?.last_error ? h : undefined
+        return h?.api.reachable === true &&
+          byName.works?.state === 'connected' &&
+          byName.refused?.last_error &&
+          byName.absent?.last_error
+          ? h
+          : undefined
       })
       expect(delivered.api.endpoint).toBe(server.base.replace('http://', 'http://***@'))
 
       // The endpoint moves to a closed port: shipping fails and says why, in the log and in /healthz.
       writeFileSync(path, await config(withCredentials(`http://127.0.0.1:${await freePort()}`), healthPort))
       await waitFor('a shipping failure', async () => ((await health())?.api.last_error ? true : undefined))
-      await waitFor('the shipping failure in the log', async () => (output.includes('API unreachable; buffering batches') ? true : undefined))
+      await waitFor('the shipping failure in the log', async () =>
+        output.includes('API unreachable; buffering batches') ? true : undefined,
+      )
     } finally {
       proc.kill('SIGTERM')
       await proc.exited

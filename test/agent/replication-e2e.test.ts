@@ -81,12 +81,19 @@ describe('replication through the agent and the API', () => {
         const r = await api(`/databases/${ids.standby}/replication`)
         return r.is_replica === true && r.replication_lag_bytes === 0 ? r : undefined
       })
-      expect(streaming).toMatchObject({ is_replica: true, upstream_host: '127.0.0.1', replication_lag_seconds: 0, slots: [], replicas: [] })
+      expect(streaming).toMatchObject({
+        is_replica: true,
+        upstream_host: '127.0.0.1',
+        replication_lag_seconds: 0,
+        slots: [],
+        replicas: [],
+      })
 
       // One transaction replayed first: the lag in seconds counts from the last replayed one.
       await primarySql`CREATE TABLE replayed_marker (id int)`
       await until('the standby to replay a transaction', async () => {
-        const [row] = await replicaSql`SELECT pg_last_xact_replay_timestamp() IS NOT NULL AND to_regclass('replayed_marker') IS NOT NULL AS seen`
+        const [row] =
+          await replicaSql`SELECT pg_last_xact_replay_timestamp() IS NOT NULL AND to_regclass('replayed_marker') IS NOT NULL AS seen`
         return row?.seen ? true : undefined
       })
       // Replay paused on the standby, then a known amount of WAL on the primary.
@@ -95,14 +102,17 @@ describe('replication through the agent and the API', () => {
         const [row] = await replicaSql`SELECT pg_get_wal_replay_pause_state() AS state`
         return row?.state === 'paused' ? true : undefined
       })
-      const [{ before }] = (await primarySql`SELECT pg_current_wal_lsn()::text AS before`) as unknown as [{ before: string }]
+      const [{ before }] = (await primarySql`SELECT pg_current_wal_lsn()::text AS before`) as unknown as [
+        { before: string },
+      ]
       // In a session of its own that ends at once: a backend flushes its WAL statistics when it exits.
       const filler = postgres(primary.url(), { max: 1, onnotice: () => {} })
       await filler`CREATE TABLE filler AS SELECT g, repeat('x', 200) AS pad FROM generate_series(1, 20000) g`
       await filler.end()
-      const [{ written }] = (await primarySql`SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), ${before}::pg_lsn)::float8 AS written`) as unknown as [
-        { written: number },
-      ]
+      const [{ written }] =
+        (await primarySql`SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), ${before}::pg_lsn)::float8 AS written`) as unknown as [
+          { written: number },
+        ]
       expect(written).toBeGreaterThan(1_000_000)
 
       const lagging = await until('the standby lag to show', async () => {
@@ -110,7 +120,9 @@ describe('replication through the agent and the API', () => {
         return r.replication_lag_bytes >= written ? r : undefined
       })
       expect(lagging.replication_lag_seconds).toBeGreaterThan(0)
-      const history = (await api(`/databases/${ids.standby}/replication/history`)) as { replication_lag_bytes: number | null }[]
+      const history = (await api(`/databases/${ids.standby}/replication/history`)) as {
+        replication_lag_bytes: number | null
+      }[]
       expect(Math.max(...history.map((p) => p.replication_lag_bytes ?? 0))).toBeGreaterThanOrEqual(written)
 
       const onPrimary = await until('the idle slot to hold the WAL back', async () => {
@@ -124,7 +136,10 @@ describe('replication through the agent and the API', () => {
         ['dbm_idle', false],
         ['dbm_standby', true],
       ])
-      const slotHistory = (await api(`/databases/${ids.primary}/replication/slots/history`)) as { slot_name: string; lag_bytes: number }[]
+      const slotHistory = (await api(`/databases/${ids.primary}/replication/slots/history`)) as {
+        slot_name: string
+        lag_bytes: number
+      }[]
       expect(slotHistory.some((p) => p.slot_name === 'dbm_idle' && p.lag_bytes >= written)).toBe(true)
       expect(slotHistory.some((p) => p.slot_name === 'dbm_standby')).toBe(true)
 
@@ -134,7 +149,9 @@ describe('replication through the agent and the API', () => {
         const r = await api(`/databases/${ids.standby}/replication`)
         return r.replication_lag_bytes === 0 ? r : undefined
       })
-      const after = (await api(`/databases/${ids.standby}/replication/history`)) as { replication_lag_bytes: number | null }[]
+      const after = (await api(`/databases/${ids.standby}/replication/history`)) as {
+        replication_lag_bytes: number | null
+      }[]
       expect(Math.max(...after.map((p) => p.replication_lag_bytes ?? 0))).toBeGreaterThanOrEqual(written)
       // The WAL the filler wrote also shows in the primary's WAL statistics.
       await until('the WAL statistics to count the filler', async () => {

@@ -40,8 +40,24 @@ describe.each([...postgresMajors])('PostgreSQL %d', (major) => {
     const name = `secrets-${major}`
     const role = `dbm_secret_role_${major}`
     const log = createLogger('error', () => {})
-    const shipper = new Shipper({ endpoint: server.base, apiKey: key, databaseName: name, bufferDir: dir, retryIntervalMs: 60_000, bufferMaxAgeMs: 3_600_000, requestTimeoutMs: 15_000, log })
-    const config: DatabaseConfig = { name, engine: 'postgres', dsn, pollIntervalMs: 60_000, enabledCollectors: ['query_stats'], tags: {} }
+    const shipper = new Shipper({
+      endpoint: server.base,
+      apiKey: key,
+      databaseName: name,
+      bufferDir: dir,
+      retryIntervalMs: 60_000,
+      bufferMaxAgeMs: 3_600_000,
+      requestTimeoutMs: 15_000,
+      log,
+    })
+    const config: DatabaseConfig = {
+      name,
+      engine: 'postgres',
+      dsn,
+      pollIntervalMs: 60_000,
+      enabledCollectors: ['query_stats'],
+      tags: {},
+    }
     const runner = new PostgresRunner(config, shipper, log, timings, join(dir, stateFileName(name)))
     try {
       await runner.cycle() // baseline
@@ -58,7 +74,10 @@ describe.each([...postgresMajors])('PostgreSQL %d', (major) => {
       expect(seen!.n).toBeGreaterThanOrEqual(major >= 18 ? 3 : 5)
       await runner.cycle()
 
-      const dbs = (await server.call('GET', '/api/v1/databases', { token: account.token })).body as { id: string; name: string }[]
+      const dbs = (await server.call('GET', '/api/v1/databases', { token: account.token })).body as {
+        id: string
+        name: string
+      }[]
       const db = dbs.find((d) => d.name === name)!
       const res = await server.call('GET', `/api/v1/databases/${db.id}/queries?limit=100`, { token: account.token })
       const texts = (res.body as { query_text: string }[]).map((r) => r.query_text)
@@ -71,7 +90,11 @@ describe.each([...postgresMajors])('PostgreSQL %d', (major) => {
       expect(texts).toContain(`CREATE USER MAPPING FOR ${role} SERVER dbm_remote OPTIONS (user '***', password '***')`)
     } finally {
       await runner.stop()
-      await sql.unsafe(`ALTER SYSTEM RESET myapp.api_token; DROP USER MAPPING IF EXISTS FOR ${role} SERVER dbm_remote; DROP SERVER IF EXISTS dbm_remote; DROP FOREIGN DATA WRAPPER IF EXISTS dbm_fdw; DROP ROLE IF EXISTS ${role}`).catch(() => {})
+      await sql
+        .unsafe(
+          `ALTER SYSTEM RESET myapp.api_token; DROP USER MAPPING IF EXISTS FOR ${role} SERVER dbm_remote; DROP SERVER IF EXISTS dbm_remote; DROP FOREIGN DATA WRAPPER IF EXISTS dbm_fdw; DROP ROLE IF EXISTS ${role}`,
+        )
+        .catch(() => {})
       await sql.end({ timeout: 1 })
     }
   }, 60_000)

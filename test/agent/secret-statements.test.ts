@@ -25,13 +25,21 @@ describe('role passwords', () => {
   test('CREATE ROLE / ALTER ROLE / CREATE USER / ALTER USER ... PASSWORD', () => {
     masks("CREATE ROLE appuser LOGIN PASSWORD 'hunter2'", 'hunter2', "CREATE ROLE appuser LOGIN PASSWORD '***'")
     masks("ALTER ROLE appuser PASSWORD 'hunter2'", 'hunter2', "ALTER ROLE appuser PASSWORD '***'")
-    masks("create user app with encrypted password 'hunter2' valid until 'infinity'", 'hunter2', "create user app with encrypted password '***' valid until 'infinity'")
-    masks("ALTER USER app WITH PASSWORD 'SCRAM-SHA-256$4096:abc$def:ghi'", 'SCRAM', "ALTER USER app WITH PASSWORD '***'")
+    masks(
+      "create user app with encrypted password 'hunter2' valid until 'infinity'",
+      'hunter2',
+      "create user app with encrypted password '***' valid until 'infinity'",
+    )
+    masks(
+      "ALTER USER app WITH PASSWORD 'SCRAM-SHA-256$4096:abc$def:ghi'",
+      'SCRAM',
+      "ALTER USER app WITH PASSWORD '***'",
+    )
   })
-  test('quoting: doubled quotes, E strings with \\\', dollar quotes with and without tag, U& strings', () => {
+  test("quoting: doubled quotes, E strings with \\', dollar quotes with and without tag, U& strings", () => {
     masks("ALTER ROLE app PASSWORD 'it''s; a */ secret'", 'secret', "ALTER ROLE app PASSWORD '***'")
     masks("ALTER ROLE app PASSWORD E'it\\'s \\\\ secret'", 'secret', "ALTER ROLE app PASSWORD '***'")
-    masks('ALTER ROLE app PASSWORD $$it\'s secret$$', 'secret', 'ALTER ROLE app PASSWORD $$***$$')
+    masks("ALTER ROLE app PASSWORD $$it's secret$$", 'secret', 'ALTER ROLE app PASSWORD $$***$$')
     masks('ALTER ROLE app PASSWORD $pw$it$$s secret$pw$', 'secret', 'ALTER ROLE app PASSWORD $pw$***$pw$')
     masks("ALTER ROLE app PASSWORD U&'secret\\0041'", 'secret', "ALTER ROLE app PASSWORD U&'***'")
     // U& keeps its prefix, so that a UESCAPE clause after it still parses
@@ -44,8 +52,12 @@ describe('role passwords', () => {
     masks("ALTER USER mapping WITH PASSWORD 'secret'", 'secret', "ALTER USER mapping WITH PASSWORD '***'")
   })
 
-  test('statements inside DO blocks and function bodies; a function\'s SET clause', () => {
-    masks("DO $$BEGIN ALTER ROLE app PASSWORD 'secret'; END$$", 'secret', "DO $$BEGIN ALTER ROLE app PASSWORD '***'; END$$")
+  test("statements inside DO blocks and function bodies; a function's SET clause", () => {
+    masks(
+      "DO $$BEGIN ALTER ROLE app PASSWORD 'secret'; END$$",
+      'secret',
+      "DO $$BEGIN ALTER ROLE app PASSWORD '***'; END$$",
+    )
     masks(
       "DO $do$ BEGIN IF true THEN SET myapp.token = 'secret'; END IF; END $do$",
       'secret',
@@ -64,7 +76,11 @@ describe('role passwords', () => {
   })
 
   test('connection strings: values run to white space, as libpq reads them; hostile literals are masked, not passed through', () => {
-    masks("SELECT dblink_connect('host=x password=p@ss,w0rd;x&y)z dbname=d')", 'w0rd', "SELECT dblink_connect('host=x password=*** dbname=d')")
+    masks(
+      "SELECT dblink_connect('host=x password=p@ss,w0rd;x&y)z dbname=d')",
+      'w0rd',
+      "SELECT dblink_connect('host=x password=*** dbname=d')",
+    )
     masks("SELECT dblink_connect(E'password=ab\\\\cd host=x')", 'cd', "SELECT dblink_connect(E'password=*** host=x')")
     // an E-string whose quoted value never closes: 60 escaped backslash pairs made the old pattern give up and pass it through
     const pairs = '\\\\'.repeat(60)
@@ -75,12 +91,19 @@ describe('role passwords', () => {
     expect(mask(long)).toBe(long)
   })
   test('mixed case, comments and newlines between tokens, a quoted role name, unicode and bidi', () => {
-    masks("AlTeR /* a /* nested */ comment */ RoLe\n\"PASSWORD\" -- line\n  PaSsWoRd\n'sécret\u202e ✓'", 'sécret', "AlTeR /* a /* nested */ comment */ RoLe\n\"PASSWORD\" -- line\n  PaSsWoRd\n'***'")
-    masks("CREATE ROLE \"weird \"\" role\" PASSWORD 'secret'", 'secret', "CREATE ROLE \"weird \"\" role\" PASSWORD '***'")
+    masks(
+      'AlTeR /* a /* nested */ comment */ RoLe\n"PASSWORD" -- line\n  PaSsWoRd\n\'sécret\u202e ✓\'',
+      'sécret',
+      'AlTeR /* a /* nested */ comment */ RoLe\n"PASSWORD" -- line\n  PaSsWoRd\n\'***\'',
+    )
+    masks('CREATE ROLE "weird "" role" PASSWORD \'secret\'', 'secret', 'CREATE ROLE "weird "" role" PASSWORD \'***\'')
   })
   test('several statements: each one masked, the others kept', () => {
-    masks("SELECT 1; ALTER ROLE a PASSWORD 's1'; CREATE ROLE b PASSWORD 's2';SELECT 'PASSWORD'", 's1',
-      "SELECT 1; ALTER ROLE a PASSWORD '***'; CREATE ROLE b PASSWORD '***';SELECT 'PASSWORD'")
+    masks(
+      "SELECT 1; ALTER ROLE a PASSWORD 's1'; CREATE ROLE b PASSWORD 's2';SELECT 'PASSWORD'",
+      's1',
+      "SELECT 1; ALTER ROLE a PASSWORD '***'; CREATE ROLE b PASSWORD '***';SELECT 'PASSWORD'",
+    )
   })
   test('a very long password and a long text around it', () => {
     const secret = 'x'.repeat(100_000)
@@ -96,15 +119,35 @@ describe('role passwords', () => {
 describe('settings named like a secret', () => {
   test('ALTER SYSTEM SET, SET, SET LOCAL, SET SESSION, ALTER DATABASE|ROLE ... SET', () => {
     masks("ALTER SYSTEM SET myapp.api_token = 'sk_live_123'", 'sk_live', "ALTER SYSTEM SET myapp.api_token = '***'")
-    masks("ALTER SYSTEM SET primary_conninfo TO 'host=a password=pw'", 'pw', "ALTER SYSTEM SET primary_conninfo TO '***'")
+    masks(
+      "ALTER SYSTEM SET primary_conninfo TO 'host=a password=pw'",
+      'pw',
+      "ALTER SYSTEM SET primary_conninfo TO '***'",
+    )
     masks("SET myapp.secret = 'sk_live_123'", 'sk_live', "SET myapp.secret = '***'")
     masks('SET LOCAL myapp.token TO sk_live_123, 42', 'sk_live', "SET LOCAL myapp.token TO '***', '***'")
-    masks("SET SESSION \"myapp.api_key\" = E'sk_live\\'123'", 'sk_live', "SET SESSION \"myapp.api_key\" = '***'")
+    masks("SET SESSION \"myapp.api_key\" = E'sk_live\\'123'", 'sk_live', 'SET SESSION "myapp.api_key" = \'***\'')
     masks("ALTER DATABASE app SET anon.salt = 'pepper'", 'pepper', "ALTER DATABASE app SET anon.salt = '***'")
-    masks("ALTER ROLE app IN DATABASE db SET myapp.password TO $$pw$$", 'pw', "ALTER ROLE app IN DATABASE db SET myapp.password TO $$***$$")
-    masks("ALTER FUNCTION f() SET myapp.token = 'sk_live_1' STRICT", 'sk_live', "ALTER FUNCTION f() SET myapp.token = '***' STRICT")
-    masks("SELECT set_config('myapp.api_token', 'sk_live_1', false)", 'sk_live', "SELECT set_config('myapp.api_token', '***', false)")
-    masks("select SET_CONFIG ( 'myapp.secret' , E'sk_live\\'2' , true ), 1", 'sk_live', "select SET_CONFIG ( 'myapp.secret' , '***' , true ), 1")
+    masks(
+      'ALTER ROLE app IN DATABASE db SET myapp.password TO $$pw$$',
+      'pw',
+      'ALTER ROLE app IN DATABASE db SET myapp.password TO $$***$$',
+    )
+    masks(
+      "ALTER FUNCTION f() SET myapp.token = 'sk_live_1' STRICT",
+      'sk_live',
+      "ALTER FUNCTION f() SET myapp.token = '***' STRICT",
+    )
+    masks(
+      "SELECT set_config('myapp.api_token', 'sk_live_1', false)",
+      'sk_live',
+      "SELECT set_config('myapp.api_token', '***', false)",
+    )
+    masks(
+      "select SET_CONFIG ( 'myapp.secret' , E'sk_live\\'2' , true ), 1",
+      'sk_live',
+      "select SET_CONFIG ( 'myapp.secret' , '***' , true ), 1",
+    )
   })
   test('ordinary settings, DEFAULT and UPDATE ... SET stay exactly as they are', () => {
     for (const sql of [
@@ -122,14 +165,23 @@ describe('settings named like a secret', () => {
 
 describe('OPTIONS of user mappings, servers and foreign tables', () => {
   test('a user mapping: every option value', () => {
-    masks("CREATE USER MAPPING FOR app SERVER remote OPTIONS (user 'remote_user', password 'pw''1')", "pw''1",
-      "CREATE USER MAPPING FOR app SERVER remote OPTIONS (user '***', password '***')")
-    masks("ALTER USER MAPPING FOR CURRENT_USER SERVER remote OPTIONS (SET password 'pw2', ADD \"user\" 'u')", 'pw2',
-      "ALTER USER MAPPING FOR CURRENT_USER SERVER remote OPTIONS (SET password '***', ADD \"user\" '***')")
+    masks(
+      "CREATE USER MAPPING FOR app SERVER remote OPTIONS (user 'remote_user', password 'pw''1')",
+      "pw''1",
+      "CREATE USER MAPPING FOR app SERVER remote OPTIONS (user '***', password '***')",
+    )
+    masks(
+      "ALTER USER MAPPING FOR CURRENT_USER SERVER remote OPTIONS (SET password 'pw2', ADD \"user\" 'u')",
+      'pw2',
+      "ALTER USER MAPPING FOR CURRENT_USER SERVER remote OPTIONS (SET password '***', ADD \"user\" '***')",
+    )
   })
   test('a server: secret-looking option names only', () => {
-    masks("CREATE SERVER s FOREIGN DATA WRAPPER w OPTIONS (host 'h', sslpassword 'pw', api_key 'k1')", "'pw'",
-      "CREATE SERVER s FOREIGN DATA WRAPPER w OPTIONS (host 'h', sslpassword '***', api_key '***')")
+    masks(
+      "CREATE SERVER s FOREIGN DATA WRAPPER w OPTIONS (host 'h', sslpassword 'pw', api_key 'k1')",
+      "'pw'",
+      "CREATE SERVER s FOREIGN DATA WRAPPER w OPTIONS (host 'h', sslpassword '***', api_key '***')",
+    )
     const plain = "ALTER SERVER s OPTIONS (SET host 'h2', DROP port)"
     expect(mask(plain)).toBe(plain)
   })
@@ -140,11 +192,31 @@ describe('COPY ... PROGRAM and connection strings in literals', () => {
     masks("COPY t FROM PROGRAM 'PGPASSWORD=pw psql -c ''x'''", 'pw', "COPY t FROM PROGRAM '***'")
   })
   test('password= and URL passwords inside any string literal', () => {
-    masks("SELECT dblink_connect('c', 'host=a password=pw1 dbname=b')", 'pw1', "SELECT dblink_connect('c', 'host=a password=*** dbname=b')")
-    masks("SELECT dblink_connect('host=a password = ''p w'' dbname=b')", 'p w', "SELECT dblink_connect('host=a password = *** dbname=b')")
-    masks("SELECT dblink('postgresql://u:pw1@h/db', 'select 1')", 'pw1', "SELECT dblink('postgresql://u:***@h/db', 'select 1')")
-    masks("CREATE SUBSCRIPTION s CONNECTION E'host=a password=\\'pw1\\'' PUBLICATION p", 'pw1', "CREATE SUBSCRIPTION s CONNECTION E'host=a password=***' PUBLICATION p")
-    masks("DO $$BEGIN PERFORM dblink_connect('password=pw1'); END$$", 'pw1', "DO $$BEGIN PERFORM dblink_connect('password=***'); END$$")
+    masks(
+      "SELECT dblink_connect('c', 'host=a password=pw1 dbname=b')",
+      'pw1',
+      "SELECT dblink_connect('c', 'host=a password=*** dbname=b')",
+    )
+    masks(
+      "SELECT dblink_connect('host=a password = ''p w'' dbname=b')",
+      'p w',
+      "SELECT dblink_connect('host=a password = *** dbname=b')",
+    )
+    masks(
+      "SELECT dblink('postgresql://u:pw1@h/db', 'select 1')",
+      'pw1',
+      "SELECT dblink('postgresql://u:***@h/db', 'select 1')",
+    )
+    masks(
+      "CREATE SUBSCRIPTION s CONNECTION E'host=a password=\\'pw1\\'' PUBLICATION p",
+      'pw1',
+      "CREATE SUBSCRIPTION s CONNECTION E'host=a password=***' PUBLICATION p",
+    )
+    masks(
+      "DO $$BEGIN PERFORM dblink_connect('password=pw1'); END$$",
+      'pw1',
+      "DO $$BEGIN PERFORM dblink_connect('password=***'); END$$",
+    )
   })
 })
 

@@ -17,21 +17,58 @@ describe('SettingsTracker', () => {
     const tracker = new SettingsTracker()
     const a = { work_mem: '4MB', jit: 'on' }
     const b = { work_mem: '8MB', jit: 'on' }
-    expect(tracker.section({ started_at: 5, settings: a }, 1)).toEqual({ agent_started_at: 1, started_at: 5, settings_hash: settingsHash(a), settings: a })
-    expect(tracker.section({ started_at: 5, settings: { jit: 'on', work_mem: '4MB' } }, 1)).toEqual({ agent_started_at: 1, started_at: 5, settings_hash: settingsHash(a) })
-    expect(tracker.section({ settings: b }, 1)).toEqual({ agent_started_at: 1, settings_hash: settingsHash(b), settings: b })
+    expect(tracker.section({ started_at: 5, settings: a }, 1)).toEqual({
+      agent_started_at: 1,
+      started_at: 5,
+      settings_hash: settingsHash(a),
+      settings: a,
+    })
+    expect(tracker.section({ started_at: 5, settings: { jit: 'on', work_mem: '4MB' } }, 1)).toEqual({
+      agent_started_at: 1,
+      started_at: 5,
+      settings_hash: settingsHash(a),
+    })
+    expect(tracker.section({ settings: b }, 1)).toEqual({
+      agent_started_at: 1,
+      settings_hash: settingsHash(b),
+      settings: b,
+    })
     tracker.lost()
     expect(tracker.section({ settings: b }, 1).settings).toEqual(b)
     expect(settingsHash(a)).not.toBe(settingsHash(b))
   })
 
-  test("the details go with the first cycle and when they change (a pending restart with the value unchanged), again after a lost batch", () => {
+  test('the details go with the first cycle and when they change (a pending restart with the value unchanged), again after a lost batch', () => {
     const tracker = new SettingsTracker()
     const settings = { shared_buffers: '128MB' }
-    const before = { shared_buffers: { unit: '8kB', source: 'configuration file', boot_value: '16384', pending_restart: false, changed: false } }
+    const before = {
+      shared_buffers: {
+        unit: '8kB',
+        source: 'configuration file',
+        boot_value: '16384',
+        pending_restart: false,
+        changed: false,
+      },
+    }
     const pending = { shared_buffers: { ...before.shared_buffers, pending_restart: true } }
     expect(tracker.section({ settings, details: before }, 1).settings_detail).toEqual(before)
-    expect(tracker.section({ settings, details: { shared_buffers: { changed: false, pending_restart: false, boot_value: '16384', source: 'configuration file', unit: '8kB' } } }, 1)).toEqual({
+    expect(
+      tracker.section(
+        {
+          settings,
+          details: {
+            shared_buffers: {
+              changed: false,
+              pending_restart: false,
+              boot_value: '16384',
+              source: 'configuration file',
+              unit: '8kB',
+            },
+          },
+        },
+        1,
+      ),
+    ).toEqual({
       agent_started_at: 1,
       settings_hash: settingsHash(settings),
     })
@@ -46,21 +83,33 @@ describe('SettingsTracker', () => {
 for (const major of postgresMajors) {
   test(`PostgreSQL ${major}: start, settings and reset times as PostgreSQL reports them`, async () => {
     const pg = await sharedPostgres(major)
-    const sql = postgres(await pg.freshDatabase(), { max: 1, onnotice: () => {}, connection: { application_name: 'probe', statement_timeout: 4321 } })
+    const sql = postgres(await pg.freshDatabase(), {
+      max: 1,
+      onnotice: () => {},
+      connection: { application_name: 'probe', statement_timeout: 4321 },
+    })
     open.push(sql)
     const facts = await postgresFacts(sql, major)
-    const [truth] = await sql`SELECT to_char(pg_postmaster_start_time() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS started, current_setting('work_mem') AS work_mem`
+    const [truth] =
+      await sql`SELECT to_char(pg_postmaster_start_time() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS started, current_setting('work_mem') AS work_mem`
     expect(new Date(facts.started_at!).toISOString()).toBe(truth!.started)
     expect(facts.settings.work_mem).toBe(truth!.work_mem)
     // set by the session's startup options: not the server's
     expect(facts.settings.application_name).toBeUndefined()
     expect(facts.settings.statement_timeout).toBeUndefined()
     // the reading transaction's own state, not the server's: it made events flap (off, then not set)
-    for (const own of ['transaction_isolation', 'transaction_read_only', 'transaction_deferrable']) expect(facts.settings[own]).toBeUndefined()
+    for (const own of ['transaction_isolation', 'transaction_read_only', 'transaction_deferrable'])
+      expect(facts.settings[own]).toBeUndefined()
     expect(facts.settings.default_transaction_read_only).toBe('off')
-    const views = ['pg_stat_bgwriter', 'pg_stat_database', ...(major >= 14 ? ['pg_stat_wal'] : []), ...(major >= 17 ? ['pg_stat_checkpointer'] : [])]
+    const views = [
+      'pg_stat_bgwriter',
+      'pg_stat_database',
+      ...(major >= 14 ? ['pg_stat_wal'] : []),
+      ...(major >= 17 ? ['pg_stat_checkpointer'] : []),
+    ]
     expect(Object.keys(facts.stats_resets!).sort()).toEqual(views.sort())
-    const [reset] = await sql`SELECT to_char(stats_reset AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS at FROM pg_stat_bgwriter`
+    const [reset] =
+      await sql`SELECT to_char(stats_reset AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS at FROM pg_stat_bgwriter`
     const got = facts.stats_resets!.pg_stat_bgwriter ?? null
     expect(got === null ? null : new Date(got).toISOString()).toBe(reset!.at)
   }, 120_000)

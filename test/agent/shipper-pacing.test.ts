@@ -6,7 +6,13 @@ import { afterAll, describe, expect, test } from 'bun:test'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { MAX_RETRY_AFTER_MS, Shipper, type ShipperOptions, parseRetryAfter, retryDelayMs } from '../../src/agent/shipper.ts'
+import {
+  MAX_RETRY_AFTER_MS,
+  Shipper,
+  type ShipperOptions,
+  parseRetryAfter,
+  retryDelayMs,
+} from '../../src/agent/shipper.ts'
 import { BATCH_AGE_HEADER } from '../../src/shared/ingest-path.ts'
 import { createLogger } from '../../src/shared/log.ts'
 import type { IngestBatch } from '../../src/shared/wire.ts'
@@ -30,7 +36,16 @@ function batch(n: number): IngestBatch {
 }
 
 const accepted = () =>
-  Response.json({ database_id: 'db1', duplicate: false, settings: { poll_interval_seconds: 10, collect_explain_plans: true, collect_replication: true, disabled_collectors: [] } })
+  Response.json({
+    database_id: 'db1',
+    duplicate: false,
+    settings: {
+      poll_interval_seconds: 10,
+      collect_explain_plans: true,
+      collect_replication: true,
+      disabled_collectors: [],
+    },
+  })
 
 function shipperWith(endpoint: string, overrides: Partial<ShipperOptions> = {}): Shipper {
   const dir = mkdtempSync(join(tmpdir(), 'dbm-pacing-'))
@@ -73,7 +88,8 @@ describe('Retry-After and jitter, as numbers', () => {
     expect(parseRetryAfter('Mon, 02 Nov 2026 10:00:30 GMT', now)).toBe(30_000)
     expect(parseRetryAfter('Mon, 02 Nov 2026 09:59:00 GMT', now)).toBe(0)
     expect(parseRetryAfter('Tue, 03 Nov 2026 10:00:00 GMT', now)).toBe(MAX_RETRY_AFTER_MS)
-    for (const bad of [null, '', '-5', '1.5', 'soon', '2026']) expect(parseRetryAfter(bad, now)).toBe(bad === '2026' ? MAX_RETRY_AFTER_MS : null)
+    for (const bad of [null, '', '-5', '1.5', 'soon', '2026'])
+      expect(parseRetryAfter(bad, now)).toBe(bad === '2026' ? MAX_RETRY_AFTER_MS : null)
   })
 
   test('a round comes after the retry interval plus up to the jitter, or after Retry-After plus up to as much again (at most the jitter)', () => {
@@ -96,7 +112,9 @@ describe('Retry-After and jitter, as numbers', () => {
 
 describe('Shipper: Retry-After', () => {
   test('a 503 with Retry-After: later batches queue, no round sends before it; then the backlog goes oldest first with its age', async () => {
-    const { seen, server, endpoint } = stub([() => Response.json({ error: 'busy' }, { status: 503, headers: { 'retry-after': '20' } })])
+    const { seen, server, endpoint } = stub([
+      () => Response.json({ error: 'busy' }, { status: 503, headers: { 'retry-after': '20' } }),
+    ])
     let now = T0
     const shipper = shipperWith(endpoint, { clock: () => now })
     try {
@@ -124,7 +142,11 @@ describe('Shipper: Retry-After', () => {
   test('429 with an HTTP date is honoured; a Retry-After on another status (500) is not', async () => {
     let now = Date.parse('2026-11-02T10:00:00Z')
     const { seen, server, endpoint } = stub([
-      () => Response.json({ error: 'slow down' }, { status: 429, headers: { 'retry-after': 'Mon, 02 Nov 2026 10:01:00 GMT' } }),
+      () =>
+        Response.json(
+          { error: 'slow down' },
+          { status: 429, headers: { 'retry-after': 'Mon, 02 Nov 2026 10:01:00 GMT' } },
+        ),
       () => Response.json({ error: 'boom' }, { status: 500, headers: { 'retry-after': '60' } }),
     ])
     const shipper = shipperWith(endpoint, { clock: () => now })
@@ -153,11 +175,16 @@ describe('Shipper: Retry-After', () => {
     expect(down.buffered()).toBe(5)
     await down.stop()
     // Back: it takes one batch and sheds the next with Retry-After: 1.
-    const { seen, server, endpoint } = stub([accepted, () => Response.json({ error: 'shed' }, { status: 503, headers: { 'retry-after': '1' } })])
+    const { seen, server, endpoint } = stub([
+      accepted,
+      () => Response.json({ error: 'shed' }, { status: 503, headers: { 'retry-after': '1' } }),
+    ])
     const shipper = shipperWith(endpoint, { bufferDir: dir, random: () => 0 })
     try {
       shipper.start()
-      await until('the buffer to drain', async () => (shipper.buffered() === 0 ? true : undefined), { timeoutMs: 10_000 })
+      await until('the buffer to drain', async () => (shipper.buffered() === 0 ? true : undefined), {
+        timeoutMs: 10_000,
+      })
       expect(seen.map((s) => s.n)).toEqual([1, 2, 2, 3, 4, 5])
       // The refused batch came again no sooner than its Retry-After (1 s) after the refusal.
       expect(seen[2]!.at - seen[1]!.at).toBeGreaterThanOrEqual(950)

@@ -89,9 +89,14 @@ async function startAgent(name: string, bufferDir: string, retryIntervalMs = 500
 
 async function storedBatches(name: string): Promise<number> {
   const api = server!
-  const db = ((await api.call('GET', '/api/v1/databases', { token: account.token })).body as { id: string; name: string }[]).find((d) => d.name === name)
+  const db = (
+    (await api.call('GET', '/api/v1/databases', { token: account.token })).body as { id: string; name: string }[]
+  ).find((d) => d.name === name)
   if (!db) return 0
-  const row = await api.store.driver.get<{ n: number }>('SELECT COUNT(*) AS n FROM ingest_batches WHERE database_id = $1', [db.id])
+  const row = await api.store.driver.get<{ n: number }>(
+    'SELECT COUNT(*) AS n FROM ingest_batches WHERE database_id = $1',
+    [db.id],
+  )
   return Number(row!.n)
 }
 
@@ -105,10 +110,15 @@ describe('agent /healthz and the API', () => {
       await waitFor('the first batch buffered', (h) => h.databases[0]?.buffered === 1)
       await agent.cycleAll()
       await agent.cycleAll()
-      const down = await waitFor('a degraded status naming the outage and the buffer', (h) => h.reasons.some((r) => r.startsWith('outage: batches buffered for')))
+      const down = await waitFor('a degraded status naming the outage and the buffer', (h) =>
+        h.reasons.some((r) => r.startsWith('outage: batches buffered for')),
+      )
       expect(Object.keys(down).sort()).toEqual(['api', 'databases', 'reasons', 'status', 'version'])
       expect(down.status).toBe('degraded')
-      expect(down.reasons).toEqual([expect.stringMatching(/^every request to the API has failed for \d+ s$/), expect.stringMatching(/^outage: batches buffered for \d+ s$/)])
+      expect(down.reasons).toEqual([
+        expect.stringMatching(/^every request to the API has failed for \d+ s$/),
+        expect.stringMatching(/^outage: batches buffered for \d+ s$/),
+      ])
       expect(down.api).toEqual({
         endpoint: `http://127.0.0.1:${port}`,
         reachable: false,
@@ -134,14 +144,25 @@ describe('agent /healthz and the API', () => {
 
       await apiUp()
       // (ok may come a moment before the last batch is delivered: one buffered for less than a retry interval is fine)
-      const up = await waitFor('ok again, with the buffer delivered', (h) => h.status === 'ok' && h.databases[0]?.buffered === 0)
+      const up = await waitFor(
+        'ok again, with the buffer delivered',
+        (h) => h.status === 'ok' && h.databases[0]?.buffered === 0,
+      )
       expect(up.reasons).toEqual([])
       expect(up.api.reachable).toBe(true)
       expect(up.api.last_success_at).toMatch(ISO)
       expect(Date.parse(up.api.last_success_at!)).toBeGreaterThan(Date.parse(up.api.last_failure_at!))
-      expect(up.databases[0]).toMatchObject({ buffered: 0, oldest_buffered_at: null, dropped_batches: 0, lost_batches: 0, buffer_error: null })
+      expect(up.databases[0]).toMatchObject({
+        buffered: 0,
+        oldest_buffered_at: null,
+        dropped_batches: 0,
+        lost_batches: 0,
+        buffer_error: null,
+      })
       expect(await storedBatches('outage')).toBe(3)
-      expect(logs.filter((l) => l.includes('API reachable again; buffer drained') && l.includes('delivered=3'))).toHaveLength(1)
+      expect(
+        logs.filter((l) => l.includes('API reachable again; buffer drained') && l.includes('delivered=3')),
+      ).toHaveLength(1)
       expect(JSON.stringify(up)).not.toContain(key)
     } finally {
       await agent.stop()
@@ -163,9 +184,15 @@ describe('agent /healthz and the API', () => {
     // A retry interval of an hour: only the drain at start can deliver the two batches.
     const second = await startAgent('restarted', bufferDir, 3_600_000)
     try {
-      await until('the two buffered batches and the first new one', async () => ((await storedBatches('restarted')) === 3 ? true : undefined), { timeoutMs: 15_000 })
+      await until(
+        'the two buffered batches and the first new one',
+        async () => ((await storedBatches('restarted')) === 3 ? true : undefined),
+        { timeoutMs: 15_000 },
+      )
       expect(existsSync(join(bufferDir, 'service_buffer_restarted.db'))).toBe(false)
-      expect(second.logs.filter((l) => l.includes('resuming buffered batches') && l.includes('buffered=2'))).toHaveLength(1)
+      expect(
+        second.logs.filter((l) => l.includes('resuming buffered batches') && l.includes('buffered=2')),
+      ).toHaveLength(1)
       const h = await second.waitFor('ok', (s) => s.status === 'ok')
       expect(h.databases[0]).toMatchObject({ buffered: 0, lost_batches: 0, dropped_batches: 0 })
     } finally {
@@ -209,64 +236,73 @@ function tinyFilesystem(): string | undefined {
 const mount = tinyFilesystem()
 
 describe('a full buffer filesystem', () => {
-  test.skipIf(mount === undefined)('the agent keeps running and counts what it cannot keep; one error per episode; batches flow again once there is room and the API is back (ran on a 1 MiB tmpfs)', async () => {
-    const dir = mount!
-    await apiDown()
-    let filler = fill(dir)
-    const { agent, logs, healthz, waitFor } = await startAgent('full', dir)
-    const failingLines = () => logs.filter((l) => l.includes('the buffer is failing'))
-    const workingLines = () => logs.filter((l) => l.includes('the buffer works again'))
-    try {
-      await waitFor('the first batch lost', (h) => h.databases[0]?.lost_batches === 1)
-      await agent.cycleAll()
-      await agent.cycleAll()
-      const full = await healthz()
-      expect(full.status).toBe('degraded')
-      expect(full.reasons).toContain('full: the buffer is failing')
-      expect(full.databases[0]).toMatchObject({
-        name: 'full',
-        state: 'connected',
-        buffered: 0,
-        oldest_buffered_at: null,
-        dropped_batches: 0,
-        lost_batches: 3,
-        last_loss: { at: expect.stringMatching(ISO), reason: expect.stringMatching(/^the buffer cannot keep it \((SQLITE_FULL|ENOSPC)/) },
-        buffer_error: expect.stringMatching(/^(add|probe): (SQLITE_FULL|ENOSPC)/),
-      })
-      expect(failingLines()).toHaveLength(1)
-      expect(failingLines()[0]).toContain(' ERROR ')
-      expect(failingLines()[0]).toContain('database=full')
+  test.skipIf(mount === undefined)(
+    'the agent keeps running and counts what it cannot keep; one error per episode; batches flow again once there is room and the API is back (ran on a 1 MiB tmpfs)',
+    async () => {
+      const dir = mount!
+      await apiDown()
+      let filler = fill(dir)
+      const { agent, logs, healthz, waitFor } = await startAgent('full', dir)
+      const failingLines = () => logs.filter((l) => l.includes('the buffer is failing'))
+      const workingLines = () => logs.filter((l) => l.includes('the buffer works again'))
+      try {
+        await waitFor('the first batch lost', (h) => h.databases[0]?.lost_batches === 1)
+        await agent.cycleAll()
+        await agent.cycleAll()
+        const full = await healthz()
+        expect(full.status).toBe('degraded')
+        expect(full.reasons).toContain('full: the buffer is failing')
+        expect(full.databases[0]).toMatchObject({
+          name: 'full',
+          state: 'connected',
+          buffered: 0,
+          oldest_buffered_at: null,
+          dropped_batches: 0,
+          lost_batches: 3,
+          last_loss: {
+            at: expect.stringMatching(ISO),
+            reason: expect.stringMatching(/^the buffer cannot keep it \((SQLITE_FULL|ENOSPC)/),
+          },
+          buffer_error: expect.stringMatching(/^(add|probe): (SQLITE_FULL|ENOSPC)/),
+        })
+        expect(failingLines()).toHaveLength(1)
+        expect(failingLines()[0]).toContain(' ERROR ')
+        expect(failingLines()[0]).toContain('database=full')
 
-      // Room again: the next retry round's test write ends the episode; the API is still down, so batches are buffered.
-      rmSync(filler)
-      await until('the buffer to work again', async () => (workingLines().length === 1 ? true : undefined))
-      expect(workingLines()[0]).toContain(' INFO ')
-      expect(workingLines()[0]).toContain('lost=3')
-      await agent.cycleAll()
-      expect((await healthz()).databases[0]).toMatchObject({ buffered: 1, lost_batches: 3, buffer_error: null })
+        // Room again: the next retry round's test write ends the episode; the API is still down, so batches are buffered.
+        rmSync(filler)
+        await until('the buffer to work again', async () => (workingLines().length === 1 ? true : undefined))
+        expect(workingLines()[0]).toContain(' INFO ')
+        expect(workingLines()[0]).toContain('lost=3')
+        await agent.cycleAll()
+        expect((await healthz()).databases[0]).toMatchObject({ buffered: 1, lost_batches: 3, buffer_error: null })
 
-      // The disk fills up again while a batch waits: a second episode, a second error line.
-      filler = fill(dir)
-      await agent.cycleAll()
-      const again = await healthz()
-      expect(again.databases[0]).toMatchObject({ buffered: 1, lost_batches: 4 })
-      expect(again.databases[0]!.buffer_error).not.toBeNull()
-      expect(failingLines()).toHaveLength(2)
+        // The disk fills up again while a batch waits: a second episode, a second error line.
+        filler = fill(dir)
+        await agent.cycleAll()
+        const again = await healthz()
+        expect(again.databases[0]).toMatchObject({ buffered: 1, lost_batches: 4 })
+        expect(again.databases[0]!.buffer_error).not.toBeNull()
+        expect(failingLines()).toHaveLength(2)
 
-      rmSync(filler)
-      await apiUp()
-      const ok = await waitFor('ok again, with the buffer delivered', (h) => h.status === 'ok' && h.databases[0]?.buffered === 0)
-      expect(ok.databases[0]).toMatchObject({ buffered: 0, lost_batches: 4, dropped_batches: 0, buffer_error: null })
-      expect(workingLines()).toHaveLength(2)
-      expect(workingLines()[1]).toContain('lost=1')
-      expect(await storedBatches('full')).toBe(1)
-      await agent.cycleAll()
-      expect(await storedBatches('full')).toBe(2)
-      expect(readdirSync(dir).filter((f) => f.startsWith('service_buffer_'))).toEqual([])
-    } finally {
-      await agent.stop()
-    }
-  })
+        rmSync(filler)
+        await apiUp()
+        const ok = await waitFor(
+          'ok again, with the buffer delivered',
+          (h) => h.status === 'ok' && h.databases[0]?.buffered === 0,
+        )
+        expect(ok.databases[0]).toMatchObject({ buffered: 0, lost_batches: 4, dropped_batches: 0, buffer_error: null })
+        expect(workingLines()).toHaveLength(2)
+        expect(workingLines()[1]).toContain('lost=1')
+        expect(await storedBatches('full')).toBe(1)
+        await agent.cycleAll()
+        expect(await storedBatches('full')).toBe(2)
+        expect(readdirSync(dir).filter((f) => f.startsWith('service_buffer_'))).toEqual([])
+      } finally {
+        await agent.stop()
+      }
+    },
+  )
 })
 
 describe('a full buffer filesystem, without mount', () => {
@@ -276,19 +312,41 @@ describe('a full buffer filesystem, without mount', () => {
       await apiDown()
       const bufferDir = tempDir()
       const path = join(tempDir(), 'config.yaml')
-      writeFileSync(path, `api:\n  endpoint: http://127.0.0.1:${port}\n  key: ${key}\ndatabases:\n  - name: limited\n    dsn: ${dsn}\n    poll_interval: 1h\n`)
+      writeFileSync(
+        path,
+        `api:\n  endpoint: http://127.0.0.1:${port}\n  key: ${key}\ndatabases:\n  - name: limited\n    dsn: ${dsn}\n    poll_interval: 1h\n`,
+      )
       // 4 KiB: SQLite's first write-ahead-log frame is already past it. SIGXFSZ ignored: a write past the limit fails with EFBIG.
-      const child = Bun.spawn(['bash', '-c', `ulimit -f 4; trap '' XFSZ; exec bun ${join(import.meta.dir, 'full-disk-child.ts')} "$0" "$1"`, path, bufferDir], {
-        stdout: 'pipe',
-        stderr: 'pipe',
-        timeout: 60_000,
-      })
-      const [out, err, exitCode] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited])
+      const child = Bun.spawn(
+        [
+          'bash',
+          '-c',
+          `ulimit -f 4; trap '' XFSZ; exec bun ${join(import.meta.dir, 'full-disk-child.ts')} "$0" "$1"`,
+          path,
+          bufferDir,
+        ],
+        {
+          stdout: 'pipe',
+          stderr: 'pipe',
+          timeout: 60_000,
+        },
+      )
+      const [out, err, exitCode] = await Promise.all([
+        new Response(child.stdout).text(),
+        new Response(child.stderr).text(),
+        child.exited,
+      ])
       expect({ exitCode, err: exitCode === 0 ? '' : err }).toEqual({ exitCode: 0, err: '' })
       const { status, logs } = JSON.parse(out) as { status: AgentStatus; logs: string[] }
       expect(status.status).toBe('degraded')
       expect(status.reasons).toContain('limited: the buffer is failing')
-      expect(status.databases[0]).toMatchObject({ name: 'limited', state: 'connected', buffered: 0, lost_batches: 3, dropped_batches: 0 })
+      expect(status.databases[0]).toMatchObject({
+        name: 'limited',
+        state: 'connected',
+        buffered: 0,
+        lost_batches: 3,
+        dropped_batches: 0,
+      })
       expect(status.databases[0]!.buffer_error).toMatch(/SQLITE_(IOERR|FULL)/)
       expect(logs.filter((l) => l.includes('the buffer is failing'))).toHaveLength(1)
       await apiUp()

@@ -16,17 +16,41 @@ function batch(sections: Partial<IngestBatch> = {}, batchId = '0b6f8f4e-2a65-4c5
     collected_at: T0,
     interval_seconds: 10,
     agent_version: '1.2.3',
-    database: { name: 'main', engine: 'postgres', engine_version: '17.2', host: 'db.internal', port: 5432, tags: { env: 'prod' } },
+    database: {
+      name: 'main',
+      engine: 'postgres',
+      engine_version: '17.2',
+      host: 'db.internal',
+      port: 5432,
+      tags: { env: 'prod' },
+    },
     ...sections,
   }
 }
 
 function statement(i: number, text = `SELECT * FROM t${i} WHERE id = $1`): QueryStatDelta {
-  return { query_hash: String(1_000_000_000 + i), query_text: text, calls: (i % 7) + 1, total_time_ms: (i * 7919) % 100_003, rows: i, shared_blks_hit: 1, shared_blks_read: 0 }
+  return {
+    query_hash: String(1_000_000_000 + i),
+    query_text: text,
+    calls: (i % 7) + 1,
+    total_time_ms: (i * 7919) % 100_003,
+    rows: i,
+    shared_blks_hit: 1,
+    shared_blks_read: 0,
+  }
 }
 
 function table(i: number): TableStat {
-  const counters = { seq_scan: i, seq_tup_read: 0, idx_scan: 0, idx_tup_fetch: 0, n_tup_ins: 0, n_tup_upd: 0, n_tup_del: 0, n_tup_hot_upd: 0 }
+  const counters = {
+    seq_scan: i,
+    seq_tup_read: 0,
+    idx_scan: 0,
+    idx_tup_fetch: 0,
+    n_tup_ins: 0,
+    n_tup_upd: 0,
+    n_tup_del: 0,
+    n_tup_hot_upd: 0,
+  }
   return {
     schema_name: 'public',
     table_name: `t${i}`,
@@ -46,7 +70,11 @@ function table(i: number): TableStat {
 const bodyBytes = (part: IngestBatch) => Buffer.byteLength(JSON.stringify(part), 'utf8')
 
 /** Each part passes the server's schema, keeps the header, stays within the limits, and its size was measured right. */
-function expectWithinLimits(input: IngestBatch, result: ReturnType<typeof splitBatch>, limits: SplitLimits = defaultSplitLimits) {
+function expectWithinLimits(
+  input: IngestBatch,
+  result: ReturnType<typeof splitBatch>,
+  limits: SplitLimits = defaultSplitLimits,
+) {
   result.parts.forEach((part, i) => {
     expect(Value.Check(IngestBatch, part)).toBe(true)
     expect(part.collected_at).toBe(input.collected_at)
@@ -70,7 +98,13 @@ const statementsOf = (parts: IngestBatch[]) => parts.flatMap((p) => p.query_stat
 
 describe('splitBatch', () => {
   test('a batch within the limits is one part with its own id and every section', () => {
-    const input = batch({ query_stats: [statement(1), statement(2)], tables: [table(1)], activity: [], collector_notes: [], bgwriter: { buffers_alloc: 4 } })
+    const input = batch({
+      query_stats: [statement(1), statement(2)],
+      tables: [table(1)],
+      activity: [],
+      collector_notes: [],
+      bgwriter: { buffers_alloc: 4 },
+    })
     const result = splitBatch(input)
     expect(result.parts).toHaveLength(1)
     const [part] = result.parts
@@ -84,7 +118,11 @@ describe('splitBatch', () => {
 
   test('50,000 statements: parts of at most 20,000, every statement once, the calls add up, biggest first', () => {
     const statements = Array.from({ length: 50_000 }, (_, i) => statement(i))
-    const input = batch({ query_stats: statements, tables: Array.from({ length: 10_000 }, (_, i) => table(i)), collector_notes: [] })
+    const input = batch({
+      query_stats: statements,
+      tables: Array.from({ length: 10_000 }, (_, i) => table(i)),
+      collector_notes: [],
+    })
     const result = splitBatch(input)
     expect(result.parts.length).toBe(3)
     expectWithinLimits(input, result)
@@ -93,8 +131,11 @@ describe('splitBatch', () => {
     expect(new Set(sent.map((s) => s.query_hash)).size).toBe(50_000)
     expect(sum(sent, 'calls')).toBe(sum(statements, 'calls'))
     expect(sum(sent, 'total_time_ms')).toBe(sum(statements, 'total_time_ms'))
-    for (let i = 1; i < sent.length; i++) expect(sent[i - 1]!.total_time_ms).toBeGreaterThanOrEqual(sent[i]!.total_time_ms)
-    expect(result.parts.flatMap((p) => p.tables ?? []).map((t) => t.table_name)).toEqual(input.tables!.map((t) => t.table_name))
+    for (let i = 1; i < sent.length; i++)
+      expect(sent[i - 1]!.total_time_ms).toBeGreaterThanOrEqual(sent[i]!.total_time_ms)
+    expect(result.parts.flatMap((p) => p.tables ?? []).map((t) => t.table_name)).toEqual(
+      input.tables!.map((t) => t.table_name),
+    )
     expect(result.parts.map((p) => p.batch_id)).toEqual([1, 2, 3].map((n) => `${input.batch_id}.${n}`))
   })
 
@@ -110,7 +151,10 @@ describe('splitBatch', () => {
   test('long multibyte and escaped texts: every body under the byte limit, measured in bytes', () => {
     // 10,000 UTF-16 units of 3-byte characters, 4-byte pairs, escaped control characters, quotes and lone surrogates.
     const pieces = ['€', '😀', '\u0001', '"', '\\', '\ud800', 'ж', '\n']
-    const text = (i: number) => Array.from({ length: 1250 }, (_, k) => pieces[(i + k) % pieces.length]).join('').padEnd(10_000, '界')
+    const text = (i: number) =>
+      Array.from({ length: 1250 }, (_, k) => pieces[(i + k) % pieces.length])
+        .join('')
+        .padEnd(10_000, '界')
     // A statement's text depends only on i modulo the 8 pieces: the 8 texts are made once and shared.
     const texts = pieces.map((_, i) => text(i))
     const statements = Array.from({ length: 15_000 }, (_, i) => statement(i, texts[i % pieces.length]))
@@ -122,11 +166,13 @@ describe('splitBatch', () => {
     const sent = statementsOf(result.parts)
     expect(sent.length).toBe(15_000)
     expect(sum(sent, 'calls')).toBe(sum(statements, 'calls'))
-    expect(new Map(sent.map((s) => [s.query_hash, s.query_text]))).toEqual(new Map(statements.map((s) => [s.query_hash, s.query_text])))
+    expect(new Map(sent.map((s) => [s.query_hash, s.query_text]))).toEqual(
+      new Map(statements.map((s) => [s.query_hash, s.query_text])),
+    )
     for (const bytes of result.bytes) expect(bytes).toBeLessThanOrEqual(INGEST_BODY_LIMIT_BYTES - 1024 * 1024)
   })
 
-  test("whole-list sections stay whole, each in one part; tables and indexes spread; nothing repeated", () => {
+  test('whole-list sections stay whole, each in one part; tables and indexes spread; nothing repeated', () => {
     const limits: SplitLimits = { maxBodyBytes: 6_000, maxItems: { ...ingestMaxItems, tables: 7 } }
     const activity = Array.from({ length: 8 }, (_, i) => ({
       pid: i,
@@ -143,7 +189,14 @@ describe('splitBatch', () => {
       activity,
       locks: [],
       collector_notes: [{ collector: 'tables', message: '3 sequences unreadable' }],
-      replication: { is_replica: false, replication_lag_bytes: null, replication_lag_seconds: null, upstream_host: null, replicas: [], slots: [] },
+      replication: {
+        is_replica: false,
+        replication_lag_bytes: null,
+        replication_lag_seconds: null,
+        upstream_host: null,
+        replicas: [],
+        slots: [],
+      },
       database_stats: { xact_commit: 5 },
       waits: [{ wait_event_type: 'Lock', wait_event: 'relation', count: 2, total_duration_ms: 2000 }],
     })
@@ -157,7 +210,11 @@ describe('splitBatch', () => {
     }
     expect(result.parts.flatMap((p) => p.tables ?? [])).toEqual(input.tables!)
     for (const part of result.parts) expect((part.tables ?? []).length).toBeLessThanOrEqual(7)
-    expect(statementsOf(result.parts).map((s) => s.query_hash).sort()).toEqual(input.query_stats!.map((s) => s.query_hash).sort())
+    expect(
+      statementsOf(result.parts)
+        .map((s) => s.query_hash)
+        .sort(),
+    ).toEqual(input.query_stats!.map((s) => s.query_hash).sort())
     expect(result.dropped).toEqual({})
   })
 
@@ -188,7 +245,10 @@ describe('splitBatch', () => {
 
   test('texts over their length cap are cut to it, never in the middle of a surrogate pair; whole sections past their item cap keep the first entries', () => {
     const text = `${'a'.repeat(ingestTextLimits.queryText - 1)}😀 and more`
-    const notes = Array.from({ length: ingestMaxItems.collector_notes + 5 }, (_, i) => ({ collector: `c${i}`, message: 'm' }))
+    const notes = Array.from({ length: ingestMaxItems.collector_notes + 5 }, (_, i) => ({
+      collector: `c${i}`,
+      message: 'm',
+    }))
     const input = batch({ query_stats: [statement(1, text)], collector_notes: notes })
     const result = splitBatch(input)
     expectWithinLimits(input, result)
@@ -214,7 +274,14 @@ describe('splitBatch', () => {
     const lines: string[] = []
     const log = createLogger('debug', (line) => lines.push(line))
     const limits: SplitLimits = { maxBodyBytes: 2_000, maxItems: ingestMaxItems }
-    const parts = batchParts(batch({ query_stats: [statement(1, 'x'.repeat(4_000))], tables: [{ ...table(1), table_name: 'y'.repeat(3_000) }, table(2)] }), log, limits)
+    const parts = batchParts(
+      batch({
+        query_stats: [statement(1, 'x'.repeat(4_000))],
+        tables: [{ ...table(1), table_name: 'y'.repeat(3_000) }, table(2)],
+      }),
+      log,
+      limits,
+    )
     expect(parts.length).toBeGreaterThanOrEqual(1)
     const logged = lines.join('\n')
     expect(logged).toContain('dropped database=main section=tables dropped=1')

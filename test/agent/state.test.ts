@@ -13,7 +13,10 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
 describe('StagedState', () => {
   test('writes are seen by the run at once and by the runner only after commit', () => {
-    const committed = new Map<string, unknown>([['tables', 'old'], ['gone', 1]])
+    const committed = new Map<string, unknown>([
+      ['tables', 'old'],
+      ['gone', 1],
+    ])
     const staged = new StagedState(committed)
     staged.set('tables', 'new')
     staged.delete('gone')
@@ -49,7 +52,10 @@ describe('saved state', () => {
   test('round trip: maps, numbers, nulls and strings come back as they were; cache entries are not saved', () => {
     const path = join(dir, stateFileName('orders'))
     const state = new Map<string, unknown>([
-      ['query_stats', { entries: new Map([['10/5/-42/t', [null, 3, 1.5]]]), statsReset: '2026-11-26 00:00:00+00', dealloc: 0 }],
+      [
+        'query_stats',
+        { entries: new Map([['10/5/-42/t', [null, 3, 1.5]]]), statsReset: '2026-11-26 00:00:00+00', dealloc: 0 },
+      ],
       ['tables', new Map([[16384, { seq_scan: 4, idx_scan: null }]])],
       ['cache:query_stats:texts', new Map([['-42', 'SELECT secret']])],
     ])
@@ -82,7 +88,7 @@ describe('saved state', () => {
     expect(loadState(broken).kind).toBe('unusable')
   })
 
-  test('a planted file is refused: a symbolic link, another user\'s file, one others may write', () => {
+  test("a planted file is refused: a symbolic link, another user's file, one others may write", () => {
     const real = join(dir, 'real.json')
     saveState(real, owner, new Map([['tables', new Map([[1, { seq_scan: 1 }]])]]), Date.now())
     const link = join(dir, 'link.json')
@@ -101,7 +107,11 @@ describe('saved state', () => {
   test('numbers no counter can have (negative, endless) make the whole file unusable', () => {
     const crafted = (value: string) => {
       const path = join(dir, `crafted-${Math.random().toString(36).slice(2)}.json`)
-      writeFileSync(path, `{"format":${STATE_FORMAT},"saved_at":1,"target":"t","lineage":"l","entries":[["query_stats",{"entries":{"$map":[["k",[null,${value},0,0,0,0,0,0,0,0,0,0]]]},"statsReset":null,"dealloc":null}]]}`, { mode: 0o600 })
+      writeFileSync(
+        path,
+        `{"format":${STATE_FORMAT},"saved_at":1,"target":"t","lineage":"l","entries":[["query_stats",{"entries":{"$map":[["k",[null,${value},0,0,0,0,0,0,0,0,0,0]]]},"statsReset":null,"dealloc":null}]]}`,
+        { mode: 0o600 },
+      )
       return loadState(path)
     }
     expect(crafted('5').kind).toBe('loaded')
@@ -118,12 +128,21 @@ describe('saved state', () => {
 
 describe('statement entry deltas', () => {
   // [stats_since, calls, total_time_ms, rows, ...]: the order of POSTGRES_QUERY_COUNTER_KEYS.
-  const saved = (since: number | null, calls: number, time: number, rows: number) => [since, calls, time, rows, 0, 0, 0, 0, 0, 0, 0, 0] as [number | null, ...number[]]
+  const saved = (since: number | null, calls: number, time: number, rows: number) =>
+    [since, calls, time, rows, 0, 0, 0, 0, 0, 0, 0, 0] as [number | null, ...number[]]
 
   test('counters of one entry are judged together: one that went down restarts them all', () => {
     expect(startedAnew(saved(null, 50, 10, 50), saved(null, 80, 9, 80))).toBe(true)
-    expect(entryDelta(saved(null, 50, 10, 50), saved(null, 80, 9, 80), false)).toMatchObject({ calls: 80, total_time_ms: 9, rows: 80 })
-    expect(entryDelta(saved(null, 50, 10, 50), saved(null, 80, 16, 80), false)).toMatchObject({ calls: 30, total_time_ms: 6, rows: 30 })
+    expect(entryDelta(saved(null, 50, 10, 50), saved(null, 80, 9, 80), false)).toMatchObject({
+      calls: 80,
+      total_time_ms: 9,
+      rows: 80,
+    })
+    expect(entryDelta(saved(null, 50, 10, 50), saved(null, 80, 16, 80), false)).toMatchObject({
+      calls: 30,
+      total_time_ms: 6,
+      rows: 30,
+    })
   })
 
   test('a moved stats_since (17+) or a full reset counts the entry from zero', () => {

@@ -14,7 +14,13 @@ import { queryStats } from '../../src/agent/collectors/postgres/query-stats.ts'
 import { Shipper } from '../../src/agent/shipper.ts'
 import { STATE_FORMAT, stateFileName } from '../../src/agent/state.ts'
 import { createLogger } from '../../src/shared/log.ts'
-import { type PostgresServer, postgresMajors, sharedPostgres, startPostgres, statementsDatabase } from '../support/postgres.ts'
+import {
+  type PostgresServer,
+  postgresMajors,
+  sharedPostgres,
+  startPostgres,
+  statementsDatabase,
+} from '../support/postgres.ts'
 import { type Account, type TestServer, agentAccount, startTestServer } from '../support/server.ts'
 import { until } from '../support/wait.ts'
 
@@ -39,7 +45,13 @@ const timings = { ...defaultTimings, pingIntervalMs: 60_000, collectorDeadlineMs
 let counter = 0
 
 /** A runner of query_stats only for `dsn`, shipping to the test server, its state saved in `dir`. */
-function runnerFor(dsn: string, name: string, dir: string, logs: string[] = [], options: { endpoint?: string; bufferDir?: string; requestTimeoutMs?: number } = {}) {
+function runnerFor(
+  dsn: string,
+  name: string,
+  dir: string,
+  logs: string[] = [],
+  options: { endpoint?: string; bufferDir?: string; requestTimeoutMs?: number } = {},
+) {
   const log = createLogger('debug', (l) => logs.push(l))
   const shipper = new Shipper({
     endpoint: options.endpoint ?? server.base,
@@ -51,13 +63,24 @@ function runnerFor(dsn: string, name: string, dir: string, logs: string[] = [], 
     requestTimeoutMs: options.requestTimeoutMs ?? 15_000,
     log,
   })
-  const config: DatabaseConfig = { name, engine: 'postgres', dsn, pollIntervalMs: 60_000, enabledCollectors: ['query_stats'], tags: {} }
+  const config: DatabaseConfig = {
+    name,
+    engine: 'postgres',
+    dsn,
+    pollIntervalMs: 60_000,
+    enabledCollectors: ['query_stats'],
+    tags: {},
+  }
   return new PostgresRunner(config, shipper, log, timings, join(dir, stateFileName(name)))
 }
 
 /** Passes an agent's request on to the test server: what the proxies in front of it do when they let one through. */
 async function forwardToServer(req: Request): Promise<Response> {
-  return fetch(server.base + new URL(req.url).pathname, { method: 'POST', headers: req.headers, body: await req.arrayBuffer() })
+  return fetch(server.base + new URL(req.url).pathname, {
+    method: 'POST',
+    headers: req.headers,
+    body: await req.arrayBuffer(),
+  })
 }
 
 interface Target {
@@ -86,7 +109,8 @@ async function target(pg: PostgresServer, marker: string): Promise<Target> {
     dir,
     sql,
     async run(times) {
-      for (let i = 0; i < times; i++) await self.sql.unsafe(`SELECT id AS ${marker} FROM t WHERE id = $1`, [(i % 100) + 1])
+      for (let i = 0; i < times; i++)
+        await self.sql.unsafe(`SELECT id AS ${marker} FROM t WHERE id = $1`, [(i % 100) + 1])
     },
     async truth() {
       const [row] = await self.sql`SELECT coalesce(sum(calls), 0)::int AS calls FROM pg_stat_statements
@@ -97,7 +121,8 @@ async function target(pg: PostgresServer, marker: string): Promise<Target> {
       const dbs = (await server.call('GET', '/api/v1/databases', { token: account.token })).body as any[]
       const db = dbs.find((d) => d.name === name)
       if (!db) return 0
-      const rows = (await server.call('GET', `/api/v1/databases/${db.id}/queries?limit=100`, { token: account.token })).body as any[]
+      const rows = (await server.call('GET', `/api/v1/databases/${db.id}/queries?limit=100`, { token: account.token }))
+        .body as any[]
       return rows.find((r) => r.query_text.includes(`AS ${marker} FROM`))?.total_calls ?? 0
     },
   }
@@ -110,31 +135,38 @@ describe.each([...postgresMajors])('PostgreSQL %d', (major) => {
     pg = await sharedPostgres(major)
   }, 60_000)
 
-  test(major >= 14 ? 'a full reset between two cycles: 50, reset, 80 counts 130' : 'a full reset between two cycles: 50, reset, 20 counts 70 (PostgreSQL 13 sees a reset only where a counter went down)', async () => {
-    const t = await target(pg, `reset_marker_${major}`)
-    const logs: string[] = []
-    const runner = runnerFor(t.dsn, t.name, t.dir, logs)
-    cleanups.push(() => runner.stop())
-    await runner.cycle() // baseline
-    await t.run(50)
-    expect(await t.truth()).toBe(50)
-    await runner.cycle()
-    expect(await t.stored()).toBe(50)
+  test(
+    major >= 14
+      ? 'a full reset between two cycles: 50, reset, 80 counts 130'
+      : 'a full reset between two cycles: 50, reset, 20 counts 70 (PostgreSQL 13 sees a reset only where a counter went down)',
+    async () => {
+      const t = await target(pg, `reset_marker_${major}`)
+      const logs: string[] = []
+      const runner = runnerFor(t.dsn, t.name, t.dir, logs)
+      cleanups.push(() => runner.stop())
+      await runner.cycle() // baseline
+      await t.run(50)
+      expect(await t.truth()).toBe(50)
+      await runner.cycle()
+      expect(await t.stored()).toBe(50)
 
-    // Reset everything pg_stat_statements holds (the whole server's, as a DBA would), then run the
-    // statement again within the same poll: more often than before on 14+, where stats_reset tells.
-    await t.sql`SELECT pg_stat_statements_reset()`
-    const after = major >= 14 ? 80 : 20
-    await t.run(after)
-    expect(await t.truth()).toBe(after)
-    await runner.cycle()
-    expect(await t.stored()).toBe(50 + after)
-    expect(logs.some((l) => l.includes('pg_stat_statements was reset: every statement counts from zero'))).toBe(major >= 14)
+      // Reset everything pg_stat_statements holds (the whole server's, as a DBA would), then run the
+      // statement again within the same poll: more often than before on 14+, where stats_reset tells.
+      await t.sql`SELECT pg_stat_statements_reset()`
+      const after = major >= 14 ? 80 : 20
+      await t.run(after)
+      expect(await t.truth()).toBe(after)
+      await runner.cycle()
+      expect(await t.stored()).toBe(50 + after)
+      expect(logs.some((l) => l.includes('pg_stat_statements was reset: every statement counts from zero'))).toBe(
+        major >= 14,
+      )
 
-    await t.run(3)
-    await runner.cycle()
-    expect(await t.stored()).toBe(53 + after)
-  })
+      await t.run(3)
+      await runner.cycle()
+      expect(await t.stored()).toBe(53 + after)
+    },
+  )
 
   /**
    * An agent that counted 7 calls of the marker and stopped; `meanwhile` runs while it is stopped (after
@@ -205,7 +237,11 @@ describe('an agent killed while it sends', () => {
     await first.cycle() // baseline, shipped to the server itself
     await first.stop()
     await t.run(6)
-    const killed = runnerFor(t.dsn, t.name, t.dir, [], { endpoint: `http://127.0.0.1:${blackHole.port}`, bufferDir: join(t.dir, 'killed'), requestTimeoutMs: 2_000 })
+    const killed = runnerFor(t.dsn, t.name, t.dir, [], {
+      endpoint: `http://127.0.0.1:${blackHole.port}`,
+      bufferDir: join(t.dir, 'killed'),
+      requestTimeoutMs: 2_000,
+    })
     const cutShort = killed.cycle()
     await until('the batch to be applied', async () => ((await t.stored()) === 6 ? true : undefined))
     // The agent is gone (as after kill -9): a new one starts from the files it left.
@@ -239,7 +275,10 @@ describe('an outage while the buffer cannot keep anything', () => {
     const blocked = join(t.dir, 'not-a-folder')
     writeFileSync(blocked, '')
     const logs: string[] = []
-    const runner = runnerFor(t.dsn, t.name, t.dir, logs, { endpoint: `http://127.0.0.1:${gate.port}`, bufferDir: join(blocked, 'buffer') })
+    const runner = runnerFor(t.dsn, t.name, t.dir, logs, {
+      endpoint: `http://127.0.0.1:${gate.port}`,
+      bufferDir: join(blocked, 'buffer'),
+    })
     cleanups.push(() => runner.stop())
     await runner.cycle() // baseline
     await t.run(4)
@@ -277,7 +316,9 @@ describe('a reset while the statements are read', () => {
       },
     })
     const logs: string[] = []
-    const [{ num }] = (await agentSql`SELECT current_setting('server_version_num')::int AS num`) as unknown as [{ num: number }]
+    const [{ num }] = (await agentSql`SELECT current_setting('server_version_num')::int AS num`) as unknown as [
+      { num: number },
+    ]
     const ctx = {
       name: t.name,
       database: new URL(t.dsn).pathname.slice(1),
@@ -292,7 +333,9 @@ describe('a reset while the statements are read', () => {
     }
     const calls = async () => {
       const out = await queryStats.collect(ctx)
-      return (out.query_stats ?? []).filter((q) => q.query_text.includes('AS mid_read_marker FROM')).reduce((n, q) => n + q.calls, 0)
+      return (out.query_stats ?? [])
+        .filter((q) => q.query_text.includes('AS mid_read_marker FROM'))
+        .reduce((n, q) => n + q.calls, 0)
     }
     expect(await calls()).toBe(0) // baseline
     await t.run(5)
@@ -311,9 +354,11 @@ describe('a damaged or planted saved state', () => {
   test('counters of the wrong type: the statement baseline starts anew, nothing absurd or refused is sent', async () => {
     const pg = await sharedPostgres(17)
     const t = await target(pg, 'planted_marker')
-    const [{ id: lineage }] = (await t.sql`SELECT system_identifier::text AS id FROM pg_control_system()`) as unknown as [{ id: string }]
+    const [{ id: lineage }] =
+      (await t.sql`SELECT system_identifier::text AS id FROM pg_control_system()`) as unknown as [{ id: string }]
     await t.run(3)
-    const [{ key }] = (await t.sql`SELECT userid::text || '/' || dbid::text || '/' || queryid::text || '/' || toplevel::text AS key
+    const [{ key }] =
+      (await t.sql`SELECT userid::text || '/' || dbid::text || '/' || queryid::text || '/' || toplevel::text AS key
       FROM pg_stat_statements WHERE query LIKE '%AS planted_marker FROM%'`) as unknown as [{ key: string }]
     // Well-formed JSON, the right owner and server, numbers all positive: only the types are wrong.
     const counters = ['"abc"', ...Array(11).fill('0')].join(',')
@@ -406,7 +451,12 @@ describe('restarts and crashes of the server', () => {
 describe.each([14, 17] as const)('evictions on PostgreSQL %d (pg_stat_statements.max = 100)', (major) => {
   let pg: PostgresServer
   beforeAll(async () => {
-    pg = await startPostgres(major, ['-c', 'shared_preload_libraries=pg_stat_statements', '-c', 'pg_stat_statements.max=100'])
+    pg = await startPostgres(major, [
+      '-c',
+      'shared_preload_libraries=pg_stat_statements',
+      '-c',
+      'pg_stat_statements.max=100',
+    ])
   }, 60_000)
   afterAll(async () => {
     await pg?.stop()
@@ -431,7 +481,10 @@ describe.each([14, 17] as const)('evictions on PostgreSQL %d (pg_stat_statements
       let width = 1
       while ((await t.truth()) > 0) {
         const batch: Promise<unknown>[] = []
-        for (let i = 0; i < 60; i++, width++) batch.push(t.sql.unsafe(`SELECT ${Array.from({ length: width }, (_, c) => `${c} AS c${c}`).join(', ')}`).execute())
+        for (let i = 0; i < 60; i++, width++)
+          batch.push(
+            t.sql.unsafe(`SELECT ${Array.from({ length: width }, (_, c) => `${c} AS c${c}`).join(', ')}`).execute(),
+          )
         await Promise.all(batch)
         if (width > 2_000) throw new Error('the marker was never evicted')
       }
@@ -441,7 +494,9 @@ describe.each([14, 17] as const)('evictions on PostgreSQL %d (pg_stat_statements
       await runner.cycle()
       const joined = logs.join('\n')
       expect(joined).toContain('pg_stat_statements evicted statements since the last cycle')
-      expect(runner.status.collectors.query_stats).toContain('pg_stat_statements evicts statements (pg_stat_statements.max = 100 for all databases;')
+      expect(runner.status.collectors.query_stats).toContain(
+        'pg_stat_statements evicts statements (pg_stat_statements.max = 100 for all databases;',
+      )
       if (major >= 17) {
         expect(await t.stored()).toBe(55)
       } else {
@@ -449,7 +504,9 @@ describe.each([14, 17] as const)('evictions on PostgreSQL %d (pg_stat_statements
         // the old entry's calls, unless one of its counters tells (shared_blks_read: the first calls
         // read the index from disk, the new entry's found it cached), which then counts it exactly.
         expect([50, 55]).toContain(await t.stored())
-        expect(runner.status.collectors.query_stats).toContain('before PostgreSQL 17 a statement evicted and run again within one cycle may be under-counted')
+        expect(runner.status.collectors.query_stats).toContain(
+          'before PostgreSQL 17 a statement evicted and run again within one cycle may be under-counted',
+        )
       }
     },
   )

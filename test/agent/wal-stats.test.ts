@@ -23,7 +23,16 @@ afterAll(async () => {
   await Promise.all(sessions.map((s) => s.end({ timeout: 1 }).catch(() => {})))
 })
 
-const KEYS = ['wal_records', 'wal_fpi', 'wal_bytes', 'wal_buffers_full', 'wal_write', 'wal_sync', 'wal_write_time_ms', 'wal_sync_time_ms'] as const
+const KEYS = [
+  'wal_records',
+  'wal_fpi',
+  'wal_bytes',
+  'wal_buffers_full',
+  'wal_write',
+  'wal_sync',
+  'wal_write_time_ms',
+  'wal_sync_time_ms',
+] as const
 type Counters = Record<(typeof KEYS)[number], number>
 
 /** PostgreSQL's own counters: pg_stat_wal, and on 18 the writes and syncs of pg_stat_io's WAL rows (context normal). */
@@ -82,7 +91,10 @@ for (const major of [17, 18] as const) {
       await until('the inserts in pg_stat_wal', async () => {
         after = await collect()
         for (const k of KEYS) delta[k] += after.delta?.[k] ?? Number.NaN
-        return after.truth.wal_records - before.truth.wal_records >= 1000 && after.truth.wal_sync > before.truth.wal_sync ? true : undefined
+        return after.truth.wal_records - before.truth.wal_records >= 1000 &&
+          after.truth.wal_sync > before.truth.wal_sync
+          ? true
+          : undefined
       })
       const expected = Object.fromEntries(KEYS.map((k) => [k, after.truth[k] - before.truth[k]])) as Counters
       for (const k of KEYS) {

@@ -11,7 +11,14 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { type Monitor, createMonitor } from '../../src/server/monitor/index.ts'
 import { TEST_NOT_DELIVERED } from '../../src/server/routes/alerts.ts'
 import { pgBatch } from '../support/batches.ts'
-import { type Account, type TestServer, agentAccount, inviteMember, startTestServer, storeKinds } from '../support/server.ts'
+import {
+  type Account,
+  type TestServer,
+  agentAccount,
+  inviteMember,
+  startTestServer,
+  storeKinds,
+} from '../support/server.ts'
 import { startWebhookReceiver } from '../support/webhook.ts'
 
 const RULE = 'pg_cache_hit_ratio'
@@ -20,8 +27,10 @@ const ROUTING_KEY = 'R0UT1NGKEY0000000000000000000abc'
 const API_KEY = '00000000-1111-2222-3333-444455556666'
 const PATH = '/api/v1/organization/alert-destinations'
 const iso = (ms: number) => new Date(ms).toISOString()
-const critical = (name: string) => pgBatch(name, Date.now() - 30_000, { database_stats: { blks_hit: 50_000, blks_read: 50_000 } })
-const cured = (name: string) => pgBatch(name, Date.now() - 10_000, { database_stats: { blks_hit: 100_000_000, blks_read: 0 } })
+const critical = (name: string) =>
+  pgBatch(name, Date.now() - 30_000, { database_stats: { blks_hit: 50_000, blks_read: 50_000 } })
+const cured = (name: string) =>
+  pgBatch(name, Date.now() - 10_000, { database_stats: { blks_hit: 100_000_000, blks_read: 0 } })
 
 let server: TestServer
 let monitor: Monitor
@@ -73,10 +82,16 @@ function deliveries() {
       made[kind] = res.body
     }
     // A disabled one gets nothing.
-    const off = await org.call('POST', PATH, { kind: 'alertmanager', name: 'off', url: `${receiver.url}/off`, enabled: false })
+    const off = await org.call('POST', PATH, {
+      kind: 'alertmanager',
+      name: 'off',
+      url: `${receiver.url}/off`,
+      enabled: false,
+    })
     expect(off.body.enabled).toBe(false)
 
-    const db = (await server.call('POST', '/api/v1/ingest', { apiKey: org.key, body: critical('billing') })).body.database_id as string
+    const db = (await server.call('POST', '/api/v1/ingest', { apiKey: org.key, body: critical('billing') })).body
+      .database_id as string
     const opened = server.deps.clock()
     const first = await monitor.runOnce(opened)
     expect(first.notifications).toEqual({ sent: 8, failed: 0, given_up: 0 }) // the users' mail and 7 destinations
@@ -89,14 +104,28 @@ function deliveries() {
     // The signed webhook: the organization webhook's body, signed with this destination's secret.
     const [wh] = at('/wh')
     expect(receiver.signed(wh!, made.webhook.secret)).toBe(true)
-    expect(wh!.headers).toMatchObject({ 'content-type': 'application/json', 'x-dbm-event': 'alert.opened', 'x-dbm-delivery': wh!.body.delivery_id })
+    expect(wh!.headers).toMatchObject({
+      'content-type': 'application/json',
+      'x-dbm-event': 'alert.opened',
+      'x-dbm-delivery': wh!.body.delivery_id,
+    })
     expect(wh!.body).toEqual({
       event: 'alert.opened',
       delivery_id: expect.any(String),
       sent_at: iso(opened),
       organization_id: org.account.orgId,
       database,
-      alert: { id: alert.id, key: RULE, rule: RULE, severity: 'critical', title: TITLE, detail: alert.detail, opened_at: iso(opened), resolved_at: null, consequences },
+      alert: {
+        id: alert.id,
+        key: RULE,
+        rule: RULE,
+        severity: 'critical',
+        title: TITLE,
+        detail: alert.detail,
+        opened_at: iso(opened),
+        resolved_at: null,
+        consequences,
+      },
       link,
     })
 
@@ -108,7 +137,10 @@ function deliveries() {
           { type: 'header', text: { type: 'plain_text', text: `Alert: ${TITLE}`, emoji: false } },
           { type: 'section', text: { type: 'plain_text', text: alert.detail, emoji: false } },
           { type: 'context', elements: [{ type: 'plain_text', text: facts, emoji: false }] },
-          { type: 'actions', elements: [{ type: 'button', text: { type: 'plain_text', text: 'Open in dbm', emoji: false }, url: link }] },
+          {
+            type: 'actions',
+            elements: [{ type: 'button', text: { type: 'plain_text', text: 'Open in dbm', emoji: false }, url: link }],
+          },
         ],
       },
     ])
@@ -126,7 +158,14 @@ function deliveries() {
             type: 'AdaptiveCard',
             version: '1.4',
             body: [
-              { type: 'TextBlock', text: escaped(`Alert: ${TITLE}`), weight: 'Bolder', size: 'Medium', wrap: true, color: 'Attention' },
+              {
+                type: 'TextBlock',
+                text: escaped(`Alert: ${TITLE}`),
+                weight: 'Bolder',
+                size: 'Medium',
+                wrap: true,
+                color: 'Attention',
+              },
               { type: 'TextBlock', text: escaped(alert.detail), wrap: true },
               {
                 type: 'FactSet',
@@ -156,7 +195,13 @@ function deliveries() {
           component: 'billing',
           group: 'postgres',
           class: RULE,
-          custom_details: { detail: alert.detail, cause: RULE, database_id: db, consequences: [`critical: ${TITLE}`], test: false },
+          custom_details: {
+            detail: alert.detail,
+            cause: RULE,
+            database_id: db,
+            consequences: [`critical: ${TITLE}`],
+            test: false,
+          },
         },
         links: [{ href: link, text: 'Open in dbm' }],
         client: 'dbm',
@@ -177,7 +222,16 @@ function deliveries() {
       details: { database: 'billing (postgres, db.internal:5432)', database_id: db, rule: RULE, cause: RULE, link },
     })
     const amAlert = {
-      labels: { alertname: `dbm_${RULE}`, source: 'dbm', database: 'billing', database_id: db, engine: 'postgres', rule: RULE, severity: 'critical', cause: RULE },
+      labels: {
+        alertname: `dbm_${RULE}`,
+        source: 'dbm',
+        database: 'billing',
+        database_id: db,
+        engine: 'postgres',
+        rule: RULE,
+        severity: 'critical',
+        cause: RULE,
+      },
       annotations: { summary: TITLE, description: alert.detail, link },
       startsAt: iso(opened),
       generatorURL: link,
@@ -197,35 +251,56 @@ function deliveries() {
     await server.call('POST', '/api/v1/ingest', { apiKey: org.key, body: cured('billing') })
     const resolved = server.deps.clock() + 35_000
     expect((await monitor.runOnce(resolved)).notifications).toEqual({ sent: 8, failed: 0, given_up: 0 })
-    expect(at('/wh')[1]!.body).toMatchObject({ event: 'alert.resolved', alert: { id: alert.id, resolved_at: iso(resolved) } })
+    expect(at('/wh')[1]!.body).toMatchObject({
+      event: 'alert.resolved',
+      alert: { id: alert.id, resolved_at: iso(resolved) },
+    })
     expect(receiver.signed(at('/wh')[1]!, made.webhook.secret)).toBe(true)
     const slackResolved = at('/slack/')[1]!.body
     expect(slackResolved.text).toBe(`Resolved: ${TITLE} on billing`)
-    expect(slackResolved.blocks[1]).toEqual({ type: 'section', text: { type: 'plain_text', text: `No longer found: ${TITLE}`, emoji: false } })
+    expect(slackResolved.blocks[1]).toEqual({
+      type: 'section',
+      text: { type: 'plain_text', text: `No longer found: ${TITLE}`, emoji: false },
+    })
     expect(slackResolved.blocks[2].elements[0].text).toBe(`${facts} · Resolved: ${iso(resolved)}`)
     const card = at('/teams/')[1]!.body.attachments[0].content
     expect(card.body[0]).toMatchObject({ text: escaped(`Resolved: ${TITLE}`), color: 'Good' })
     expect(card.body[2].facts.at(-1)).toEqual({ title: 'Resolved', value: iso(resolved) })
-    expect(at('/pd/')[1]!.body).toEqual({ routing_key: ROUTING_KEY, event_action: 'resolve', dedup_key: `dbm-${alert.id}` })
+    expect(at('/pd/')[1]!.body).toEqual({
+      routing_key: ROUTING_KEY,
+      event_action: 'resolve',
+      dedup_key: `dbm-${alert.id}`,
+    })
     const ogClose = at('/og/')[1]!
     expect(ogClose.path).toBe(`/og/v2/alerts/${encodeURIComponent(`dbm-${alert.id}`)}/close?identifierType=alias`)
     expect(ogClose.headers.authorization).toBe(`GenieKey ${API_KEY}`)
     expect(ogClose.body).toEqual({ source: 'dbm', note: `Resolved: ${TITLE}` })
     expect(at('/am')[2]!.body).toEqual([{ ...amAlert, endsAt: iso(resolved) }])
     await server.deps.mailer.idle()
-    expect(server.logs.filter((l) => l.includes(' INFO mail ') && l.includes('to=oncall@example.com ') && l.includes('subject="dbm resolved: '))).toHaveLength(1)
+    expect(
+      server.logs.filter(
+        (l) =>
+          l.includes(' INFO mail ') && l.includes('to=oncall@example.com ') && l.includes('subject="dbm resolved: '),
+      ),
+    ).toHaveLength(1)
 
     // Each destination counted two deliveries.
     const listed = (await org.call('GET', PATH)).body
     expect(listed.map((d: any) => [d.kind, d.sent, d.failed, d.last_success_at])).toEqual([
-      ...['webhook', 'slack', 'teams', 'pagerduty', 'opsgenie', 'alertmanager', 'email'].map((k) => [k, 2, 0, iso(resolved)]),
+      ...['webhook', 'slack', 'teams', 'pagerduty', 'opsgenie', 'alertmanager', 'email'].map((k) => [
+        k,
+        2,
+        0,
+        iso(resolved),
+      ]),
       ['alertmanager', 0, 0, null],
     ])
   })
 
   test('an Alertmanager added while an alert is open hears of it by the refresh, and of its resolution', async () => {
     const org = await owner()
-    const db = (await server.call('POST', '/api/v1/ingest', { apiKey: org.key, body: critical('ledger') })).body.database_id as string
+    const db = (await server.call('POST', '/api/v1/ingest', { apiKey: org.key, body: critical('ledger') })).body
+      .database_id as string
     const opened = server.deps.clock()
     await monitor.runOnce(opened) // opened: no destination yet (the users' mail only)
     const late = await org.call('POST', PATH, { kind: 'alertmanager', name: 'late', url: `${receiver.url}/late-am` })
@@ -234,7 +309,11 @@ function deliveries() {
     const at = () =>
       receiver.received
         .filter((h) => h.path === '/late-am/api/v2/alerts')
-        .map((h) => (h.body as { labels: { database: string; rule: string }; endsAt?: string }[]).filter((a) => a.labels.rule === RULE))
+        .map((h) =>
+          (h.body as { labels: { database: string; rule: string }; endsAt?: string }[]).filter(
+            (a) => a.labels.rule === RULE,
+          ),
+        )
         .filter((alerts) => alerts.length > 0)
     // The first refresh of this organization is a period after it is first seen; then it is told the alert fires.
     await server.call('POST', '/api/v1/ingest', { apiKey: org.key, body: critical('ledger') })
@@ -248,16 +327,29 @@ function deliveries() {
     await server.call('POST', '/api/v1/ingest', { apiKey: org.key, body: cured('ledger') })
     const resolved = opened + 93_000
     await monitor.runOnce(resolved)
-    expect(at().at(-1)!.map((a) => [a.labels.database, a.endsAt])).toEqual([['ledger', iso(resolved)]])
-    const [alert] = (await org.call('GET', `/api/v1/databases/${db}/alerts?status=resolved`)).body.filter((a: any) => a.rule === RULE)
-    expect(alert.notified.resolved.destinations).toEqual([{ id: late.body.id, kind: 'alertmanager', name: 'late', sent_at: iso(resolved) }])
+    expect(
+      at()
+        .at(-1)!
+        .map((a) => [a.labels.database, a.endsAt]),
+    ).toEqual([['ledger', iso(resolved)]])
+    const [alert] = (await org.call('GET', `/api/v1/databases/${db}/alerts?status=resolved`)).body.filter(
+      (a: any) => a.rule === RULE,
+    )
+    expect(alert.notified.resolved.destinations).toEqual([
+      { id: late.body.id, kind: 'alertmanager', name: 'late', sent_at: iso(resolved) },
+    ])
   })
 
   test('a failed delivery is logged without its secret, counted, and retried at the next evaluation', async () => {
     const failing = startWebhookReceiver({ statuses: [500] })
     try {
       const org = await owner()
-      const made = await org.call('POST', PATH, { kind: 'pagerduty', name: 'pd', url: `${failing.url}/v2/enqueue?token=querysecret`, routing_key: ROUTING_KEY })
+      const made = await org.call('POST', PATH, {
+        kind: 'pagerduty',
+        name: 'pd',
+        url: `${failing.url}/v2/enqueue?token=querysecret`,
+        routing_key: ROUTING_KEY,
+      })
       expect(made.status).toBe(201)
       await server.call('POST', '/api/v1/ingest', { apiKey: org.key, body: critical('ledger') })
       const now = server.deps.clock()
@@ -268,11 +360,20 @@ function deliveries() {
       expect(line).toContain(`target=${failing.url}`)
       expect(line).not.toContain(ROUTING_KEY)
       expect(line).not.toContain('querysecret')
-      expect((await org.call('GET', `${PATH}/${made.body.id}`)).body).toMatchObject({ sent: 0, failed: 1, last_error: 'HTTP 500', last_failure_at: iso(now) })
+      expect((await org.call('GET', `${PATH}/${made.body.id}`)).body).toMatchObject({
+        sent: 0,
+        failed: 1,
+        last_error: 'HTTP 500',
+        last_failure_at: iso(now),
+      })
       await monitor.runOnce(now + 20_000)
       expect(failing.received.map((h) => h.body.event_action)).toEqual(['trigger', 'trigger'])
       expect(failing.received[0]!.body).toEqual(failing.received[1]!.body)
-      expect((await org.call('GET', `${PATH}/${made.body.id}`)).body).toMatchObject({ sent: 1, failed: 1, last_success_at: iso(now + 20_000) })
+      expect((await org.call('GET', `${PATH}/${made.body.id}`)).body).toMatchObject({
+        sent: 1,
+        failed: 1,
+        last_success_at: iso(now + 20_000),
+      })
     } finally {
       failing.stop()
     }
@@ -302,48 +403,83 @@ function routes() {
     })
     const og = await org.call('POST', PATH, { kind: 'opsgenie', name: 'genie', api_key: API_KEY })
     expect(og.body).toMatchObject({ url: 'https://api.opsgenie.com', secret_hint: '…6666' })
-    const slack = await org.call('POST', PATH, { kind: 'slack', name: 'chat', url: `${receiver.url}/services/T0/B0/xoxsecretWXYZ` })
+    const slack = await org.call('POST', PATH, {
+      kind: 'slack',
+      name: 'chat',
+      url: `${receiver.url}/services/T0/B0/xoxsecretWXYZ`,
+    })
     expect(slack.body).toMatchObject({ url: null, secret_hint: `${receiver.url}/…WXYZ` })
     const hook = await org.call('POST', PATH, { kind: 'webhook', name: 'hook', url: `${receiver.url}/h` })
     expect(hook.body.secret).toMatch(/^dbm_whsec_/)
     expect(hook.body.secret_hint).toBe(`…${hook.body.secret.slice(-4)}`)
-    const text = JSON.stringify((await org.call('GET', PATH)).body) + JSON.stringify((await org.call('GET', `${PATH}/${hook.body.id}`)).body)
+    const text =
+      JSON.stringify((await org.call('GET', PATH)).body) +
+      JSON.stringify((await org.call('GET', `${PATH}/${hook.body.id}`)).body)
     for (const secret of [ROUTING_KEY, API_KEY, 'xoxsecretWXYZ', hook.body.secret]) expect(text).not.toContain(secret)
     // A new key replaces the old; the hint follows.
-    const changed = await org.call('PATCH', `${PATH}/${pd.body.id}`, { routing_key: 'another-routing-key-1234', name: 'pager 2' })
+    const changed = await org.call('PATCH', `${PATH}/${pd.body.id}`, {
+      routing_key: 'another-routing-key-1234',
+      name: 'pager 2',
+    })
     expect(changed.status).toBe(200)
-    expect(changed.body).toMatchObject({ name: 'pager 2', secret_hint: '…1234', url: 'https://events.pagerduty.com/v2/enqueue' })
+    expect(changed.body).toMatchObject({
+      name: 'pager 2',
+      secret_hint: '…1234',
+      url: 'https://events.pagerduty.com/v2/enqueue',
+    })
   })
 
   test('bad input is a 400 naming what is wrong; a taken name is a 409', async () => {
     const org = await owner()
     const cases: [unknown, string][] = [
-      [{ kind: 'carrier-pigeon', name: 'x', url: 'https://a.example' }, 'kind must be one of: email, webhook, slack, teams, pagerduty, opsgenie, alertmanager'],
+      [
+        { kind: 'carrier-pigeon', name: 'x', url: 'https://a.example' },
+        'kind must be one of: email, webhook, slack, teams, pagerduty, opsgenie, alertmanager',
+      ],
       [{ kind: 'slack', name: 'x' }, 'url is required for slack destinations'],
-      [{ kind: 'slack', name: 'x', url: 'https://a.example/', routing_key: 'k' }, 'routing_key is not a setting of slack destinations (they take url)'],
+      [
+        { kind: 'slack', name: 'x', url: 'https://a.example/', routing_key: 'k' },
+        'routing_key is not a setting of slack destinations (they take url)',
+      ],
       [{ kind: 'pagerduty', name: 'x' }, 'routing_key is required for pagerduty destinations'],
       [{ kind: 'email', name: 'x', to: ['not an address'] }, 'to must be a valid email address'],
       [{ kind: 'email', name: 'x', to: [] }, 'to must be a list of 1 to 20 email addresses'],
       [{ kind: 'webhook', name: 'x', url: 'ftp://a.example/' }, 'url must be an http:// or https:// URL'],
-      [{ kind: 'webhook', name: '', url: 'https://a.example/' }, 'name is required and must be a non-empty string of at most 200 characters'],
+      [
+        { kind: 'webhook', name: '', url: 'https://a.example/' },
+        'name is required and must be a non-empty string of at most 200 characters',
+      ],
     ]
     for (const [body, error] of cases) {
       const res = await org.call('POST', PATH, body)
       expect({ body, status: res.status, res: res.body }).toEqual({ body, status: 400, res: { error } })
     }
-    const unknown = await org.call('POST', PATH, { kind: 'webhook', name: 'x', url: 'https://a.example/', secret: 'mine' })
+    const unknown = await org.call('POST', PATH, {
+      kind: 'webhook',
+      name: 'x',
+      url: 'https://a.example/',
+      secret: 'mine',
+    })
     expect(unknown.status).toBe(400)
     expect(unknown.body.error).toContain('secret')
-    expect((await org.call('POST', PATH, { kind: 'alertmanager', name: 'same', url: `${receiver.url}/am` })).status).toBe(201)
+    expect(
+      (await org.call('POST', PATH, { kind: 'alertmanager', name: 'same', url: `${receiver.url}/am` })).status,
+    ).toBe(201)
     const taken = await org.call('POST', PATH, { kind: 'alertmanager', name: 'same', url: `${receiver.url}/am` })
     expect(taken).toMatchObject({ status: 409, body: { error: 'a destination named "same" exists already' } })
     const made = (await org.call('GET', PATH)).body[0]
     expect((await org.call('PATCH', `${PATH}/${made.id}`, { kind: 'slack' })).status).toBe(400)
-    expect((await org.call('PATCH', `${PATH}/${made.id}`, { to: ['a@example.com'] })).body).toEqual({ error: 'to is not a setting of alertmanager destinations (they take url)' })
-    expect((await org.call('GET', `${PATH}/not-a-uuid`)).body).toEqual({ error: 'id must be an alert destination id (a UUID)' })
+    expect((await org.call('PATCH', `${PATH}/${made.id}`, { to: ['a@example.com'] })).body).toEqual({
+      error: 'to is not a setting of alertmanager destinations (they take url)',
+    })
+    expect((await org.call('GET', `${PATH}/not-a-uuid`)).body).toEqual({
+      error: 'id must be an alert destination id (a UUID)',
+    })
     // Email destinations mail whom they name: verified organizations only.
     const unverified = await owner(false)
-    expect(await unverified.call('POST', PATH, { kind: 'email', name: 'm', to: ['a@example.com'] })).toMatchObject({ status: 403 })
+    expect(await unverified.call('POST', PATH, { kind: 'email', name: 'm', to: ['a@example.com'] })).toMatchObject({
+      status: 403,
+    })
   })
 
   test("another organization's destination is a 404; a member reads them and gets 403 on a change", async () => {
@@ -357,7 +493,11 @@ function routes() {
       ['DELETE', `${PATH}/${made.id}`],
     ] as const) {
       const res = await b.call(method, path, body)
-      expect({ method, status: res.status, body: res.body }).toEqual({ method, status: 404, body: { error: 'alert destination not found' } })
+      expect({ method, status: res.status, body: res.body }).toEqual({
+        method,
+        status: 404,
+        body: { error: 'alert destination not found' },
+      })
     }
     expect((await b.call('GET', PATH)).body).toEqual([])
     const m = as(await member(a.account))
@@ -372,7 +512,15 @@ function routes() {
       ['POST', `${PATH}/${made.id}/test`],
       ['DELETE', `${PATH}/${made.id}`],
     ] as const) {
-      const res = await m.call(method, path, method === 'POST' && path === PATH ? { kind: 'alertmanager', name: 'm', url: `${receiver.url}/am` } : method === 'PATCH' ? { enabled: false } : undefined)
+      const res = await m.call(
+        method,
+        path,
+        method === 'POST' && path === PATH
+          ? { kind: 'alertmanager', name: 'm', url: `${receiver.url}/am` }
+          : method === 'PATCH'
+            ? { enabled: false }
+            : undefined,
+      )
       expect({ method, path, status: res.status }).toEqual({ method, path, status: 403 })
       expect(res.body.error).toContain('only an owner can manage alert destinations')
     }
@@ -383,7 +531,14 @@ function routes() {
 
   test('the test route sends a test alert and then its resolution', async () => {
     const org = await owner()
-    const made = (await org.call('POST', PATH, { kind: 'pagerduty', name: 'pd test', url: `${receiver.url}/test-pd`, routing_key: ROUTING_KEY })).body
+    const made = (
+      await org.call('POST', PATH, {
+        kind: 'pagerduty',
+        name: 'pd test',
+        url: `${receiver.url}/test-pd`,
+        routing_key: ROUTING_KEY,
+      })
+    ).body
     const res = await org.call('POST', `${PATH}/${made.id}/test`)
     expect(res).toMatchObject({ status: 200, body: { delivered: true } })
     const got = receiver.received.filter((h) => h.path === '/test-pd').map((h) => h.body)
@@ -391,18 +546,25 @@ function routes() {
       ['trigger', got[0].dedup_key],
       ['resolve', got[0].dedup_key],
     ])
-    expect(got[0].payload).toMatchObject({ summary: '[test] Alert: Test alert from dbm on dbm-test', severity: 'info', custom_details: { test: true } })
+    expect(got[0].payload).toMatchObject({
+      summary: '[test] Alert: Test alert from dbm on dbm-test',
+      severity: 'info',
+      custom_details: { test: true },
+    })
     // Within the cooldown: 429; the test is not an alert delivery (no counts).
     expect((await org.call('POST', `${PATH}/${made.id}/test`)).status).toBe(429)
     expect((await org.call('GET', `${PATH}/${made.id}`)).body).toMatchObject({ sent: 0, failed: 0 })
     const dead = startWebhookReceiver({ statuses: [503] })
     const down = (await org.call('POST', PATH, { kind: 'slack', name: 'down', url: `${dead.url}/x` })).body
-    expect((await org.call('POST', `${PATH}/${down.id}/test`)).body).toEqual({ delivered: false, reason: TEST_NOT_DELIVERED })
+    expect((await org.call('POST', `${PATH}/${down.id}/test`)).body).toEqual({
+      delivered: false,
+      reason: TEST_NOT_DELIVERED,
+    })
     expect(dead.received).toHaveLength(1) // the resolution is not sent after a failed opening
     dead.stop()
   })
 
-  test("tests and email lists are counted per organization: deleting and making again sends no more mail", async () => {
+  test('tests and email lists are counted per organization: deleting and making again sends no more mail', async () => {
     const org = await owner()
     const to = `outside-${Math.random().toString(36).slice(2, 9)}@example.com`
     const mailsTo = () => server.logs.filter((l) => l.includes(' INFO mail ') && l.includes(`to=${to} `)).length
@@ -439,7 +601,10 @@ describe('address checks', () => {
         ['opsgenie', { api_key: API_KEY }],
         ['alertmanager', {}],
       ] as const) {
-        const res = await strict.call('POST', PATH, { token: account.token, body: { kind, name: kind, url: 'http://127.0.0.1:9093/', ...extra } })
+        const res = await strict.call('POST', PATH, {
+          token: account.token,
+          body: { kind, name: kind, url: 'http://127.0.0.1:9093/', ...extra },
+        })
         expect({ kind, status: res.status }).toEqual({ kind, status: 400 })
         expect(res.body.error).toContain('set DBM_WEBHOOK_ALLOW_PRIVATE=true on the server to allow internal receivers')
       }

@@ -11,7 +11,14 @@ import { type AlertRoute, destinationsFor, silenceOf } from '../../src/server/al
 import { type Monitor, createMonitor } from '../../src/server/monitor/index.ts'
 import type { StoreKind } from '../support/server.ts'
 import { pgBatch } from '../support/batches.ts'
-import { type Account, type TestServer, agentAccount, createApiKey, inviteMember, startTestServer } from '../support/server.ts'
+import {
+  type Account,
+  type TestServer,
+  agentAccount,
+  createApiKey,
+  inviteMember,
+  startTestServer,
+} from '../support/server.ts'
 import { startWebhookReceiver } from '../support/webhook.ts'
 
 const RULE = 'pg_cache_hit_ratio'
@@ -21,7 +28,12 @@ const SILENCES = '/api/v1/organization/silences'
 const MINUTE = 60_000
 
 describe('route and silence matching (no server)', () => {
-  const route = (name: string, match: AlertRoute['match'], destinations: string[], more: Partial<AlertRoute> = {}): AlertRoute => ({
+  const route = (
+    name: string,
+    match: AlertRoute['match'],
+    destinations: string[],
+    more: Partial<AlertRoute> = {},
+  ): AlertRoute => ({
     id: name,
     org_id: 'o',
     position: 0,
@@ -35,7 +47,12 @@ describe('route and silence matching (no server)', () => {
     ...more,
   })
   const prod = { id: 'db1', tags: { env: 'prod' } }
-  const alert = (severity: 'critical' | 'warning', rule = RULE) => ({ key: `${rule}:x`, rule, severity, consequences: [{ key: `${rule}:lead` }] })
+  const alert = (severity: 'critical' | 'warning', rule = RULE) => ({
+    key: `${rule}:x`,
+    rule,
+    severity,
+    consequences: [{ key: `${rule}:lead` }],
+  })
 
   test('no routes: every enabled destination; routes: the first match, then later ones while continue', () => {
     expect([...destinationsFor([], ['A', 'B'], alert('warning'), prod)]).toEqual([
@@ -62,12 +79,25 @@ describe('route and silence matching (no server)', () => {
     ])
     // A disabled (or deleted) destination is left out; an alert no route matches goes nowhere.
     expect([...destinationsFor(routes, ['B'], alert('critical'), prod)]).toEqual([['B', null]])
-    expect([...destinationsFor([route('only rule x', { rule: ['x'] }, ['A'])], ['A'], alert('critical'), prod)]).toEqual([])
+    expect([
+      ...destinationsFor([route('only rule x', { rule: ['x'] }, ['A'])], ['A'], alert('critical'), prod),
+    ]).toEqual([])
   })
 
   test('a silence matches when every matcher it has does, while in effect; the one ending last wins', () => {
-    const base = { org_id: 'o', comment: '', created_by: { kind: 'user' as const, id: 'u' }, created_at: 0, expired_early_at: null }
-    const s = (id: string, m: Partial<{ database_id: string; rule: string; key: string; tag: { key: string; value: string } }>, starts: number, ends: number) => ({
+    const base = {
+      org_id: 'o',
+      comment: '',
+      created_by: { kind: 'user' as const, id: 'u' },
+      created_at: 0,
+      expired_early_at: null,
+    }
+    const s = (
+      id: string,
+      m: Partial<{ database_id: string; rule: string; key: string; tag: { key: string; value: string } }>,
+      starts: number,
+      ends: number,
+    ) => ({
       ...base,
       id,
       database_id: m.database_id ?? null,
@@ -80,14 +110,20 @@ describe('route and silence matching (no server)', () => {
     const a = alert('critical')
     expect(silenceOf([s('db', { database_id: 'db1' }, 0, 100)], a, prod, 50)?.id).toBe('db')
     expect(silenceOf([s('db', { database_id: 'db2' }, 0, 100)], a, prod, 50)).toBeUndefined()
-    expect(silenceOf([s('rule+tag', { rule: RULE, tag: { key: 'env', value: 'prod' } }, 0, 100)], a, prod, 50)?.id).toBe('rule+tag')
-    expect(silenceOf([s('rule+tag', { rule: RULE, tag: { key: 'env', value: 'staging' } }, 0, 100)], a, prod, 50)).toBeUndefined()
+    expect(
+      silenceOf([s('rule+tag', { rule: RULE, tag: { key: 'env', value: 'prod' } }, 0, 100)], a, prod, 50)?.id,
+    ).toBe('rule+tag')
+    expect(
+      silenceOf([s('rule+tag', { rule: RULE, tag: { key: 'env', value: 'staging' } }, 0, 100)], a, prod, 50),
+    ).toBeUndefined()
     expect(silenceOf([s('lead', { key: `${RULE}:lead` }, 0, 100)], a, prod, 50)?.id).toBe('lead')
     expect(silenceOf([s('cause', { key: `${RULE}:x` }, 0, 100)], a, prod, 50)?.id).toBe('cause')
     // Not yet started (a maintenance window), ended, and the latest end among several.
     expect(silenceOf([s('later', { rule: RULE }, 60, 100)], a, prod, 50)).toBeUndefined()
     expect(silenceOf([s('over', { rule: RULE }, 0, 50)], a, prod, 50)).toBeUndefined()
-    expect(silenceOf([s('short', { rule: RULE }, 0, 60), s('long', { database_id: 'db1' }, 0, 90)], a, prod, 50)?.id).toBe('long')
+    expect(
+      silenceOf([s('short', { rule: RULE }, 0, 60), s('long', { database_id: 'db1' }, 0, 90)], a, prod, 50)?.id,
+    ).toBe('long')
   })
 })
 
@@ -108,13 +144,16 @@ for (const kind of ['sqlite', 'postgres'] as StoreKind[]) {
     })
 
     const now = () => server.deps.clock()
-    const critical = (name: string) => pgBatch(name, now() - 30_000, { database_stats: { blks_hit: 50_000, blks_read: 50_000 } })
+    const critical = (name: string) =>
+      pgBatch(name, now() - 30_000, { database_stats: { blks_hit: 50_000, blks_read: 50_000 } })
     /** The deliveries the receiver got at `path`, as [event, database name]. */
-    const at = (path: string) => receiver.received.filter((h) => h.path === path).map((h) => [h.headers['x-dbm-event'], h.body.database.name])
+    const at = (path: string) =>
+      receiver.received.filter((h) => h.path === path).map((h) => [h.headers['x-dbm-event'], h.body.database.name])
 
     async function organization() {
       const { account, key } = await agentAccount(server, { verified: true })
-      const call = (method: string, path: string, body?: unknown, who: Account = account) => server.call(method, path, { token: who.token, body })
+      const call = (method: string, path: string, body?: unknown, who: Account = account) =>
+        server.call(method, path, { token: who.token, body })
       const tag = Math.random().toString(36).slice(2, 8)
       const destination = async (name: string) => {
         const res = await call('POST', DESTINATIONS, { kind: 'webhook', name, url: `${receiver.url}/${tag}/${name}` })
@@ -131,16 +170,26 @@ for (const kind of ['sqlite', 'postgres'] as StoreKind[]) {
 
     const member = (account: Account) => inviteMember(server, account)
 
-    test('a route sends a prod database\'s alert to A only and the other to B only; a deleted destination leaves its route', async () => {
+    test("a route sends a prod database's alert to A only and the other to B only; a deleted destination leaves its route", async () => {
       const org = await organization()
       const a = await org.destination('a')
       const b = await org.destination('b')
       const billing = await org.ingest('billing')
       const scratch = await org.ingest('scratch')
       expect((await org.call('PATCH', `/api/v1/databases/${billing}`, { tags: { env: 'prod' } })).status).toBe(200)
-      const first = await org.call('POST', ROUTES, { name: 'prod critical', match: { severity: ['critical'], tag: { env: 'prod' } }, destinations: [a.id] })
+      const first = await org.call('POST', ROUTES, {
+        name: 'prod critical',
+        match: { severity: ['critical'], tag: { env: 'prod' } },
+        destinations: [a.id],
+      })
       expect(first.status).toBe(201)
-      expect(first.body).toMatchObject({ position: 0, match: { severity: ['critical'], tag: { env: 'prod' } }, destinations: [a.id], continue: false, repeat_interval_s: null })
+      expect(first.body).toMatchObject({
+        position: 0,
+        match: { severity: ['critical'], tag: { env: 'prod' } },
+        destinations: [a.id],
+        continue: false,
+        repeat_interval_s: null,
+      })
       const rest = await org.call('POST', ROUTES, { name: 'the rest', match: {}, destinations: [b.id] })
       expect(rest.body.position).toBe(1)
 
@@ -161,16 +210,34 @@ for (const kind of ['sqlite', 'postgres'] as StoreKind[]) {
       const org = await organization()
       const a = await org.destination('a')
       const db = await org.ingest('orders')
-      const silence = await org.call('POST', SILENCES, { database_id: db, ends_at: new Date(now() + 3_600_000).toISOString(), comment: 'vacuum full tonight' })
+      const silence = await org.call('POST', SILENCES, {
+        database_id: db,
+        ends_at: new Date(now() + 3_600_000).toISOString(),
+        comment: 'vacuum full tonight',
+      })
       expect(silence.status).toBe(201)
-      expect(silence.body).toMatchObject({ status: 'active', database_id: db, rule: null, key: null, tag: null, comment: 'vacuum full tonight', created_by: { kind: 'user', id: org.account.userId, name: expect.stringContaining(`(${org.account.email})`) }, expired_early_at: null })
+      expect(silence.body).toMatchObject({
+        status: 'active',
+        database_id: db,
+        rule: null,
+        key: null,
+        tag: null,
+        comment: 'vacuum full tonight',
+        created_by: { kind: 'user', id: org.account.userId, name: expect.stringContaining(`(${org.account.email})`) },
+        expired_early_at: null,
+      })
 
       const t0 = now()
       await monitor.runOnce(t0)
       expect(at(a.path)).toEqual([])
       const [alert] = (await org.call('GET', `/api/v1/databases/${db}/alerts`)).body
       expect(alert.rule).toBe(RULE)
-      expect(alert.silenced).toEqual({ id: silence.body.id, ends_at: silence.body.ends_at, comment: 'vacuum full tonight', by: { kind: 'user', id: org.account.userId, name: expect.stringContaining(`(${org.account.email})`) } })
+      expect(alert.silenced).toEqual({
+        id: silence.body.id,
+        ends_at: silence.body.ends_at,
+        comment: 'vacuum full tonight',
+        by: { kind: 'user', id: org.account.userId, name: expect.stringContaining(`(${org.account.email})`) },
+      })
       // The destination it is queued for, not sent while held.
       expect(alert.notified.opened.destinations).toEqual([{ id: a.id, kind: 'webhook', name: 'a', sent_at: null }])
       // Still held at the next evaluation.
@@ -190,7 +257,9 @@ for (const kind of ['sqlite', 'postgres'] as StoreKind[]) {
       const [released] = (await org.call('GET', `/api/v1/databases/${db}/alerts`)).body
       expect(released.silenced).toBeNull()
       // ... and, once released, when it went (the Issues page's "Notified by").
-      expect(released.notified.opened.destinations).toEqual([{ id: a.id, kind: 'webhook', name: 'a', sent_at: expect.any(String) }])
+      expect(released.notified.opened.destinations).toEqual([
+        { id: a.id, kind: 'webhook', name: 'a', sent_at: expect.any(String) },
+      ])
       expect(Date.parse(released.notified.opened.destinations[0].sent_at)).toBeGreaterThan(t0 + 62_000)
       await monitor.runOnce(now())
       expect(at(a.path)).toEqual([['alert.opened', 'orders']])
@@ -200,7 +269,11 @@ for (const kind of ['sqlite', 'postgres'] as StoreKind[]) {
       const org = await organization()
       const a = await org.destination('a')
       const db = await org.ingest('archive')
-      const silence = await org.call('POST', SILENCES, { database_id: db, ends_at: new Date(now() + 25 * 3_600_000 + 60_000).toISOString(), comment: 'migration weekend' })
+      const silence = await org.call('POST', SILENCES, {
+        database_id: db,
+        ends_at: new Date(now() + 25 * 3_600_000 + 60_000).toISOString(),
+        comment: 'migration weekend',
+      })
       expect(silence.status).toBe(201)
       await monitor.runOnce(now())
       server.advance(25 * 3_600_000)
@@ -210,7 +283,9 @@ for (const kind of ['sqlite', 'postgres'] as StoreKind[]) {
       server.advance(61_000) // past its end
       await org.ingest('archive')
       await monitor.runOnce(now())
-      expect(receiver.received.filter((h) => h.path === a.path).map((h) => [h.body.event, h.body.alert.rule])).toContainEqual(['alert.opened', RULE])
+      expect(
+        receiver.received.filter((h) => h.path === a.path).map((h) => [h.body.event, h.body.alert.rule]),
+      ).toContainEqual(['alert.opened', RULE])
     })
 
     test('a maintenance window is scheduled, then holds, and its end releases the alert once', async () => {
@@ -241,12 +316,17 @@ for (const kind of ['sqlite', 'postgres'] as StoreKind[]) {
       expect(at(a.path)).toEqual([['alert.opened', 'ledger']])
     })
 
-    test('an open alert is sent again after the repeat interval, by the store\'s record, and not while silenced', async () => {
+    test("an open alert is sent again after the repeat interval, by the store's record, and not while silenced", async () => {
       const org = await organization()
       const a = await org.destination('a')
       const b = await org.destination('b')
       const db = await org.ingest('events')
-      const route = await org.call('POST', ROUTES, { name: 'page', match: { rule: [RULE] }, destinations: [a.id], repeat_interval_s: 300 })
+      const route = await org.call('POST', ROUTES, {
+        name: 'page',
+        match: { rule: [RULE] },
+        destinations: [a.id],
+        repeat_interval_s: 300,
+      })
       expect(route.status).toBe(201)
       await monitor.runOnce(now())
       expect(at(a.path)).toEqual([['alert.opened', 'events']])
@@ -271,7 +351,11 @@ for (const kind of ['sqlite', 'postgres'] as StoreKind[]) {
       expect(at(a.path)).toHaveLength(2)
 
       // Silenced: no repeat when one is due; after the silence, the due repeat goes once.
-      const silence = await org.call('POST', SILENCES, { rule: RULE, ends_at: new Date(now() + 3_600_000).toISOString(), comment: 'known, fix on Monday' })
+      const silence = await org.call('POST', SILENCES, {
+        rule: RULE,
+        ends_at: new Date(now() + 3_600_000).toISOString(),
+        comment: 'known, fix on Monday',
+      })
       await step(5 * MINUTE)
       expect(at(a.path)).toHaveLength(2)
       expect((await org.call('DELETE', `${SILENCES}/${silence.body.id}`)).status).toBe(204)
@@ -294,12 +378,22 @@ for (const kind of ['sqlite', 'postgres'] as StoreKind[]) {
 
       // An API key with the admin scope may silence too, recorded as the key; one with read only may not.
       const admin = await createApiKey(server, org.account, 'silencer', ['read', 'admin'])
-      const byKey = await server.call('POST', SILENCES, { apiKey: admin.key, body: { rule: RULE, ends_at: ends, comment: 'from a script' } })
+      const byKey = await server.call('POST', SILENCES, {
+        apiKey: admin.key,
+        body: { rule: RULE, ends_at: ends, comment: 'from a script' },
+      })
       expect(byKey.status).toBe(201)
       expect(byKey.body.created_by).toEqual({ kind: 'api_key', id: admin.id, name: 'API key "silencer"' })
       const reader = await createApiKey(server, org.account, 'reader', ['read'])
       expect((await server.call('GET', SILENCES, { apiKey: reader.key })).status).toBe(200)
-      expect((await server.call('POST', SILENCES, { apiKey: reader.key, body: { rule: RULE, ends_at: ends, comment: 'no' } })).status).toBe(403)
+      expect(
+        (
+          await server.call('POST', SILENCES, {
+            apiKey: reader.key,
+            body: { rule: RULE, ends_at: ends, comment: 'no' },
+          })
+        ).status,
+      ).toBe(403)
 
       // Members: silences yes, routes no.
       const made = await org.call('POST', SILENCES, { key: `${RULE}`, ends_at: ends, comment: 'member silence' }, m)
@@ -312,7 +406,11 @@ for (const kind of ['sqlite', 'postgres'] as StoreKind[]) {
         ['POST', ROUTES, { name: 'x', destinations: [a.id] }],
       ] as const) {
         const res = await org.call(method, path, body, m)
-        expect({ method, status: res.status, body: res.body }).toEqual({ method, status: 403, body: { error: 'only an owner can manage alert routes' } })
+        expect({ method, status: res.status, body: res.body }).toEqual({
+          method,
+          status: 403,
+          body: { error: 'only an owner can manage alert routes' },
+        })
       }
 
       // Another organization's route and silence are 404s; its destination and database are 400s here.
@@ -330,27 +428,76 @@ for (const kind of ['sqlite', 'postgres'] as StoreKind[]) {
       expect((await other.call('GET', SILENCES)).body).toEqual([])
 
       const refusals: [string, unknown, string][] = [
-        [SILENCES, { ends_at: ends, comment: 'no matcher' }, 'a silence needs at least one matcher: database_id, rule, key or tag'],
+        [
+          SILENCES,
+          { ends_at: ends, comment: 'no matcher' },
+          'a silence needs at least one matcher: database_id, rule, key or tag',
+        ],
         [SILENCES, { tag: 'novalue', ends_at: ends, comment: 'c' }, 'tag must be key=value, such as env=production'],
-        [SILENCES, { database_id: foreignDb, ends_at: ends, comment: 'c' }, 'database_id names no database of the organization'],
+        [
+          SILENCES,
+          { database_id: foreignDb, ends_at: ends, comment: 'c' },
+          'database_id names no database of the organization',
+        ],
         [SILENCES, { database_id: 'nope', ends_at: ends, comment: 'c' }, 'id must be a database id (a UUID)'],
-        [SILENCES, { rule: RULE, ends_at: 'tomorrow', comment: 'c' }, 'ends_at must be an RFC 3339 time, such as 2026-11-30T22:00:00Z'],
-        [SILENCES, { rule: RULE, ends_at: new Date(now() - 1000).toISOString(), comment: 'c' }, 'ends_at must be later than starts_at and than now'],
-        [SILENCES, { rule: RULE, ends_at: new Date(now() + 91 * 86_400_000).toISOString(), comment: 'c' }, 'ends_at must be at most 90 days from now'],
-        [SILENCES, { rule: RULE, ends_at: ends }, 'comment is required and must be a non-empty string of at most 1000 characters'],
-        [ROUTES, { name: 'r', destinations: [foreignDestination.id] }, `destinations: "${foreignDestination.id}" is not an alert destination of the organization`],
-        [ROUTES, { name: 'r', destinations: ['x'] }, 'destinations: "x" is not an alert destination of the organization'],
-        [ROUTES, { name: 'r', match: { database_id: [foreignDb] }, destinations: [] }, `match.database_id: "${foreignDb}" is not a database of the organization`],
-        [ROUTES, { name: 'r', match: { severity: ['urgent'] }, destinations: [] }, 'match.severity must be one of: critical, warning, info'],
-        [ROUTES, { name: 'r', destinations: [], repeat_interval_s: 60 }, 'repeat_interval_s must be null or a whole number of seconds from 300 to 604800'],
+        [
+          SILENCES,
+          { rule: RULE, ends_at: 'tomorrow', comment: 'c' },
+          'ends_at must be an RFC 3339 time, such as 2026-11-30T22:00:00Z',
+        ],
+        [
+          SILENCES,
+          { rule: RULE, ends_at: new Date(now() - 1000).toISOString(), comment: 'c' },
+          'ends_at must be later than starts_at and than now',
+        ],
+        [
+          SILENCES,
+          { rule: RULE, ends_at: new Date(now() + 91 * 86_400_000).toISOString(), comment: 'c' },
+          'ends_at must be at most 90 days from now',
+        ],
+        [
+          SILENCES,
+          { rule: RULE, ends_at: ends },
+          'comment is required and must be a non-empty string of at most 1000 characters',
+        ],
+        [
+          ROUTES,
+          { name: 'r', destinations: [foreignDestination.id] },
+          `destinations: "${foreignDestination.id}" is not an alert destination of the organization`,
+        ],
+        [
+          ROUTES,
+          { name: 'r', destinations: ['x'] },
+          'destinations: "x" is not an alert destination of the organization',
+        ],
+        [
+          ROUTES,
+          { name: 'r', match: { database_id: [foreignDb] }, destinations: [] },
+          `match.database_id: "${foreignDb}" is not a database of the organization`,
+        ],
+        [
+          ROUTES,
+          { name: 'r', match: { severity: ['urgent'] }, destinations: [] },
+          'match.severity must be one of: critical, warning, info',
+        ],
+        [
+          ROUTES,
+          { name: 'r', destinations: [], repeat_interval_s: 60 },
+          'repeat_interval_s must be null or a whole number of seconds from 300 to 604800',
+        ],
       ]
       for (const [path, body, error] of refusals) {
         const res = await org.call('POST', path, body)
         expect({ body, status: res.status, error: res.body.error }).toEqual({ body, status: 400, error })
       }
       const unknownMatcher = await org.call('POST', ROUTES, { name: 'r', match: { colour: ['red'] }, destinations: [] })
-      expect(unknownMatcher).toMatchObject({ status: 400, body: { error: 'match may hold only severity, rule, database_id and tag' } })
-      expect((await org.call('GET', `${SILENCES}?state=gone`)).body).toEqual({ error: 'state must be one of: active, expired, all' })
+      expect(unknownMatcher).toMatchObject({
+        status: 400,
+        body: { error: 'match may hold only severity, rule, database_id and tag' },
+      })
+      expect((await org.call('GET', `${SILENCES}?state=gone`)).body).toEqual({
+        error: 'state must be one of: active, expired, all',
+      })
     })
   })
 }

@@ -18,7 +18,10 @@ let monitor: Monitor
 let am: TestAlertmanager
 
 beforeAll(async () => {
-  ;[server, am] = await Promise.all([startTestServer('sqlite', { webhooks: { allowPrivate: true } }), startAlertmanager()])
+  ;[server, am] = await Promise.all([
+    startTestServer('sqlite', { webhooks: { allowPrivate: true } }),
+    startAlertmanager(),
+  ])
   monitor = createMonitor(server.deps, { retentionDays: 30, evaluateEveryMs: 30_000 })
 })
 afterAll(async () => {
@@ -32,7 +35,8 @@ async function until<T>(path: string, done: (body: T) => boolean): Promise<T> {
   while (true) {
     const body = (await (await fetch(`${am.url}${path}`)).json()) as T
     if (done(body)) return body
-    if (Date.now() > deadline) throw new Error(`Alertmanager's ${path} still answers ${JSON.stringify(body)}\n${am.output()}`)
+    if (Date.now() > deadline)
+      throw new Error(`Alertmanager's ${path} still answers ${JSON.stringify(body)}\n${am.output()}`)
     await Bun.sleep(50)
   }
 }
@@ -40,28 +44,55 @@ async function until<T>(path: string, done: (body: T) => boolean): Promise<T> {
 /** Alertmanager's own count of alerts received in that status through its v2 API, from its /metrics. */
 async function received(status: 'firing' | 'resolved'): Promise<number> {
   const text = await (await fetch(`${am.url}/metrics`)).text()
-  const line = text.split('\n').find((l) => l.startsWith('alertmanager_alerts_received_total{') && l.includes(`status="${status}"`) && l.includes('version="v2"'))
+  const line = text
+    .split('\n')
+    .find(
+      (l) =>
+        l.startsWith('alertmanager_alerts_received_total{') &&
+        l.includes(`status="${status}"`) &&
+        l.includes('version="v2"'),
+    )
   return line ? Number(line.split(' ').at(-1)) : 0
 }
 
 test('an alert opens and resolves on a real Alertmanager, with the labels dbm sent', async () => {
   const { account, key } = await agentAccount(server)
-  const made = await server.call('POST', '/api/v1/organization/alert-destinations', { token: account.token, body: { kind: 'alertmanager', name: 'real alertmanager', url: am.url } })
+  const made = await server.call('POST', '/api/v1/organization/alert-destinations', {
+    token: account.token,
+    body: { kind: 'alertmanager', name: 'real alertmanager', url: am.url },
+  })
   expect(made.status).toBe(201)
 
   // A critical finding: half the buffer reads miss the cache.
-  const ingest = await server.call('POST', '/api/v1/ingest', { apiKey: key, body: pgBatch(NAME, Date.now() - 30_000, { database_stats: { blks_hit: 50_000, blks_read: 50_000 } }) })
+  const ingest = await server.call('POST', '/api/v1/ingest', {
+    apiKey: key,
+    body: pgBatch(NAME, Date.now() - 30_000, { database_stats: { blks_hit: 50_000, blks_read: 50_000 } }),
+  })
   expect(ingest.status).toBe(200)
   const db = ingest.body.database_id as string
   const opened = await monitor.runOnce()
   expect(opened.alerts.opened).toBe(1)
   expect(opened.notifications.failed).toBe(0)
-  const [alert] = (await server.call('GET', `/api/v1/databases/${db}/alerts`, { token: account.token })).body.filter((a: any) => a.rule === RULE)
+  const [alert] = (await server.call('GET', `/api/v1/databases/${db}/alerts`, { token: account.token })).body.filter(
+    (a: any) => a.rule === RULE,
+  )
   expect(alert.resolved_at).toBeNull()
 
-  const [active] = await until<any[]>('/api/v2/alerts', (alerts) => alerts.length === 1 && alerts[0].status.state === 'active')
+  const [active] = await until<any[]>(
+    '/api/v2/alerts',
+    (alerts) => alerts.length === 1 && alerts[0].status.state === 'active',
+  )
   const link = `http://dbm.test:8080/#/databases/${db}/issues`
-  expect(active.labels).toEqual({ alertname: `dbm_${RULE}`, source: 'dbm', database: NAME, database_id: db, engine: 'postgres', rule: RULE, severity: 'critical', cause: RULE })
+  expect(active.labels).toEqual({
+    alertname: `dbm_${RULE}`,
+    source: 'dbm',
+    database: NAME,
+    database_id: db,
+    engine: 'postgres',
+    rule: RULE,
+    severity: 'critical',
+    cause: RULE,
+  })
   expect(active.annotations).toEqual({ summary: alert.title, description: alert.detail, link })
   expect(active.generatorURL).toBe(link)
   expect(Date.parse(active.startsAt)).toBe(Date.parse(alert.opened_at))
@@ -72,12 +103,18 @@ test('an alert opens and resolves on a real Alertmanager, with the labels dbm se
   expect(await received('firing')).toBe(1)
 
   // The cure: the same database reads from its cache again.
-  await server.call('POST', '/api/v1/ingest', { apiKey: key, body: pgBatch(NAME, Date.now() - 10_000, { database_stats: { blks_hit: 100_000_000, blks_read: 0 } }) })
+  await server.call('POST', '/api/v1/ingest', {
+    apiKey: key,
+    body: pgBatch(NAME, Date.now() - 10_000, { database_stats: { blks_hit: 100_000_000, blks_read: 0 } }),
+  })
   const cured = await monitor.runOnce()
   expect(cured.alerts.resolved).toBe(1)
   expect(cured.notifications.failed).toBe(0)
   await until<any[]>('/api/v2/alerts', (alerts) => alerts.length === 0)
   expect(await (await fetch(`${am.url}/api/v2/alerts?active=false`)).json()).toEqual([])
   expect(await received('resolved')).toBe(1)
-  expect((await server.call('GET', `/api/v1/organization/alert-destinations/${made.body.id}`, { token: account.token })).body).toMatchObject({ sent: 2, failed: 0, last_error: null })
+  expect(
+    (await server.call('GET', `/api/v1/organization/alert-destinations/${made.body.id}`, { token: account.token }))
+      .body,
+  ).toMatchObject({ sent: 2, failed: 0, last_error: null })
 })

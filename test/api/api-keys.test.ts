@@ -20,12 +20,26 @@ for (const kind of storeKinds) {
       expect(res.status).toBe(201)
       expect(res.body.key).toMatch(/^dbm_ak_[0-9a-f]{16}_[A-Za-z0-9_-]{43}$/)
       const keyId = res.body.key.split('_')[2]
-      expect(res.body).toMatchObject({ name: 'collector', prefix: `dbm_ak_${keyId}_...`, last_used_at: null, revoked_at: null })
+      expect(res.body).toMatchObject({
+        name: 'collector',
+        prefix: `dbm_ak_${keyId}_...`,
+        last_used_at: null,
+        revoked_at: null,
+      })
 
       const list = await server.call('GET', '/api/v1/api-keys', { token: account.token })
       expect(list.status).toBe(200)
       expect(list.body).toHaveLength(1)
-      expect(Object.keys(list.body[0]).sort()).toEqual(['created_at', 'created_by', 'id', 'last_used_at', 'name', 'prefix', 'revoked_at', 'scopes'])
+      expect(Object.keys(list.body[0]).sort()).toEqual([
+        'created_at',
+        'created_by',
+        'id',
+        'last_used_at',
+        'name',
+        'prefix',
+        'revoked_at',
+        'scopes',
+      ])
       expect(JSON.stringify(list.body)).not.toContain(res.body.key.split('_').slice(3).join('_'))
     })
 
@@ -40,11 +54,15 @@ for (const kind of storeKinds) {
       const child = await server.call('POST', '/api/v1/api-keys', { apiKey: key, body: { name: 'made by a key' } })
       expect(child.status).toBe(201)
       // The use is recorded after the request is answered, without holding it up.
-      const used = await until('last_used_at to be recorded', async () => {
-        const list = await server.call('GET', '/api/v1/api-keys', { token: account.token })
-        const key = list.body.find((k: any) => k.name === 'test key')
-        return key?.last_used_at ? key : undefined
-      }, { everyMs: 20 })
+      const used = await until(
+        'last_used_at to be recorded',
+        async () => {
+          const list = await server.call('GET', '/api/v1/api-keys', { token: account.token })
+          const key = list.body.find((k: any) => k.name === 'test key')
+          return key?.last_used_at ? key : undefined
+        },
+        { everyMs: 20 },
+      )
       expect(Date.parse(used.last_used_at)).toBeGreaterThan(Date.now() - 60_000)
     })
 
@@ -70,10 +88,18 @@ for (const kind of storeKinds) {
 
       // Revoking again is harmless; an unknown id is 404, one that is not a UUID a 400.
       expect((await server.call('DELETE', `/api/v1/api-keys/${id}`, { token: account.token })).status).toBe(204)
-      const unknown = await server.call('DELETE', '/api/v1/api-keys/00000000-0000-7000-8000-000000000000', { token: account.token })
-      expect({ status: unknown.status, body: unknown.body }).toEqual({ status: 404, body: { error: 'API key not found' } })
+      const unknown = await server.call('DELETE', '/api/v1/api-keys/00000000-0000-7000-8000-000000000000', {
+        token: account.token,
+      })
+      expect({ status: unknown.status, body: unknown.body }).toEqual({
+        status: 404,
+        body: { error: 'API key not found' },
+      })
       const malformed = await server.call('DELETE', '/api/v1/api-keys/nope', { token: account.token })
-      expect({ status: malformed.status, body: malformed.body }).toEqual({ status: 400, body: { error: 'id must be an API key id (a UUID)' } })
+      expect({ status: malformed.status, body: malformed.body }).toEqual({
+        status: 400,
+        body: { error: 'id must be an API key id (a UUID)' },
+      })
     })
 
     test('validation: name required, unknown fields and bad include_revoked refused', async () => {
@@ -89,7 +115,10 @@ for (const kind of storeKinds) {
         expect({ status: res.status, body: res.body }).toEqual({ status: 400, body: { error } })
       }
       const bad = await server.call('GET', '/api/v1/api-keys?include_revoked=maybe', { token: account.token })
-      expect({ status: bad.status, body: bad.body }).toEqual({ status: 400, body: { error: 'include_revoked must be true or false' } })
+      expect({ status: bad.status, body: bad.body }).toEqual({
+        status: 400,
+        body: { error: 'include_revoked must be true or false' },
+      })
     })
   })
 }

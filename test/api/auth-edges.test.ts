@@ -22,7 +22,12 @@ const SIGNUP_CLOSED = { status: 403, body: { error: 'signup is closed on this se
 
 const b64 = (o: object) => Buffer.from(JSON.stringify(o)).toString('base64url')
 const claimsOf = (jwt: string) => JSON.parse(Buffer.from(jwt.split('.')[1]!, 'base64url').toString())
-const newSignup = (n: number | string) => ({ email: `owner-${n}-${Math.random().toString(36).slice(2, 8)}@example.com`, password: 'password1', name: 'O', org_name: `Org ${n}` })
+const newSignup = (n: number | string) => ({
+  email: `owner-${n}-${Math.random().toString(36).slice(2, 8)}@example.com`,
+  password: 'password1',
+  name: 'O',
+  org_name: `Org ${n}`,
+})
 
 for (const kind of storeKinds) {
   describe(`auth edges (${kind})`, () => {
@@ -38,9 +43,12 @@ for (const kind of storeKinds) {
       server.call('POST', `/api/v1/auth/${path}`, { body, ip: uniqueIp(), ...extra })
     const me = async (token: string) => {
       const res = await server.call('GET', '/api/v1/auth/me', { token })
-      return res.status === 200 ? { status: 200, body: { id: res.body.user.id } } : { status: res.status, body: res.body }
+      return res.status === 200
+        ? { status: 200, body: { id: res.body.user.id } }
+        : { status: res.status, body: res.body }
     }
-    const login = async (account: Account) => (await post('login', { email: account.email, password: account.password })).body
+    const login = async (account: Account) =>
+      (await post('login', { email: account.email, password: account.password })).body
     const resetLink = async (account: Account) => {
       expect((await post('forgot-password', { email: account.email })).status).toBe(200)
       return new URL(server.mailLink(account.email, /reset/i)!).searchParams.get('token')!
@@ -59,7 +67,9 @@ for (const kind of storeKinds) {
         expect((await post('reset-password', { token, password: 'a new password' })).status).toBe(200)
         expect(await me(account.token)).toEqual(ACCESS_REFUSED)
         expect(await me(second.access_token)).toEqual(ACCESS_REFUSED)
-        expect({ status: (await post('refresh', { refresh_token: second.refresh_token })).status }).toEqual({ status: 401 })
+        expect({ status: (await post('refresh', { refresh_token: second.refresh_token })).status }).toEqual({
+          status: 401,
+        })
 
         const after = await login({ ...account, password: 'a new password' })
         expect(await me(after.access_token)).toEqual({ status: 200, body: { id: account.userId } })
@@ -102,7 +112,9 @@ for (const kind of storeKinds) {
       test('an access token without a session (the format before sessions) is refused', async () => {
         const account = await signup(server)
         const { sid: _, ...claims } = claimsOf(account.token)
-        const legacy = await new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).sign(new TextEncoder().encode(TEST_JWT_SECRET))
+        const legacy = await new SignJWT(claims)
+          .setProtectedHeader({ alg: 'HS256' })
+          .sign(new TextEncoder().encode(TEST_JWT_SECRET))
         expect(await me(legacy)).toEqual(ACCESS_REFUSED)
         // Another user's session id does not make it valid either.
         const stranger = await signup(server)
@@ -121,7 +133,10 @@ for (const kind of storeKinds) {
         const newer = await resetLink(account)
         expect(newer).not.toBe(older)
         const stale = await post('reset-password', { token: older, password: 'older link password' })
-        expect({ status: stale.status, body: stale.body }).toEqual({ status: 400, body: { error: 'invalid or expired reset token' } })
+        expect({ status: stale.status, body: stale.body }).toEqual({
+          status: 400,
+          body: { error: 'invalid or expired reset token' },
+        })
         expect((await post('reset-password', { token: newer, password: 'newer link password' })).status).toBe(200)
         expect((await post('login', { email: account.email, password: 'newer link password' })).status).toBe(200)
         expect((await post('reset-password', { token: newer, password: 'again password' })).status).toBe(400)
@@ -132,18 +147,18 @@ for (const kind of storeKinds) {
         const now = server.deps.clock()
         const extra = ['kept-from-before-1', 'kept-from-before-2']
         for (const token of extra) {
-          await server.store.driver.run('INSERT INTO email_tokens (token_hash, user_id, kind, expires_at, created_at) VALUES ($1, $2, $3, $4, $5)', [
-            sha256(token),
-            account.userId,
-            'reset',
-            now + 3_600_000,
-            now,
-          ])
+          await server.store.driver.run(
+            'INSERT INTO email_tokens (token_hash, user_id, kind, expires_at, created_at) VALUES ($1, $2, $3, $4, $5)',
+            [sha256(token), account.userId, 'reset', now + 3_600_000, now],
+          )
         }
         // Using one of them ends the other.
         expect((await post('reset-password', { token: extra[0], password: 'first link password' })).status).toBe(200)
         const other = await post('reset-password', { token: extra[1], password: 'second link password' })
-        expect({ status: other.status, body: other.body }).toEqual({ status: 400, body: { error: 'invalid or expired reset token' } })
+        expect({ status: other.status, body: other.body }).toEqual({
+          status: 400,
+          body: { error: 'invalid or expired reset token' },
+        })
         expect((await post('login', { email: account.email, password: 'first link password' })).status).toBe(200)
       })
     })
@@ -180,7 +195,13 @@ for (const kind of storeKinds) {
       /** HS256 over an arbitrary payload text, signed with the server's secret. */
       async function signedRaw(payloadText: string) {
         const input = `${b64({ alg: 'HS256', typ: 'JWT' })}.${Buffer.from(payloadText).toString('base64url')}`
-        const key = await crypto.subtle.importKey('raw', new TextEncoder().encode(TEST_JWT_SECRET), { name: 'HMAC', hash: 'SHA-256' }, false, ['sign'])
+        const key = await crypto.subtle.importKey(
+          'raw',
+          new TextEncoder().encode(TEST_JWT_SECRET),
+          { name: 'HMAC', hash: 'SHA-256' },
+          false,
+          ['sign'],
+        )
         const mac = await crypto.subtle.sign('HMAC', key, new TextEncoder().encode(input))
         return `${input}.${Buffer.from(mac).toString('base64url')}`
       }
@@ -209,9 +230,15 @@ for (const kind of storeKinds) {
         }
         // In the body, a token over the 4096-character cap is a 400 that says so.
         const long = await post('refresh', { refresh_token: 'x'.repeat(4097) })
-        expect({ status: long.status, body: long.body }).toEqual({ status: 400, body: { error: 'refresh_token must be a non-empty string of at most 4096 characters' } })
+        expect({ status: long.status, body: long.body }).toEqual({
+          status: 400,
+          body: { error: 'refresh_token must be a non-empty string of at most 4096 characters' },
+        })
         const longOut = await post('logout', { refresh_token: 'x'.repeat(4097) })
-        expect({ status: longOut.status, body: longOut.body }).toEqual({ status: 400, body: { error: 'refresh_token must be a string of at most 4096 characters' } })
+        expect({ status: longOut.status, body: longOut.body }).toEqual({
+          status: 400,
+          body: { error: 'refresh_token must be a string of at most 4096 characters' },
+        })
         // The account's real session survived all of that.
         expect(await me(account.token)).toEqual({ status: 200, body: { id: account.userId } })
         expect(server.logs.filter((l) => l.includes('unhandled error'))).toEqual([])
@@ -223,7 +250,14 @@ for (const kind of storeKinds) {
           expect({ name, status: res.status, body: res.body }).toEqual({ name, ...ACCESS_REFUSED })
         }
         const scheme = 'unsupported authorization scheme: use "X-API-Key: <key>" or "Authorization: Bearer <token>"'
-        for (const value of ['Bearer', 'Bearer ', `Bearer ${account.token} extra`, `Basic ${account.token}`, account.token, `Bearer\u00e9 ${account.token}`]) {
+        for (const value of [
+          'Bearer',
+          'Bearer ',
+          `Bearer ${account.token} extra`,
+          `Basic ${account.token}`,
+          account.token,
+          `Bearer\u00e9 ${account.token}`,
+        ]) {
           const res = await server.call('GET', '/api/v1/databases', { headers: { authorization: value } })
           expect({ value, status: res.status, body: res.body }).toEqual({ value, status: 401, body: { error: scheme } })
         }
@@ -253,17 +287,29 @@ describe('DBM_SIGNUP', () => {
       const server = await startTestServer(kind, { signup: 'closed' })
       try {
         expect((await server.call('GET', '/healthz')).body.signup).toBe('open')
-        const answers = await Promise.all(Array.from({ length: 5 }, (_, i) => server.call('POST', '/api/v1/auth/signup', { ip: uniqueIp(), body: newSignup(i) })))
+        const answers = await Promise.all(
+          Array.from({ length: 5 }, (_, i) =>
+            server.call('POST', '/api/v1/auth/signup', { ip: uniqueIp(), body: newSignup(i) }),
+          ),
+        )
         expect(answers.filter((r) => r.status === 201)).toHaveLength(1)
-        expect(answers.filter((r) => r.status !== 201).map((r) => ({ status: r.status, body: r.body }))).toEqual(Array(4).fill(SIGNUP_CLOSED))
+        expect(answers.filter((r) => r.status !== 201).map((r) => ({ status: r.status, body: r.body }))).toEqual(
+          Array(4).fill(SIGNUP_CLOSED),
+        )
         const first = answers.find((r) => r.status === 201)!.body
         // The first account works; a later signup, even with the first account's address, is the same 403.
         expect((await server.call('GET', '/api/v1/auth/me', { token: first.access_token })).status).toBe(200)
-        const again = await server.call('POST', '/api/v1/auth/signup', { ip: uniqueIp(), body: { ...newSignup('x'), email: first.user.email } })
+        const again = await server.call('POST', '/api/v1/auth/signup', {
+          ip: uniqueIp(),
+          body: { ...newSignup('x'), email: first.user.email },
+        })
         expect({ status: again.status, body: again.body }).toEqual(SIGNUP_CLOSED)
         // Closed is answered before validation and before the rate limit: an incomplete form, or a sixth try
         // from one address, learns the same thing and is not sent to wait an hour for it.
-        const invalid = await server.call('POST', '/api/v1/auth/signup', { ip: uniqueIp(), body: { ...newSignup('y'), password: 'short' } })
+        const invalid = await server.call('POST', '/api/v1/auth/signup', {
+          ip: uniqueIp(),
+          body: { ...newSignup('y'), password: 'short' },
+        })
         expect({ status: invalid.status, body: invalid.body }).toEqual(SIGNUP_CLOSED)
         const ip = uniqueIp()
         for (let i = 0; i < 8; i++) {
@@ -283,11 +329,18 @@ describe('DBM_SIGNUP', () => {
         const open = await startTestServer(kind, { dataDir: location.dataDir, databaseUrl: location.databaseUrl })
         const account = await signup(open)
         await open.stop()
-        const closed = await startTestServer(kind, { dataDir: location.dataDir, databaseUrl: location.databaseUrl, signup: 'closed' })
+        const closed = await startTestServer(kind, {
+          dataDir: location.dataDir,
+          databaseUrl: location.databaseUrl,
+          signup: 'closed',
+        })
         try {
           const res = await closed.call('POST', '/api/v1/auth/signup', { ip: uniqueIp(), body: newSignup('late') })
           expect({ status: res.status, body: res.body }).toEqual(SIGNUP_CLOSED)
-          const login = await closed.call('POST', '/api/v1/auth/login', { ip: uniqueIp(), body: { email: account.email, password: account.password } })
+          const login = await closed.call('POST', '/api/v1/auth/login', {
+            ip: uniqueIp(),
+            body: { email: account.email, password: account.password },
+          })
           expect(login.status).toBe(200)
         } finally {
           await closed.stop()

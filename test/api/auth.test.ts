@@ -1,7 +1,16 @@
 // Account endpoints through HTTP on both stores: signup validation, login, refresh rotation and
 // reuse detection, logout, me, e-mail verification and password reset with their lifetimes.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { type TestServer, createApiKey, signup, startTestServer, storeKinds, uniqueIp, verify, verifyCall } from '../support/server.ts'
+import {
+  type TestServer,
+  createApiKey,
+  signup,
+  startTestServer,
+  storeKinds,
+  uniqueIp,
+  verify,
+  verifyCall,
+} from '../support/server.ts'
 
 const cookieNamed = (headers: Headers, name: string) => headers.getSetCookie().find((c) => c.startsWith(`${name}=`))
 
@@ -19,17 +28,39 @@ for (const kind of storeKinds) {
       server.call('POST', `/api/v1/auth/${path}`, { body, ip: uniqueIp(), ...extra })
 
     test('signup creates an unverified organization with its owner and returns a session', async () => {
-      const res = await post('signup', { email: 'Ada@Example.COM', password: 'password1', name: 'Ada', org_name: 'Analytical Engines' })
+      const res = await post('signup', {
+        email: 'Ada@Example.COM',
+        password: 'password1',
+        name: 'Ada',
+        org_name: 'Analytical Engines',
+      })
       expect(res.status).toBe(201)
-      expect(res.body.user).toMatchObject({ email: 'ada@example.com', name: 'Ada', role: 'owner', email_verified: false })
-      expect(res.body.organization).toMatchObject({ name: 'Analytical Engines', slug: 'analytical-engines', plan: 'free', verified: false })
+      expect(res.body.user).toMatchObject({
+        email: 'ada@example.com',
+        name: 'Ada',
+        role: 'owner',
+        email_verified: false,
+      })
+      expect(res.body.organization).toMatchObject({
+        name: 'Analytical Engines',
+        slug: 'analytical-engines',
+        plan: 'free',
+        verified: false,
+      })
       expect(res.body.expires_in).toBe(900)
       expect(res.body.token_type).toBe('Bearer')
       expect(typeof res.body.access_token).toBe('string')
       expect(typeof res.body.refresh_token).toBe('string')
-      expect(server.mailLink('ada@example.com', /verify/i)).toMatch(/^http:\/\/dbm\.test:8080\/#\/verify\?token=[A-Za-z0-9_-]{43}$/)
+      expect(server.mailLink('ada@example.com', /verify/i)).toMatch(
+        /^http:\/\/dbm\.test:8080\/#\/verify\?token=[A-Za-z0-9_-]{43}$/,
+      )
 
-      const again = await post('signup', { email: 'ada@example.com', password: 'password2', name: 'Ada 2', org_name: 'Analytical Engines' })
+      const again = await post('signup', {
+        email: 'ada@example.com',
+        password: 'password2',
+        name: 'Ada 2',
+        org_name: 'Analytical Engines',
+      })
       expect(again.status).toBe(409)
       expect(again.body).toEqual({ error: 'email is already registered' })
     })
@@ -40,7 +71,10 @@ for (const kind of storeKinds) {
         [{ ...valid, email: 'not-an-email' }, 'email must be a valid email address'],
         [{ ...valid, password: 'short' }, 'password must be a string of at least 8 characters'],
         [{ ...valid, name: '' }, 'name is required and must be a non-empty string of at most 200 characters'],
-        [{ email: valid.email, password: valid.password, name: 'V' }, 'org_name is required and must be a non-empty string of at most 200 characters'],
+        [
+          { email: valid.email, password: valid.password, name: 'V' },
+          'org_name is required and must be a non-empty string of at most 200 characters',
+        ],
         [{ ...valid, plan: 'enterprise' }, 'unknown field: plan'],
       ]
       for (const [body, error] of cases) {
@@ -77,8 +111,21 @@ for (const kind of storeKinds) {
       const withJwt = await server.call('GET', '/api/v1/auth/me', { token: account.token })
       expect(withJwt.status).toBe(200)
       expect(withJwt.body.user).toMatchObject({ id: account.userId, email: account.email })
-      expect(withJwt.body.organization).toMatchObject({ id: account.orgId, name: 'Me Org', slug: expect.stringMatching(/^me-org/), plan: 'free', verified: false })
-      expect(Object.keys(withJwt.body.organization).sort()).toEqual(['created_at', 'id', 'name', 'plan', 'slug', 'verified'])
+      expect(withJwt.body.organization).toMatchObject({
+        id: account.orgId,
+        name: 'Me Org',
+        slug: expect.stringMatching(/^me-org/),
+        plan: 'free',
+        verified: false,
+      })
+      expect(Object.keys(withJwt.body.organization).sort()).toEqual([
+        'created_at',
+        'id',
+        'name',
+        'plan',
+        'slug',
+        'verified',
+      ])
       // How alerts reach the organization: no SMTP in the test server (mails go to its log), no webhook yet.
       expect(withJwt.body.notifications).toEqual({ mail: 'log', webhook: false })
 
@@ -89,7 +136,9 @@ for (const kind of storeKinds) {
       expect(withKey.body.organization.id).toBe(account.orgId)
       expect(withKey.body.api_key).toEqual({ id: key.id, name: 'me-key', scopes: ['ingest', 'read', 'admin'] })
 
-      const withCookie = await server.call('GET', '/api/v1/auth/me', { headers: { cookie: `dbm_access=${account.token}` } })
+      const withCookie = await server.call('GET', '/api/v1/auth/me', {
+        headers: { cookie: `dbm_access=${account.token}` },
+      })
       expect(withCookie.status).toBe(200)
       expect(withCookie.body.user.id).toBe(account.userId)
     })
@@ -108,7 +157,9 @@ for (const kind of storeKinds) {
 
       const replay = await post('refresh', { refresh_token: account.refreshToken })
       expect(replay.status).toBe(401)
-      expect(replay.body).toEqual({ error: 'refresh token was already used; the session has been revoked, sign in again' })
+      expect(replay.body).toEqual({
+        error: 'refresh token was already used; the session has been revoked, sign in again',
+      })
       // The newest token of the family is dead too.
       const after = await post('refresh', { refresh_token: second.body.refresh_token })
       expect(after.status).toBe(401)
@@ -116,7 +167,10 @@ for (const kind of storeKinds) {
 
     test('refresh reads the cookie when the body has no token, and rejects garbage', async () => {
       const account = await signup(server)
-      const viaCookie = await server.call('POST', '/api/v1/auth/refresh', { ip: uniqueIp(), headers: { cookie: `dbm_refresh=${account.refreshToken}` } })
+      const viaCookie = await server.call('POST', '/api/v1/auth/refresh', {
+        ip: uniqueIp(),
+        headers: { cookie: `dbm_refresh=${account.refreshToken}` },
+      })
       expect(viaCookie.status).toBe(200)
       expect(cookieNamed(viaCookie.headers, 'dbm_access')).toContain('HttpOnly')
       expect(cookieNamed(viaCookie.headers, 'dbm_session')).toStartWith('dbm_session=1;')
@@ -184,7 +238,9 @@ for (const kind of storeKinds) {
       const withKey = await post('resend-verification', undefined, { apiKey: key.key })
       // Refused by the scope table (auth/scopes.ts) before the route looks: a key is no user.
       expect(withKey.status).toBe(403)
-      expect(withKey.body).toEqual({ error: 'API keys cannot use POST /api/v1/auth/resend-verification: sign in as a user of the organization' })
+      expect(withKey.body).toEqual({
+        error: 'API keys cannot use POST /api/v1/auth/resend-verification: sign in as a user of the organization',
+      })
 
       // The signup mail does not start the cooldown.
       const first = await post('resend-verification', undefined, { token: account.token })
@@ -211,7 +267,9 @@ for (const kind of storeKinds) {
       expect(known.status).toBe(200)
       expect(unknown.status).toBe(200)
       expect(known.body).toEqual(unknown.body)
-      expect(known.body).toEqual({ message: 'if an account exists for that email, a password reset link has been sent' })
+      expect(known.body).toEqual({
+        message: 'if an account exists for that email, a password reset link has been sent',
+      })
       expect(server.mailLink(account.email, /reset/i)).toStartWith('http://dbm.test:8080/reset-password?token=')
       expect(server.mailLink('ghost@example.com', /reset/i)).toBeUndefined()
 

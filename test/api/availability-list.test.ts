@@ -26,12 +26,18 @@ describe('availability_30d of many databases with many outages (sqlite)', () => 
     for (const [i, id] of ids.entries()) {
       for (let k = 0; k < OUTAGES; k++) {
         const start = created + 60_000 + k * 120_000
-        await server.store.driver.run("INSERT INTO outages (database_id, started_at, ended_at, cause) VALUES ($1, $2, $3, 'refused')", [id, start, start + (i + 1) * 10_000])
+        await server.store.driver.run(
+          "INSERT INTO outages (database_id, started_at, ended_at, cause) VALUES ($1, $2, $3, 'refused')",
+          [id, start, start + (i + 1) * 10_000],
+        )
       }
     }
     server.advance(OUTAGES * 120_000 + 60_000)
     for (let i = 0; i < DATABASES; i++) {
-      await server.call('POST', '/api/v1/ingest', { apiKey: key, body: pgBatch(`many-${i}`, server.deps.clock(), { availability: { state: 'up', since: created } }) })
+      await server.call('POST', '/api/v1/ingest', {
+        apiKey: key,
+        body: pgBatch(`many-${i}`, server.deps.clock(), { availability: { state: 'up', since: created } }),
+      })
     }
     // The seeded hours stand for an agent that reported all along: not a silence.
     await server.store.driver.run('DELETE FROM agent_silences')
@@ -40,7 +46,7 @@ describe('availability_30d of many databases with many outages (sqlite)', () => 
     await server?.stop()
   })
 
-  test('the list reads the outages in one statement; each figure is the database\'s own', async () => {
+  test("the list reads the outages in one statement; each figure is the database's own", async () => {
     const driver = server.store.driver
     const all = driver.all.bind(driver)
     let outageReads = 0
@@ -60,20 +66,37 @@ describe('availability_30d of many databases with many outages (sqlite)', () => 
       expect(own.total.down_ms).toBe(OUTAGES * (i + 1) * 10_000)
       expect(list.find((d) => d.id === id).availability_30d).toBe(own.total.ratio)
       // Read a few ms apart on a running clock: the same time watched within a second.
-      expect(Math.abs(list.find((d) => d.id === id).availability_30d_watched_ms - own.total.watched_ms)).toBeLessThan(1_000)
+      expect(Math.abs(list.find((d) => d.id === id).availability_30d_watched_ms - own.total.watched_ms)).toBeLessThan(
+        1_000,
+      )
       expect(own.total.ratio).toBeLessThan(1)
     }
   })
 
   test('groupSpans: 21,000 rows of 1,000 databases grouped in one pass (bench line)', () => {
-    const outages = Array.from({ length: 21_000 }, (_, i) => ({ database_id: `db-${i % 1_000}`, started_at: i * 1_000, ended_at: i * 1_000 + 500, cause: 'refused', message: null }))
-    const silences = Array.from({ length: 3_000 }, (_, i) => ({ database_id: `db-${i % 1_000}`, started_at: i, ended_at: i + 1 }))
+    const outages = Array.from({ length: 21_000 }, (_, i) => ({
+      database_id: `db-${i % 1_000}`,
+      started_at: i * 1_000,
+      ended_at: i * 1_000 + 500,
+      cause: 'refused',
+      message: null,
+    }))
+    const silences = Array.from({ length: 3_000 }, (_, i) => ({
+      database_id: `db-${i % 1_000}`,
+      started_at: i,
+      ended_at: i + 1,
+    }))
     const started = performance.now()
     const grouped = groupSpans(outages, silences)
     const ms = performance.now() - started
     expect(grouped.size).toBe(1_000)
     expect(grouped.get('db-7')!.outages).toHaveLength(21)
-    expect(grouped.get('db-7')!.outages[1]).toEqual({ started_at: 1_007_000, ended_at: 1_007_500, cause: 'refused', message: null })
+    expect(grouped.get('db-7')!.outages[1]).toEqual({
+      started_at: 1_007_000,
+      ended_at: 1_007_500,
+      cause: 'refused',
+      message: null,
+    })
     expect(grouped.get('db-7')!.silences).toHaveLength(3)
     console.log(`groupSpans: 21,000 outages and 3,000 silences of 1,000 databases in ${ms.toFixed(1)} ms`)
   })

@@ -9,7 +9,15 @@ import type { MergeEntry, MutationEntry, PartStat } from '../../src/shared/wire.
 import { HOUR, POSTGRES_INTERNALS_PATHS, agentSession, at, chBatch, iso, pgBatch, range } from '../support/batches.ts'
 import { storeKinds } from '../support/server.ts'
 
-function part(database: string, table: string, partition_id: string, active_parts: number, rows: number, bytes: number, thresholds = true): PartStat {
+function part(
+  database: string,
+  table: string,
+  partition_id: string,
+  active_parts: number,
+  rows: number,
+  bytes: number,
+  thresholds = true,
+): PartStat {
   return {
     database,
     table,
@@ -101,23 +109,141 @@ for (const kind of storeKinds) {
           ],
         }),
       )
-      const A = { database: 'events', table: 'hits', partition_id: '202601', active_parts: 250, rows: 1000, bytes_on_disk: 5000, parts_to_delay_insert: 300, parts_to_throw_insert: 600, delay_insert_ratio: 0.8333, throw_insert_ratio: 0.4167 }
-      const B = { database: 'events', table: 'hits', partition_id: '202602', active_parts: 20, rows: 9000, bytes_on_disk: 20000, parts_to_delay_insert: 300, parts_to_throw_insert: 600, delay_insert_ratio: 0.0667, throw_insert_ratio: 0.0333 }
-      const C = { database: 'events', table: 'clicks', partition_id: 'all', active_parts: 30, rows: 500, bytes_on_disk: 70000, parts_to_delay_insert: 300, parts_to_throw_insert: 600, delay_insert_ratio: 0.1, throw_insert_ratio: 0.05 }
-      const D = { database: 'logs', table: 'raw', partition_id: 'all', active_parts: 5, rows: 100000, bytes_on_disk: 1000, parts_to_delay_insert: null, parts_to_throw_insert: null, delay_insert_ratio: null, throw_insert_ratio: null }
-      const E = { database: 'events', table: 'hits', partition_id: '202603', active_parts: 250, rows: 1, bytes_on_disk: 1, parts_to_delay_insert: 300, parts_to_throw_insert: 600, delay_insert_ratio: 0.8333, throw_insert_ratio: 0.4167 }
-      const hits = { database: 'events', table: 'hits', active_parts: 520, partition_count: 3, rows: 10001, bytes_on_disk: 25001, worst_partition_id: '202601', max_partition_parts: 250, parts_to_delay_insert: 300, parts_to_throw_insert: 600, delay_insert_ratio: 0.8333, throw_insert_ratio: 0.4167 }
-      const clicks = { database: 'events', table: 'clicks', active_parts: 30, partition_count: 1, rows: 500, bytes_on_disk: 70000, worst_partition_id: 'all', max_partition_parts: 30, parts_to_delay_insert: 300, parts_to_throw_insert: 600, delay_insert_ratio: 0.1, throw_insert_ratio: 0.05 }
-      const raw = { database: 'logs', table: 'raw', active_parts: 5, partition_count: 1, rows: 100000, bytes_on_disk: 1000, worst_partition_id: 'all', max_partition_parts: 5, parts_to_delay_insert: null, parts_to_throw_insert: null, delay_insert_ratio: null, throw_insert_ratio: null }
-      const totals = { ts: iso(at(10)), active_parts: 555, partition_count: 5, table_count: 3, max_partition_parts: 250, max_delay_insert_ratio: 0.8333, max_throw_insert_ratio: 0.4167 }
+      const A = {
+        database: 'events',
+        table: 'hits',
+        partition_id: '202601',
+        active_parts: 250,
+        rows: 1000,
+        bytes_on_disk: 5000,
+        parts_to_delay_insert: 300,
+        parts_to_throw_insert: 600,
+        delay_insert_ratio: 0.8333,
+        throw_insert_ratio: 0.4167,
+      }
+      const B = {
+        database: 'events',
+        table: 'hits',
+        partition_id: '202602',
+        active_parts: 20,
+        rows: 9000,
+        bytes_on_disk: 20000,
+        parts_to_delay_insert: 300,
+        parts_to_throw_insert: 600,
+        delay_insert_ratio: 0.0667,
+        throw_insert_ratio: 0.0333,
+      }
+      const C = {
+        database: 'events',
+        table: 'clicks',
+        partition_id: 'all',
+        active_parts: 30,
+        rows: 500,
+        bytes_on_disk: 70000,
+        parts_to_delay_insert: 300,
+        parts_to_throw_insert: 600,
+        delay_insert_ratio: 0.1,
+        throw_insert_ratio: 0.05,
+      }
+      const D = {
+        database: 'logs',
+        table: 'raw',
+        partition_id: 'all',
+        active_parts: 5,
+        rows: 100000,
+        bytes_on_disk: 1000,
+        parts_to_delay_insert: null,
+        parts_to_throw_insert: null,
+        delay_insert_ratio: null,
+        throw_insert_ratio: null,
+      }
+      const E = {
+        database: 'events',
+        table: 'hits',
+        partition_id: '202603',
+        active_parts: 250,
+        rows: 1,
+        bytes_on_disk: 1,
+        parts_to_delay_insert: 300,
+        parts_to_throw_insert: 600,
+        delay_insert_ratio: 0.8333,
+        throw_insert_ratio: 0.4167,
+      }
+      const hits = {
+        database: 'events',
+        table: 'hits',
+        active_parts: 520,
+        partition_count: 3,
+        rows: 10001,
+        bytes_on_disk: 25001,
+        worst_partition_id: '202601',
+        max_partition_parts: 250,
+        parts_to_delay_insert: 300,
+        parts_to_throw_insert: 600,
+        delay_insert_ratio: 0.8333,
+        throw_insert_ratio: 0.4167,
+      }
+      const clicks = {
+        database: 'events',
+        table: 'clicks',
+        active_parts: 30,
+        partition_count: 1,
+        rows: 500,
+        bytes_on_disk: 70000,
+        worst_partition_id: 'all',
+        max_partition_parts: 30,
+        parts_to_delay_insert: 300,
+        parts_to_throw_insert: 600,
+        delay_insert_ratio: 0.1,
+        throw_insert_ratio: 0.05,
+      }
+      const raw = {
+        database: 'logs',
+        table: 'raw',
+        active_parts: 5,
+        partition_count: 1,
+        rows: 100000,
+        bytes_on_disk: 1000,
+        worst_partition_id: 'all',
+        max_partition_parts: 5,
+        parts_to_delay_insert: null,
+        parts_to_throw_insert: null,
+        delay_insert_ratio: null,
+        throw_insert_ratio: null,
+      }
+      const totals = {
+        ts: iso(at(10)),
+        active_parts: 555,
+        partition_count: 5,
+        table_count: 3,
+        max_partition_parts: 250,
+        max_delay_insert_ratio: 0.8333,
+        max_throw_insert_ratio: 0.4167,
+      }
 
       expect(await ok(id, '/parts')).toEqual({ ...totals, tables: [hits, clicks, raw], partitions: [A, E, C, B, D] })
-      expect(await ok(id, '/parts?sort_by=active_parts')).toEqual({ ...totals, tables: [hits, clicks, raw], partitions: [A, E, C, B, D] })
-      expect(await ok(id, '/parts?sort_by=bytes_on_disk')).toEqual({ ...totals, tables: [clicks, hits, raw], partitions: [C, B, A, D, E] })
-      expect(await ok(id, '/parts?sort_by=rows')).toEqual({ ...totals, tables: [raw, hits, clicks], partitions: [D, B, A, C, E] })
+      expect(await ok(id, '/parts?sort_by=active_parts')).toEqual({
+        ...totals,
+        tables: [hits, clicks, raw],
+        partitions: [A, E, C, B, D],
+      })
+      expect(await ok(id, '/parts?sort_by=bytes_on_disk')).toEqual({
+        ...totals,
+        tables: [clicks, hits, raw],
+        partitions: [C, B, A, D, E],
+      })
+      expect(await ok(id, '/parts?sort_by=rows')).toEqual({
+        ...totals,
+        tables: [raw, hits, clicks],
+        partitions: [D, B, A, C, E],
+      })
       // The limit cuts each list; the totals stay those of every partition. Over the maximum: clamped.
       expect(await ok(id, '/parts?limit=2')).toEqual({ ...totals, tables: [hits, clicks], partitions: [A, E] })
-      expect(await ok(id, '/parts?limit=5000')).toEqual({ ...totals, tables: [hits, clicks, raw], partitions: [A, E, C, B, D] })
+      expect(await ok(id, '/parts?limit=5000')).toEqual({
+        ...totals,
+        tables: [hits, clicks, raw],
+        partitions: [A, E, C, B, D],
+      })
       // Filters narrow the partitions, and the totals with them.
       expect(await ok(id, '/parts?database=events&table=hits')).toEqual({
         ts: iso(at(10)),
@@ -130,8 +256,20 @@ for (const kind of storeKinds) {
         tables: [hits],
         partitions: [A, E, B],
       })
-      expect(await ok(id, '/parts?database=logs')).toMatchObject({ active_parts: 5, max_delay_insert_ratio: null, tables: [raw], partitions: [D] })
-      expect(await ok(id, '/parts?table=nope')).toMatchObject({ ts: iso(at(10)), active_parts: 0, partition_count: 0, max_partition_parts: 0, tables: [], partitions: [] })
+      expect(await ok(id, '/parts?database=logs')).toMatchObject({
+        active_parts: 5,
+        max_delay_insert_ratio: null,
+        tables: [raw],
+        partitions: [D],
+      })
+      expect(await ok(id, '/parts?table=nope')).toMatchObject({
+        ts: iso(at(10)),
+        active_parts: 0,
+        partition_count: 0,
+        max_partition_parts: 0,
+        tables: [],
+        partitions: [],
+      })
 
       // A newer batch with no parts at all replaces the snapshot.
       await ingest(chBatch('parts', at(11), { parts: [] }))
@@ -156,12 +294,20 @@ for (const kind of storeKinds) {
       // Delivered late: it does not replace the values sampled after it.
       await ingest(chBatch('parts-history', at(59, 20), { parts: parts(99) }))
 
-      const point = (ts: number, active: number, partitions: number, max: number) => ({ ts: iso(ts), active_parts: active, partition_count: partitions, max_partition_parts: max })
+      const point = (ts: number, active: number, partitions: number, max: number) => ({
+        ts: iso(ts),
+        active_parts: active,
+        partition_count: partitions,
+        max_partition_parts: max,
+      })
       const minutes = [point(at(59), 12, 2, 7), point(at(60), 20, 3, 15)]
       expect(await ok(id, `/parts/timeseries?${range(at(50), at(70))}`)).toEqual(minutes)
       expect(await ok(id, `/parts/timeseries?${range(at(50), at(70))}&bucket=60`)).toEqual(minutes)
       expect(await ok(id, '/parts/timeseries')).toEqual(minutes)
-      expect(await ok(id, `/parts/timeseries?${range(at(0), at(120))}&bucket=3600`)).toEqual([point(at(0), 12, 2, 7), point(at(60), 20, 3, 15)])
+      expect(await ok(id, `/parts/timeseries?${range(at(0), at(120))}&bucket=3600`)).toEqual([
+        point(at(0), 12, 2, 7),
+        point(at(60), 20, 3, 15),
+      ])
       expect(await ok(id, `/parts/timeseries?${range(at(0), at(120))}&bucket=7200`)).toEqual([point(at(0), 20, 3, 15)])
       expect(await ok(id, `/parts/timeseries?${range(at(61), at(70))}`)).toEqual([])
       expect((await ok(id, '/parts')).ts).toBe(iso(at(60, 30)))
@@ -169,13 +315,23 @@ for (const kind of storeKinds) {
 
     test('merges: longest first, progress in percent, the mean progress of all running merges', async () => {
       const empty = await ingest(chBatch('merges-empty', at(10)))
-      expect(await ok(empty, '/merges')).toEqual({ ts: null, active_merges: null, merge_progress_pct: null, merges: [] })
+      expect(await ok(empty, '/merges')).toEqual({
+        ts: null,
+        active_merges: null,
+        merge_progress_pct: null,
+        merges: [],
+      })
 
       const id = await ingest(
         chBatch('merges', at(10), {
           merges: [
             merge('hits', 12.5, 0.25),
-            merge('clicks', 300.1234, 0.9, { is_mutation: true, result_part_name: 'all_1_1_2_5', num_parts: 1, total_size_bytes_compressed: 52_428_800 }),
+            merge('clicks', 300.1234, 0.9, {
+              is_mutation: true,
+              result_part_name: 'all_1_1_2_5',
+              num_parts: 1,
+              total_size_bytes_compressed: 52_428_800,
+            }),
             merge('views', 0.75, 0.123456),
           ],
         }),
@@ -222,16 +378,30 @@ for (const kind of storeKinds) {
         ],
       })
       // The limit cuts the list, not the summary.
-      expect(await ok(id, '/merges?limit=1')).toMatchObject({ active_merges: 3, merge_progress_pct: 42.45, merges: [{ table: 'clicks' }] })
+      expect(await ok(id, '/merges?limit=1')).toMatchObject({
+        active_merges: 3,
+        merge_progress_pct: 42.45,
+        merges: [{ table: 'clicks' }],
+      })
       expect((await ok(id, '/merges?limit=1')).merges).toHaveLength(1)
       // No merge running: a count of 0 and no progress.
       await ingest(chBatch('merges', at(11), { merges: [] }))
-      expect(await ok(id, '/merges')).toEqual({ ts: iso(at(11)), active_merges: 0, merge_progress_pct: null, merges: [] })
+      expect(await ok(id, '/merges')).toEqual({
+        ts: iso(at(11)),
+        active_merges: 0,
+        merge_progress_pct: null,
+        merges: [],
+      })
     })
 
     test('mutations: stuck first, then running, then done; ages relative to now; filters', async () => {
       const empty = await ingest(chBatch('mutations-empty', at(10)))
-      expect(await ok(empty, '/mutations')).toEqual({ ts: null, active_mutations: null, stuck_mutations: null, mutations: [] })
+      expect(await ok(empty, '/mutations')).toEqual({
+        ts: null,
+        active_mutations: null,
+        stuck_mutations: null,
+        mutations: [],
+      })
 
       const now = Date.now()
       const created = {
@@ -246,7 +416,11 @@ for (const kind of storeKinds) {
           mutations: [
             mutation('mutation_4.txt', created.done, { is_done: true, parts_to_do: 0 }),
             mutation('mutation_3.txt', created.running),
-            mutation('mutation_2.txt', created.failing, { stuck: true, latest_fail_reason: 'Code: 241. DB::Exception: Memory limit exceeded', latest_fail_time: failTime }),
+            mutation('mutation_2.txt', created.failing, {
+              stuck: true,
+              latest_fail_reason: 'Code: 241. DB::Exception: Memory limit exceeded',
+              latest_fail_time: failTime,
+            }),
             mutation('mutation_1.txt', created.old, { stuck: true, table: 'clicks', command: 'UPDATE x = 1 WHERE 1' }),
           ],
         }),
@@ -264,8 +438,16 @@ for (const kind of storeKinds) {
         latest_fail_time: m.latest_fail_time === null ? null : iso(m.latest_fail_time),
         stuck: m.stuck,
       })
-      const old = mutation('mutation_1.txt', created.old, { stuck: true, table: 'clicks', command: 'UPDATE x = 1 WHERE 1' })
-      const failing = mutation('mutation_2.txt', created.failing, { stuck: true, latest_fail_reason: 'Code: 241. DB::Exception: Memory limit exceeded', latest_fail_time: failTime })
+      const old = mutation('mutation_1.txt', created.old, {
+        stuck: true,
+        table: 'clicks',
+        command: 'UPDATE x = 1 WHERE 1',
+      })
+      const failing = mutation('mutation_2.txt', created.failing, {
+        stuck: true,
+        latest_fail_reason: 'Code: 241. DB::Exception: Memory limit exceeded',
+        latest_fail_time: failTime,
+      })
       const running = mutation('mutation_3.txt', created.running)
       const done = mutation('mutation_4.txt', created.done, { is_done: true, parts_to_do: 0 })
 
@@ -279,7 +461,14 @@ for (const kind of storeKinds) {
           expect(ages[i]).toBeGreaterThanOrEqual(Math.floor((before - m.create_time) / 1000))
           expect(ages[i]).toBeLessThanOrEqual(Math.floor((after - m.create_time) / 1000))
         })
-        return { body, expected: (summary: object) => ({ ts: iso(now - 5000), ...summary, mutations: expected.map((m, i) => view(m, ages[i])) }) }
+        return {
+          body,
+          expected: (summary: object) => ({
+            ts: iso(now - 5000),
+            ...summary,
+            mutations: expected.map((m, i) => view(m, ages[i])),
+          }),
+        }
       }
       const summary = { active_mutations: 3, stuck_mutations: 2 }
       let r = await mutations('/mutations', [old, failing, running, done])
@@ -343,48 +532,82 @@ for (const kind of storeKinds) {
       })
 
       const GB = 1e9
-      const gauges = { memory_resident_bytes: 2 * GB, memory_limit_bytes: 6 * GB, os_memory_total_bytes: 8 * GB, os_memory_available_bytes: 6 * GB }
+      const gauges = {
+        memory_resident_bytes: 2 * GB,
+        memory_limit_bytes: 6 * GB,
+        os_memory_total_bytes: 8 * GB,
+        os_memory_available_bytes: 6 * GB,
+      }
       // The first cycle is the agent's baseline: no query counters yet.
-      await ingest(chBatch('server', at(59, 10), {
-        server_metrics: { ...gauges, uptime_s: 3600, memory_tracked_bytes: 1.5 * GB, tcp_connections: 3, http_connections: 2, 'disk.default.free_bytes': 40 * GB, 'disk.default.total_bytes': 100 * GB },
-      }))
-      await ingest(chBatch('server', at(59, 40), {
-        server_metrics: {
-          ...gauges,
-          uptime_s: 3630,
-          memory_tracked_bytes: 3 * GB,
-          tcp_connections: 3,
-          http_connections: 2,
-          queries_total: 100,
-          queries_failed: 5,
-          'disk.default.free_bytes': 39 * GB,
-          'disk.default.total_bytes': 100 * GB,
-          'disk.cold.free_bytes': 900,
-          'disk.cold.total_bytes': 1000,
-        },
-      }))
-      const id = await ingest(chBatch('server', at(60, 20), {
-        server_metrics: {
-          ...gauges,
-          uptime_s: 3670,
-          memory_tracked_bytes: 1.2 * GB,
-          tcp_connections: 10,
-          http_connections: 0,
-          queries_total: 50,
-          queries_failed: 0,
-          query_p99_ms: 197,
-          queries_logged: 40,
-          'disk.default.free_bytes': 38 * GB,
-          'disk.default.total_bytes': 100 * GB,
-          unknown_new_metric: 7,
-        },
-      }))
+      await ingest(
+        chBatch('server', at(59, 10), {
+          server_metrics: {
+            ...gauges,
+            uptime_s: 3600,
+            memory_tracked_bytes: 1.5 * GB,
+            tcp_connections: 3,
+            http_connections: 2,
+            'disk.default.free_bytes': 40 * GB,
+            'disk.default.total_bytes': 100 * GB,
+          },
+        }),
+      )
+      await ingest(
+        chBatch('server', at(59, 40), {
+          server_metrics: {
+            ...gauges,
+            uptime_s: 3630,
+            memory_tracked_bytes: 3 * GB,
+            tcp_connections: 3,
+            http_connections: 2,
+            queries_total: 100,
+            queries_failed: 5,
+            'disk.default.free_bytes': 39 * GB,
+            'disk.default.total_bytes': 100 * GB,
+            'disk.cold.free_bytes': 900,
+            'disk.cold.total_bytes': 1000,
+          },
+        }),
+      )
+      const id = await ingest(
+        chBatch('server', at(60, 20), {
+          server_metrics: {
+            ...gauges,
+            uptime_s: 3670,
+            memory_tracked_bytes: 1.2 * GB,
+            tcp_connections: 10,
+            http_connections: 0,
+            queries_total: 50,
+            queries_failed: 0,
+            query_p99_ms: 197,
+            queries_logged: 40,
+            'disk.default.free_bytes': 38 * GB,
+            'disk.default.total_bytes': 100 * GB,
+            unknown_new_metric: 7,
+          },
+        }),
+      )
       // Delivered late: its query counts add to minute 59, its gauges replace nothing, nor the current values.
-      await ingest(chBatch('server', at(59, 30), {
-        server_metrics: { ...gauges, uptime_s: 3620, memory_tracked_bytes: 9 * GB, tcp_connections: 99, queries_total: 10, queries_failed: 10 },
-      }))
+      await ingest(
+        chBatch('server', at(59, 30), {
+          server_metrics: {
+            ...gauges,
+            uptime_s: 3620,
+            memory_tracked_bytes: 9 * GB,
+            tcp_connections: 99,
+            queries_total: 10,
+            queries_failed: 10,
+          },
+        }),
+      )
 
-      const disk = (name: string, free: number, total: number, usedPct: number) => ({ name, free_bytes: free, total_bytes: total, used_bytes: total - free, used_pct: usedPct })
+      const disk = (name: string, free: number, total: number, usedPct: number) => ({
+        name,
+        free_bytes: free,
+        total_bytes: total,
+        used_bytes: total - free,
+        used_pct: usedPct,
+      })
       const common = {
         // Not reported by these batches: the other protocols' connections, the running queries and the limits.
         mysql_connections: null,
@@ -428,12 +651,24 @@ for (const kind of storeKinds) {
         disks: [disk('default', 38 * GB, 100 * GB, 62)],
       }
       // The latest cycle's query p99 and the queries it is over, as stored (QUERY_P99_DESCRIPTION).
-      const current = { ts: iso(at(60, 20)), interval_seconds: 10, ...minute60, queries_per_s: 5, failed_queries_per_s: 0, query_p99_ms: 197, queries_logged: 40 }
+      const current = {
+        ts: iso(at(60, 20)),
+        interval_seconds: 10,
+        ...minute60,
+        queries_per_s: 5,
+        failed_queries_per_s: 0,
+        query_p99_ms: 197,
+        queries_logged: 40,
+      }
       const minutes = [
         { ts: iso(at(59)), ...minute59, queries_per_s: 1.833, failed_queries_per_s: 0.25 },
         { ts: iso(at(60)), ...minute60, queries_per_s: 0.833, failed_queries_per_s: 0 },
       ]
-      expect(await ok(id, `/server-metrics?${range(at(50), at(70))}`)).toEqual({ ...current, bucket_seconds: 60, timeseries: minutes })
+      expect(await ok(id, `/server-metrics?${range(at(50), at(70))}`)).toEqual({
+        ...current,
+        bucket_seconds: 60,
+        timeseries: minutes,
+      })
       expect(await ok(id, '/server-metrics')).toEqual({ ...current, bucket_seconds: 60, timeseries: minutes })
       // Across the hour boundary: each hour from the hourly buckets.
       expect(await ok(id, `/server-metrics?${range(at(0), at(120))}&bucket=3600`)).toEqual({
@@ -481,18 +716,41 @@ for (const kind of storeKinds) {
             'disk.default.free_bytes': -1024,
             'disk.default.total_bytes': 5e-324,
           },
-          parts: [{ database: 'd', table: 't', partition_id: 'all', active_parts: 9, rows: 1, bytes_on_disk: 1, parts_to_delay_insert: 5e-324, parts_to_throw_insert: 1e-300 }],
+          parts: [
+            {
+              database: 'd',
+              table: 't',
+              partition_id: 'all',
+              active_parts: 9,
+              rows: 1,
+              bytes_on_disk: 1,
+              parts_to_delay_insert: 5e-324,
+              parts_to_throw_insert: 1e-300,
+            },
+          ],
         }),
         interval_seconds: 5e-324,
       })
       const metrics = await get(id, '/server-metrics')
       expect(metrics.status).toBe(200)
-      expect(metrics.body).toMatchObject({ queries_total: 100, queries_per_s: null, failed_queries_per_s: null, failed_query_ratio: 0.01, memory_used_pct: null })
-      expect(metrics.body.disks).toEqual([{ name: 'default', free_bytes: -1024, total_bytes: 5e-324, used_bytes: 1024, used_pct: null }])
+      expect(metrics.body).toMatchObject({
+        queries_total: 100,
+        queries_per_s: null,
+        failed_queries_per_s: null,
+        failed_query_ratio: 0.01,
+        memory_used_pct: null,
+      })
+      expect(metrics.body.disks).toEqual([
+        { name: 'default', free_bytes: -1024, total_bytes: 5e-324, used_bytes: 1024, used_pct: null },
+      ])
       const parts = await get(id, '/parts')
       expect(parts.status).toBe(200)
       // (9 parts over a threshold of 1e-300 is absurd but finite, so it stays)
-      expect([parts.body.max_delay_insert_ratio, parts.body.max_throw_insert_ratio, parts.body.partitions[0].delay_insert_ratio]).toEqual([null, 9e300, null])
+      expect([
+        parts.body.max_delay_insert_ratio,
+        parts.body.max_throw_insert_ratio,
+        parts.body.partitions[0].delay_insert_ratio,
+      ]).toEqual([null, 9e300, null])
     })
 
     test('a late batch never replaces newer parts, merges, mutations or server metrics', async () => {
@@ -512,9 +770,21 @@ for (const kind of storeKinds) {
         }),
       )
       const check = async (ts: number) => {
-        expect(await ok(id, '/parts')).toMatchObject({ ts: iso(ts), active_parts: 10, partitions: [{ partition_id: 'all', active_parts: 10 }] })
-        expect(await ok(id, '/merges')).toMatchObject({ ts: iso(ts), active_merges: 1, merges: [{ table: 'hits', progress: 0.5 }] })
-        expect(await ok(id, '/mutations')).toMatchObject({ ts: iso(ts), active_mutations: 1, mutations: [{ mutation_id: 'mutation_9.txt' }] })
+        expect(await ok(id, '/parts')).toMatchObject({
+          ts: iso(ts),
+          active_parts: 10,
+          partitions: [{ partition_id: 'all', active_parts: 10 }],
+        })
+        expect(await ok(id, '/merges')).toMatchObject({
+          ts: iso(ts),
+          active_merges: 1,
+          merges: [{ table: 'hits', progress: 0.5 }],
+        })
+        expect(await ok(id, '/mutations')).toMatchObject({
+          ts: iso(ts),
+          active_mutations: 1,
+          mutations: [{ mutation_id: 'mutation_9.txt' }],
+        })
       }
       await check(at(20))
       expect(await ok(id, '/server-metrics')).toMatchObject({ ts: iso(at(20)), uptime_s: 1000 })
@@ -524,7 +794,12 @@ for (const kind of storeKinds) {
       expect(await ok(id, '/server-metrics')).toMatchObject({ ts: iso(at(21)), uptime_s: 1060 })
       // A batch collected at the same time as the stored one replaces it.
       await ingest(chBatch('late', at(20), { ...newer, merges: [] }))
-      expect(await ok(id, '/merges')).toEqual({ ts: iso(at(20)), active_merges: 0, merge_progress_pct: null, merges: [] })
+      expect(await ok(id, '/merges')).toEqual({
+        ts: iso(at(20)),
+        active_merges: 0,
+        merge_progress_pct: null,
+        merges: [],
+      })
     })
 
     test('/queries, /queries/{hash} and /active carry the ClickHouse fields', async () => {
@@ -544,7 +819,9 @@ for (const kind of storeKinds) {
         read_rows: 100,
       }
       await ingest(chBatch('ch-queries', at(30, 5), { query_stats: [stat(3, 4096, 25, 1)] }))
-      const id = await ingest(chBatch('ch-queries', at(31, 5), { query_stats: [stat(1, 1024, 40, 0)], activity: [running] }))
+      const id = await ingest(
+        chBatch('ch-queries', at(31, 5), { query_stats: [stat(1, 1024, 40, 0)], activity: [running] }),
+      )
       const totals = {
         query_hash: '7382740123',
         query_text: 'SELECT count() FROM events.hits WHERE d = ?',
@@ -607,7 +884,11 @@ for (const kind of storeKinds) {
       // Minute points: the two cycles of minute 30 summed (p99: the higher one).
       const minutes = await ok(id, `/queries/9001?${range(at(0), at(120))}`)
       expect(minutes).toMatchObject({ resolution_seconds: 60, read_bytes: 5230, memory_bytes: 10460, errors: 7 })
-      expect(minutes.timeseries).toEqual([point(at(30), 5, 4196, 3, 30), point(at(31), 1, 1024, 0, 40), point(at(90), 1, 10, 4, 5)])
+      expect(minutes.timeseries).toEqual([
+        point(at(30), 5, 4196, 3, 30),
+        point(at(31), 1, 1024, 0, 40),
+        point(at(90), 1, 10, 4, 5),
+      ])
       // Beyond 24 hours: hourly points.
       const hours = await ok(id, `/queries/9001?${range(at(-25 * 60), at(120))}`)
       expect(hours.resolution_seconds).toBe(3600)
@@ -616,11 +897,23 @@ for (const kind of storeKinds) {
       // A PostgreSQL statement's points carry none of the three.
       const pgId = await ingest(
         pgBatch('pg-query-points', at(30, 5), {
-          query_stats: [{ query_hash: '9001', query_text: 'SELECT 1', calls: 1, total_time_ms: 10, rows: 1, shared_blks_hit: 0, shared_blks_read: 0 }],
+          query_stats: [
+            {
+              query_hash: '9001',
+              query_text: 'SELECT 1',
+              calls: 1,
+              total_time_ms: 10,
+              rows: 1,
+              shared_blks_hit: 0,
+              shared_blks_read: 0,
+            },
+          ],
         }),
       )
       const { read_bytes, memory_bytes, errors, ...pgPoint } = point(at(30), 1, 0, 0, 0)
-      expect((await ok(pgId, `/queries/9001?${range(at(0), at(120))}`)).timeseries).toEqual([{ ...pgPoint, p99_ms: null }])
+      expect((await ok(pgId, `/queries/9001?${range(at(0), at(120))}`)).timeseries).toEqual([
+        { ...pgPoint, p99_ms: null },
+      ])
     })
 
     test('validation: sort, limit, booleans, bucket and window', async () => {
@@ -634,11 +927,16 @@ for (const kind of storeKinds) {
         ['/mutations?stuck=maybe', 'stuck must be true or false'],
         ['/mutations?include_done=2', 'include_done must be true or false'],
       ]
-      for (const [path, error] of cases) expect({ path, ...(await get(id, path)) }).toEqual({ path, status: 400, body: { error } })
+      for (const [path, error] of cases)
+        expect({ path, ...(await get(id, path)) }).toEqual({ path, status: 400, body: { error } })
 
       for (const path of ['/server-metrics', '/parts/timeseries']) {
         await session.expectSeriesValidation(id, path)
-        expect({ path, ...(await get(id, `${path}?${range(at(20), at(10))}`)) }).toEqual({ path, status: 400, body: { error: 'since must be before until' } })
+        expect({ path, ...(await get(id, `${path}?${range(at(20), at(10))}`)) }).toEqual({
+          path,
+          status: 400,
+          body: { error: 'since must be before until' },
+        })
       }
     })
 
@@ -647,7 +945,10 @@ for (const kind of storeKinds) {
       const pgId = await ingest(pgBatch('pg', at(10)))
 
       const clickhouseOnly = ['/parts', '/parts/timeseries', '/merges', '/mutations', '/server-metrics']
-      await session.expectEach(pgId, clickhouseOnly, { status: 400, body: { error: 'this endpoint serves clickhouse databases; "pg" is a postgres database' } })
+      await session.expectEach(pgId, clickhouseOnly, {
+        status: 400,
+        body: { error: 'this endpoint serves clickhouse databases; "pg" is a postgres database' },
+      })
       const postgresOnly = [
         '/locks',
         '/tables',
@@ -658,15 +959,23 @@ for (const kind of storeKinds) {
         ...POSTGRES_INTERNALS_PATHS,
         '/queries/7382740123/explain',
       ]
-      await session.expectEach(chId, postgresOnly, { status: 400, body: { error: 'this endpoint serves postgres databases; "ch" is a clickhouse database' } })
+      await session.expectEach(chId, postgresOnly, {
+        status: 400,
+        body: { error: 'this endpoint serves postgres databases; "ch" is a clickhouse database' },
+      })
       // Both engines: statements, sessions and waits.
       await session.expectEach(chId, ['/queries', '/active', '/waits'], { status: 200, body: [] })
 
       await session.expectHiddenFromOtherOrganizations(chId, clickhouseOnly)
       for (const path of clickhouseOnly) {
-        expect({ path, status: (await session.server.call('GET', `/api/v1/databases/${chId}${path}`)).status }).toEqual({ path, status: 401 })
+        expect({ path, status: (await session.server.call('GET', `/api/v1/databases/${chId}${path}`)).status }).toEqual(
+          { path, status: 401 },
+        )
       }
-      expect(await get('00000000-0000-0000-0000-000000000000', '/parts')).toEqual({ status: 404, body: { error: 'database not found' } })
+      expect(await get('00000000-0000-0000-0000-000000000000', '/parts')).toEqual({
+        status: 404,
+        body: { error: 'database not found' },
+      })
     })
 
     test('deleting a database removes its ClickHouse rows', async () => {
@@ -675,13 +984,23 @@ for (const kind of storeKinds) {
           parts: [part('events', 'hits', 'all', 1, 1, 1)],
           merges: [merge('hits', 1, 0.5)],
           mutations: [mutation('mutation_1.txt', at(0))],
-          server_metrics: { uptime_s: 10, queries_total: 5, queries_failed: 1, 'disk.default.free_bytes': 1, 'disk.default.total_bytes': 2 },
+          server_metrics: {
+            uptime_s: 10,
+            queries_total: 5,
+            queries_failed: 1,
+            'disk.default.free_bytes': 1,
+            'disk.default.total_bytes': 2,
+          },
         }),
       )
       const count = (table: string) => session.rowCount(table, id)
-      const kinds = await session.server.store.driver.all<{ kind: string }>('SELECT kind FROM clickhouse_latest WHERE database_id = $1 ORDER BY kind', [id])
+      const kinds = await session.server.store.driver.all<{ kind: string }>(
+        'SELECT kind FROM clickhouse_latest WHERE database_id = $1 ORDER BY kind',
+        [id],
+      )
       expect(kinds.map((k) => k.kind)).toEqual(['merges', 'mutations', 'parts', 'server_metrics'])
-      for (const table of CLICKHOUSE_TABLES) expect({ table, stored: (await count(table)) > 0 }).toEqual({ table, stored: true })
+      for (const table of CLICKHOUSE_TABLES)
+        expect({ table, stored: (await count(table)) > 0 }).toEqual({ table, stored: true })
       expect((await session.server.call('DELETE', `/api/v1/databases/${id}`, { apiKey: session.key })).status).toBe(204)
       for (const table of CLICKHOUSE_TABLES) expect({ table, n: await count(table) }).toEqual({ table, n: 0 })
       expect(await get(id, '/parts')).toEqual({ status: 404, body: { error: 'database not found' } })

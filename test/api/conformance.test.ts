@@ -9,7 +9,16 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type { ActiveQuery, IndexStat, IngestBatch, LockEntry, MergeEntry, MutationEntry, PartStat, TableStat } from '../../src/shared/wire.ts'
+import type {
+  ActiveQuery,
+  IndexStat,
+  IngestBatch,
+  LockEntry,
+  MergeEntry,
+  MutationEntry,
+  PartStat,
+  TableStat,
+} from '../../src/shared/wire.ts'
 import { resultLimits } from '../../src/server/limits.ts'
 import { builtBinary } from '../support/binary.ts'
 import { POSTGRES_INTERNALS_PATHS, chBatch, pgBatch } from '../support/batches.ts'
@@ -30,7 +39,10 @@ async function sourceTarget(kind: StoreKind): Promise<Target> {
 }
 
 async function binaryTarget(kind: StoreKind): Promise<Target> {
-  const [binary, databaseUrl] = await Promise.all([builtBinary(), kind === 'postgres' ? sharedPostgres().then((pg) => pg.freshDatabase()) : undefined])
+  const [binary, databaseUrl] = await Promise.all([
+    builtBinary(),
+    kind === 'postgres' ? sharedPostgres().then((pg) => pg.freshDatabase()) : undefined,
+  ])
   const dataDir = mkdtempSync(join(tmpdir(), 'dbm-conformance-'))
   const server = await startServe([binary], { dataDir, extraArgs: databaseUrl ? ['--database-url', databaseUrl] : [] })
   return {
@@ -54,10 +66,20 @@ interface Answer {
   body: any
 }
 
-async function send(base: string, method: string, path: string, auth: Record<string, string>, payload?: { json?: unknown; raw?: string }): Promise<Answer> {
+async function send(
+  base: string,
+  method: string,
+  path: string,
+  auth: Record<string, string>,
+  payload?: { json?: unknown; raw?: string },
+): Promise<Answer> {
   const headers: Record<string, string> = { ...auth }
   if (payload) headers['content-type'] = 'application/json'
-  const res = await fetch(base + path, { method, headers, body: payload?.raw ?? (payload ? JSON.stringify(payload.json) : undefined) })
+  const res = await fetch(base + path, {
+    method,
+    headers,
+    body: payload?.raw ?? (payload ? JSON.stringify(payload.json) : undefined),
+  })
   const text = await res.text()
   let body: unknown = text
   try {
@@ -71,7 +93,16 @@ async function send(base: string, method: string, path: string, auth: Record<str
 const now = Date.now()
 const over = (endpoint: keyof typeof resultLimits) => resultLimits[endpoint].max + 1
 
-const counters = { seq_scan: 0, seq_tup_read: 0, idx_scan: 0, idx_tup_fetch: 0, n_tup_ins: 0, n_tup_upd: 0, n_tup_del: 0, n_tup_hot_upd: 0 }
+const counters = {
+  seq_scan: 0,
+  seq_tup_read: 0,
+  idx_scan: 0,
+  idx_tup_fetch: 0,
+  n_tup_ins: 0,
+  n_tup_upd: 0,
+  n_tup_del: 0,
+  n_tup_hot_upd: 0,
+}
 const table = (i: number): TableStat => ({
   schema_name: 'public',
   table_name: `t${i}`,
@@ -121,8 +152,23 @@ const lock = (i: number): LockEntry => ({
   duration_ms: i,
   query_text: `UPDATE t0 SET c = ${i}`,
 })
-const statement = (i: number) => ({ query_hash: `q${i}`, query_text: `SELECT ${i}`, calls: 1, total_time_ms: i + 1, rows: 1, shared_blks_hit: 0, shared_blks_read: 0 })
-const part = (i: number): PartStat => ({ database: 'events', table: 'hits', partition_id: `p${i}`, active_parts: 1 + (i % 7), rows: i, bytes_on_disk: i })
+const statement = (i: number) => ({
+  query_hash: `q${i}`,
+  query_text: `SELECT ${i}`,
+  calls: 1,
+  total_time_ms: i + 1,
+  rows: 1,
+  shared_blks_hit: 0,
+  shared_blks_read: 0,
+})
+const part = (i: number): PartStat => ({
+  database: 'events',
+  table: 'hits',
+  partition_id: `p${i}`,
+  active_parts: 1 + (i % 7),
+  rows: i,
+  bytes_on_disk: i,
+})
 const merge = (i: number): MergeEntry => ({
   database: 'events',
   table: 'hits',
@@ -155,7 +201,11 @@ const seedBatches: IngestBatch[] = [
     activity: rowsOf(over('active'), session),
     locks: rowsOf(over('locks'), lock),
   }),
-  chBatch('ch', now - 60_000, { parts: rowsOf(over('parts'), part), merges: rowsOf(over('merges'), merge), mutations: rowsOf(over('mutations'), mutation) }),
+  chBatch('ch', now - 60_000, {
+    parts: rowsOf(over('parts'), part),
+    merges: rowsOf(over('merges'), merge),
+    mutations: rowsOf(over('mutations'), mutation),
+  }),
 ]
 
 // ---- the table ----
@@ -199,13 +249,16 @@ const limitedLists: [path: string, list: string | undefined, endpoint: keyof typ
 
 const limitCases: Case[] = limitedLists.flatMap(([path, list, endpoint, seeded]) => {
   const max = resultLimits[endpoint].max
-  const cases: Case[] = ['-1', '0', '000', '1.5', 'ten', '', '+5', '1e2', '0x10', `${max}.0001`, '1'.repeat(21)].map((limit) => ({
-    path: `${path}?limit=${limit}`,
-    want: limitError(endpoint),
-  }))
+  const cases: Case[] = ['-1', '0', '000', '1.5', 'ten', '', '+5', '1e2', '0x10', `${max}.0001`, '1'.repeat(21)].map(
+    (limit) => ({
+      path: `${path}?limit=${limit}`,
+      want: limitError(endpoint),
+    }),
+  )
   if (seeded) {
     // Over the maximum, however far: clamped to it; a valid limit is taken as given.
-    for (const limit of [max + 1, `0${max}`, '9'.repeat(20)]) cases.push({ path: `${path}?limit=${limit}`, list, want: { status: 200, rows: max } })
+    for (const limit of [max + 1, `0${max}`, '9'.repeat(20)])
+      cases.push({ path: `${path}?limit=${limit}`, list, want: { status: 200, rows: max } })
     cases.push({ path: `${path}?limit=2`, list, want: { status: 200, rows: 2 } })
   }
   return cases
@@ -224,8 +277,14 @@ const seriesPaths = [
   '/api/v1/databases/{ch}/server-metrics',
 ]
 const seriesCases: Case[] = seriesPaths.flatMap((path) => [
-  ...['-60', '0', '30', '59', 'minute', '90.5', '', '-0', '0x3c', '6e1', '9'.repeat(21)].map((bucket) => ({ path: `${path}?bucket=${bucket}`, want: error(BUCKET_ERROR) })),
-  { path: `${path}?bucket=90`, want: error('bucket must be a multiple of 60 seconds (the data are kept per minute): use 60 or 120') },
+  ...['-60', '0', '30', '59', 'minute', '90.5', '', '-0', '0x3c', '6e1', '9'.repeat(21)].map((bucket) => ({
+    path: `${path}?bucket=${bucket}`,
+    want: error(BUCKET_ERROR),
+  })),
+  {
+    path: `${path}?bucket=90`,
+    want: error('bucket must be a multiple of 60 seconds (the data are kept per minute): use 60 or 120'),
+  },
   // Over the maximum (31 days): clamped.
   { path: `${path}?bucket=${'9'.repeat(20)}`, want: { status: 200 } },
   { path: `${path}?bucket=0120`, want: { status: 200 } },
@@ -242,16 +301,36 @@ const windowPaths = [
 ]
 const windowCases: Case[] = windowPaths.flatMap((path) => [
   { path: `${path}?${WINDOW_BACKWARDS}`, want: error('since must be before until') },
-  { path: `${path}?until=2026-13-45T00:00:00Z`, want: error('until must be an RFC 3339 timestamp, like 2026-01-31T12:00:00Z') },
+  {
+    path: `${path}?until=2026-13-45T00:00:00Z`,
+    want: error('until must be an RFC 3339 timestamp, like 2026-01-31T12:00:00Z'),
+  },
   { path: `${path}?since=${'9'.repeat(65)}`, want: error('since must be an RFC 3339 timestamp') },
 ])
 
 const choiceCases: Case[] = [
-  { path: '/api/v1/databases/{pg}/queries?sort_by=speed', want: error('sort_by must be one of: total_time, calls, mean_time, rows, io_time') },
-  { path: '/api/v1/databases/{pg}/tables?sort_by=rows', want: error('sort_by must be one of: size, dead_tuples, seq_scans, live_tuples, index_size, heap_size, toast_size, total_size') },
-  { path: '/api/v1/databases/{pg}/indexes?sort_by=dead_tuples', want: error('sort_by must be one of: size, scans, tuples_read') },
-  { path: '/api/v1/databases/{pg}/indexes/unused?sort_by=', want: error('sort_by must be one of: size, scans, tuples_read') },
-  { path: '/api/v1/databases/{ch}/parts?sort_by=size', want: error('sort_by must be one of: active_parts, bytes_on_disk, rows') },
+  {
+    path: '/api/v1/databases/{pg}/queries?sort_by=speed',
+    want: error('sort_by must be one of: total_time, calls, mean_time, rows, io_time'),
+  },
+  {
+    path: '/api/v1/databases/{pg}/tables?sort_by=rows',
+    want: error(
+      'sort_by must be one of: size, dead_tuples, seq_scans, live_tuples, index_size, heap_size, toast_size, total_size',
+    ),
+  },
+  {
+    path: '/api/v1/databases/{pg}/indexes?sort_by=dead_tuples',
+    want: error('sort_by must be one of: size, scans, tuples_read'),
+  },
+  {
+    path: '/api/v1/databases/{pg}/indexes/unused?sort_by=',
+    want: error('sort_by must be one of: size, scans, tuples_read'),
+  },
+  {
+    path: '/api/v1/databases/{ch}/parts?sort_by=size',
+    want: error('sort_by must be one of: active_parts, bytes_on_disk, rows'),
+  },
   { path: '/api/v1/databases/{pg}/alerts?status=closed', want: error('status must be one of: open, resolved, all') },
   { path: '/api/v1/databases/{pg}/recommendations?status=', want: error('status must be one of: open, resolved, all') },
   { path: '/api/v1/databases/{ch}/mutations?stuck=maybe', want: error('stuck must be true or false') },
@@ -260,8 +339,14 @@ const choiceCases: Case[] = [
   // Unknown query parameters (cache busters) are ignored.
   { path: '/api/v1/databases/{pg}/tables?limit=3&_=12345', want: { status: 200, rows: 3 } },
   // The other engine's endpoints.
-  { path: '/api/v1/databases/{ch}/tables', want: error('this endpoint serves postgres databases; "ch" is a clickhouse database') },
-  { path: '/api/v1/databases/{pg}/parts', want: error('this endpoint serves clickhouse databases; "pg" is a postgres database') },
+  {
+    path: '/api/v1/databases/{ch}/tables',
+    want: error('this endpoint serves postgres databases; "ch" is a clickhouse database'),
+  },
+  {
+    path: '/api/v1/databases/{pg}/parts',
+    want: error('this endpoint serves clickhouse databases; "pg" is a postgres database'),
+  },
 ]
 
 const databasePaths = [
@@ -299,9 +384,17 @@ const idCases: Case[] = [
   { path: `/api/v1/databases/${UNKNOWN_ID}x`, want: NOT_A_DATABASE_ID },
   { method: 'PATCH', path: '/api/v1/databases/1', json: { port: 1 }, want: NOT_A_DATABASE_ID },
   { method: 'DELETE', path: "/api/v1/databases/1'%20OR%20'1'='1", want: NOT_A_DATABASE_ID },
-  { method: 'DELETE', path: `/api/v1/databases/${UNKNOWN_ID}`, want: { status: 404, body: { error: 'database not found' } } },
+  {
+    method: 'DELETE',
+    path: `/api/v1/databases/${UNKNOWN_ID}`,
+    want: { status: 404, body: { error: 'database not found' } },
+  },
   { method: 'DELETE', path: '/api/v1/api-keys/nope', want: error('id must be an API key id (a UUID)') },
-  { method: 'DELETE', path: `/api/v1/api-keys/${UNKNOWN_ID}`, want: { status: 404, body: { error: 'API key not found' } } },
+  {
+    method: 'DELETE',
+    path: `/api/v1/api-keys/${UNKNOWN_ID}`,
+    want: { status: 404, body: { error: 'API key not found' } },
+  },
 ]
 
 const NOT_JSON = error('request body must be valid JSON')
@@ -309,30 +402,66 @@ const NOT_AN_OBJECT = error('request body must be a JSON object')
 const PORT_ERROR = error('port must be an integer from 1 to 65535')
 const newDatabase = { name: 'new', engine: 'postgres', host: 'db.internal' }
 const bodyCases: Case[] = [
-  ...(['POST /api/v1/databases', 'PATCH /api/v1/databases/{pg}', 'POST /api/v1/api-keys', 'PUT /api/v1/organization/webhook', 'POST /api/v1/ingest'] as const).flatMap(
-    (route) => {
-      const [method, path] = route.split(' ') as [Case['method'], string]
-      return [
-        { method, path, raw: '{"name": "x",', want: NOT_JSON },
-        { method, path, raw: "{'name': 'x'}", want: NOT_JSON },
-        { method, path, raw: '[{"name": "x"}]', want: NOT_AN_OBJECT },
-        { method, path, raw: '"x"', want: NOT_AN_OBJECT },
-      ]
-    },
-  ),
-  { method: 'POST', path: '/api/v1/databases', json: { ...newDatabase, colour: 'red' }, want: error('unknown field: colour') },
-  { method: 'POST', path: '/api/v1/databases', json: { ...newDatabase, engine: 'mysql' }, want: error('engine must be one of: postgres, clickhouse') },
-  { method: 'POST', path: '/api/v1/databases', json: { ...newDatabase, name: ' ' }, want: error('name is required and must be a non-empty string of at most 200 characters') },
-  { method: 'POST', path: '/api/v1/databases', json: { engine: 'postgres', host: 'h' }, want: error('name is required and must be a non-empty string of at most 200 characters') },
+  ...(
+    [
+      'POST /api/v1/databases',
+      'PATCH /api/v1/databases/{pg}',
+      'POST /api/v1/api-keys',
+      'PUT /api/v1/organization/webhook',
+      'POST /api/v1/ingest',
+    ] as const
+  ).flatMap((route) => {
+    const [method, path] = route.split(' ') as [Case['method'], string]
+    return [
+      { method, path, raw: '{"name": "x",', want: NOT_JSON },
+      { method, path, raw: "{'name': 'x'}", want: NOT_JSON },
+      { method, path, raw: '[{"name": "x"}]', want: NOT_AN_OBJECT },
+      { method, path, raw: '"x"', want: NOT_AN_OBJECT },
+    ]
+  }),
+  {
+    method: 'POST',
+    path: '/api/v1/databases',
+    json: { ...newDatabase, colour: 'red' },
+    want: error('unknown field: colour'),
+  },
+  {
+    method: 'POST',
+    path: '/api/v1/databases',
+    json: { ...newDatabase, engine: 'mysql' },
+    want: error('engine must be one of: postgres, clickhouse'),
+  },
+  {
+    method: 'POST',
+    path: '/api/v1/databases',
+    json: { ...newDatabase, name: ' ' },
+    want: error('name is required and must be a non-empty string of at most 200 characters'),
+  },
+  {
+    method: 'POST',
+    path: '/api/v1/databases',
+    json: { engine: 'postgres', host: 'h' },
+    want: error('name is required and must be a non-empty string of at most 200 characters'),
+  },
   ...[0, -1, 65536, 1.5, 1e300, '0', '-5432', '65536', '5432.5', 'http', '', null, true].map((port) => ({
     method: 'POST' as const,
     path: '/api/v1/databases',
     json: { ...newDatabase, port },
     want: PORT_ERROR,
   })),
-  { method: 'POST', path: '/api/v1/databases', json: { ...newDatabase, tags: { env: 1 } }, want: error('invalid tags.env: Expected string') },
+  {
+    method: 'POST',
+    path: '/api/v1/databases',
+    json: { ...newDatabase, tags: { env: 1 } },
+    want: error('invalid tags.env: Expected string'),
+  },
   // A whole number in a string is taken as the number.
-  { method: 'POST', path: '/api/v1/databases', json: { ...newDatabase, name: 'string-port', port: '5433' }, want: { status: 201, port: 5433 } },
+  {
+    method: 'POST',
+    path: '/api/v1/databases',
+    json: { ...newDatabase, name: 'string-port', port: '5433' },
+    want: { status: 201, port: 5433 },
+  },
   { method: 'PATCH', path: '/api/v1/databases/{pg}', json: { colour: 'red' }, want: error('unknown field: colour') },
   ...[0, -10, 86401, 2.5, '0', '86401', 'ten'].map((value) => ({
     method: 'PATCH' as const,
@@ -341,7 +470,12 @@ const bodyCases: Case[] = [
     want: error('poll_interval_seconds must be an integer from 1 to 86400'),
   })),
   { method: 'PATCH', path: '/api/v1/databases/{pg}', json: { port: '0' }, want: PORT_ERROR },
-  { method: 'PATCH', path: '/api/v1/databases/{pg}', json: { collect_explain_plans: 'yes' }, want: error('collect_explain_plans must be true or false') },
+  {
+    method: 'PATCH',
+    path: '/api/v1/databases/{pg}',
+    json: { collect_explain_plans: 'yes' },
+    want: error('collect_explain_plans must be true or false'),
+  },
   {
     method: 'PATCH',
     path: '/api/v1/databases/{pg}',
@@ -350,10 +484,25 @@ const bodyCases: Case[] = [
       'disabled_collectors: unknown postgres collector "nope" (known: query_stats, explain_plans, activity, locks, waits, tables, indexes, replication, bgwriter, wal_stats, io_stats, database_stats, constraints, bloat, connections, progress, column_stats, archiver, backups, triggers, wal_dir, security, host, log_events, custom_metrics)',
     ),
   },
-  { method: 'POST', path: '/api/v1/api-keys', json: {}, want: error('name is required and must be a non-empty string of at most 200 characters') },
+  {
+    method: 'POST',
+    path: '/api/v1/api-keys',
+    json: {},
+    want: error('name is required and must be a non-empty string of at most 200 characters'),
+  },
   { method: 'POST', path: '/api/v1/api-keys', json: { name: 'k', scope: 'all' }, want: error('unknown field: scope') },
-  { method: 'PUT', path: '/api/v1/organization/webhook', json: { url: 5 }, want: error('url is required and must be a non-empty string of at most 2048 characters') },
-  { method: 'PUT', path: '/api/v1/organization/webhook', json: { url: 'https://hooks.example.com/x', events: [] }, want: error('unknown field: events') },
+  {
+    method: 'PUT',
+    path: '/api/v1/organization/webhook',
+    json: { url: 5 },
+    want: error('url is required and must be a non-empty string of at most 2048 characters'),
+  },
+  {
+    method: 'PUT',
+    path: '/api/v1/organization/webhook',
+    json: { url: 'https://hooks.example.com/x', events: [] },
+    want: error('unknown field: events'),
+  },
 ]
 
 /** A body as a failure shows it: an error in full, anything else by its shape (a list of 500 rows would bury the diff). */
@@ -364,7 +513,8 @@ function summary(body: unknown): unknown {
 }
 
 /** A case as it reads in a failure: method, path and body. */
-const label = (c: Case) => `${c.method ?? 'GET'} ${c.path}${c.raw !== undefined ? ` ${c.raw}` : c.json !== undefined ? ` ${JSON.stringify(c.json)}` : ''}`
+const label = (c: Case) =>
+  `${c.method ?? 'GET'} ${c.path}${c.raw !== undefined ? ` ${c.raw}` : c.json !== undefined ? ` ${JSON.stringify(c.json)}` : ''}`
 
 const cases: Case[] = [...limitCases, ...seriesCases, ...windowCases, ...choiceCases, ...idCases, ...bodyCases]
 
@@ -393,9 +543,15 @@ for (const [name, start] of targets) {
     beforeAll(async () => {
       target = await start()
       const email = `conformance-${crypto.randomUUID()}@example.com`
-      const signup = await send(target.base, 'POST', '/api/v1/auth/signup', {}, {
-        json: { email, password: 'correct horse battery', name: 'Conformance', org_name: 'Conformance' },
-      })
+      const signup = await send(
+        target.base,
+        'POST',
+        '/api/v1/auth/signup',
+        {},
+        {
+          json: { email, password: 'correct horse battery', name: 'Conformance', org_name: 'Conformance' },
+        },
+      )
       if (signup.status !== 201) throw new Error(`signup: ${signup.status} ${JSON.stringify(signup.body)}`)
       const token = { authorization: `Bearer ${signup.body.access_token}` }
       const link = target.mailLink(email)
@@ -403,7 +559,9 @@ for (const [name, start] of targets) {
       const verified = await send(target.base, 'GET', verifyCall(link), {})
       if (verified.status !== 200) throw new Error(`verify: ${verified.status} ${JSON.stringify(verified.body)}`)
       // Every scope: the table calls the admin routes too (registering, changing databases, the webhook).
-      const key = await send(target.base, 'POST', '/api/v1/api-keys', token, { json: { name: 'conformance', scopes: ['ingest', 'read', 'admin'] } })
+      const key = await send(target.base, 'POST', '/api/v1/api-keys', token, {
+        json: { name: 'conformance', scopes: ['ingest', 'read', 'admin'] },
+      })
       auth = { 'x-api-key': key.body.key }
       for (const batch of seedBatches) {
         const res = await send(target.base, 'POST', '/api/v1/ingest', auth, { json: batch })
@@ -421,7 +579,13 @@ for (const [name, start] of targets) {
       const wrong: { request: string; got: Record<string, unknown>; want: Case['want'] }[] = []
       for (const c of cases) {
         const path = c.path.replace('{pg}', ids.pg!).replace('{ch}', ids.ch!)
-        const res = await send(target!.base, c.method ?? 'GET', path, auth, c.raw !== undefined ? { raw: c.raw } : c.json !== undefined ? { json: c.json } : undefined)
+        const res = await send(
+          target!.base,
+          c.method ?? 'GET',
+          path,
+          auth,
+          c.raw !== undefined ? { raw: c.raw } : c.json !== undefined ? { json: c.json } : undefined,
+        )
         const got: Record<string, unknown> = { status: res.status }
         if ('body' in c.want || res.status !== c.want.status) got.body = summary(res.body)
         if ('rows' in c.want) {
@@ -443,7 +607,9 @@ for (const [name, start] of targets) {
       // Elysia checks this answer against the Database schema: every field the document names, no other.
       const db = await send(target!.base, 'GET', `/api/v1/databases/${ids.pg}`, auth)
       expect(db.status).toBe(200)
-      expect(Object.keys(db.body).sort()).toEqual(Object.keys(sourceDocument.components.schemas.Database.properties).sort())
+      expect(Object.keys(db.body).sort()).toEqual(
+        Object.keys(sourceDocument.components.schemas.Database.properties).sort(),
+      )
       expect(db.body).toMatchObject({ id: ids.pg, engine: 'postgres', status: 'connected' })
     })
   })

@@ -15,8 +15,25 @@ const INT64_MAX = '9223372036854775807'
 /** The API's reading of a counter pinned at INT64_MAX (the nearest double). */
 const PINNED = 2 ** 63
 
-const statement = { query_hash: 'hot', query_text: 'SELECT 1', calls: MAX_COUNT, total_time_ms: 1, rows: MAX_COUNT, shared_blks_hit: 0, shared_blks_read: 0 }
-const tableCounters = { seq_scan: MAX_COUNT, seq_tup_read: 0, idx_scan: 0, idx_tup_fetch: 0, n_tup_ins: 0, n_tup_upd: 0, n_tup_del: 0, n_tup_hot_upd: 0 }
+const statement = {
+  query_hash: 'hot',
+  query_text: 'SELECT 1',
+  calls: MAX_COUNT,
+  total_time_ms: 1,
+  rows: MAX_COUNT,
+  shared_blks_hit: 0,
+  shared_blks_read: 0,
+}
+const tableCounters = {
+  seq_scan: MAX_COUNT,
+  seq_tup_read: 0,
+  idx_scan: 0,
+  idx_tup_fetch: 0,
+  n_tup_ins: 0,
+  n_tup_upd: 0,
+  n_tup_del: 0,
+  n_tup_hot_upd: 0,
+}
 const table = {
   schema_name: 'public',
   table_name: 'hot',
@@ -44,7 +61,8 @@ const hotBatch = (collectedAt: number, times = 1): IngestBatch =>
 for (const kind of storeKinds) {
   describe(`counters past BIGINT saturate (${kind})`, () => {
     const session = agentSession(kind)
-    const post = (batch: IngestBatch) => session.server.call('POST', '/api/v1/ingest', { apiKey: session.key, body: batch })
+    const post = (batch: IngestBatch) =>
+      session.server.call('POST', '/api/v1/ingest', { apiKey: session.key, body: batch })
     /** The stored counters as text (an INTEGER spells its digits, a REAL would not), by resolution and bucket. */
     const stored = async (id: string, table: string, column: string) =>
       (
@@ -93,12 +111,21 @@ for (const kind of storeKinds) {
     })
 
     test('reads answer: a pinned bucket reads as 2^63, two of them add up', async () => {
-      const calls = async (from: number, to: number) => ((await session.ok(id, `/queries?${range(from, to)}&sort_by=calls`)) as { total_calls: number }[]).map((q) => q.total_calls)
+      const calls = async (from: number, to: number) =>
+        ((await session.ok(id, `/queries?${range(from, to)}&sort_by=calls`)) as { total_calls: number }[]).map(
+          (q) => q.total_calls,
+        )
       expect(await calls(at(10), at(11))).toEqual([PINNED])
       expect(await calls(at(10), at(12))).toEqual([2 * PINNED])
       const detail = await session.ok(id, `/queries/hot?${range(at(10), at(12))}`)
-      expect({ total: detail.total_calls, points: detail.timeseries.map((p: { calls: number }) => p.calls) }).toEqual({ total: 2 * PINNED, points: [PINNED, PINNED] })
-      const waits = async (bucket: number) => ((await session.ok(id, `/waits?${range(base, base + HOUR)}&bucket=${bucket}`)) as { count: number }[]).map((w) => w.count)
+      expect({ total: detail.total_calls, points: detail.timeseries.map((p: { calls: number }) => p.calls) }).toEqual({
+        total: 2 * PINNED,
+        points: [PINNED, PINNED],
+      })
+      const waits = async (bucket: number) =>
+        ((await session.ok(id, `/waits?${range(base, base + HOUR)}&bucket=${bucket}`)) as { count: number }[]).map(
+          (w) => w.count,
+        )
       expect({ hourly: await waits(3600), spans: await waits(600) }).toEqual({ hourly: [PINNED], spans: [2 * PINNED] })
       const tableDetail = await session.get(id, `/tables/public/hot?${range(at(10), at(12))}`)
       expect(tableDetail.status).toBe(200)
@@ -107,7 +134,11 @@ for (const kind of storeKinds) {
     test("retention's pass rolls the pinned minutes up to pinned 10-minute and hourly buckets, and reads answer", async () => {
       await session.server.store.retention.sweepDatabase(
         id,
-        { before: Date.now() - 30 * 24 * HOUR, minutesBefore: Math.floor((Date.now() - 48 * HOUR) / HOUR) * HOUR, rollUpTo: Date.now() - HOUR },
+        {
+          before: Date.now() - 30 * 24 * HOUR,
+          minutesBefore: Math.floor((Date.now() - 48 * HOUR) / HOUR) * HOUR,
+          rollUpTo: Date.now() - HOUR,
+        },
         1000,
       )
       expect(await stored(id, 'query_stats', 'calls')).toEqual([
@@ -122,11 +153,22 @@ for (const kind of storeKinds) {
         [3600, 0, INT64_MAX],
       ])
       const table = await session.ok(id, `/tables/public/hot?${range(base - 24 * HOUR, base + HOUR)}`)
-      expect({ resolution: table.resolution_seconds, points: table.timeseries.map((p: { seq_scan: number }) => p.seq_scan) }).toEqual({ resolution: 3600, points: [PINNED] })
+      expect({
+        resolution: table.resolution_seconds,
+        points: table.timeseries.map((p: { seq_scan: number }) => p.seq_scan),
+      }).toEqual({ resolution: 3600, points: [PINNED] })
       // The whole hour is read from its hourly bucket; a window past a day reads hourly points.
-      expect(((await session.ok(id, `/queries?${range(base, base + HOUR)}&sort_by=calls`)) as { total_calls: number }[]).map((q) => q.total_calls)).toEqual([PINNED])
+      expect(
+        ((await session.ok(id, `/queries?${range(base, base + HOUR)}&sort_by=calls`)) as { total_calls: number }[]).map(
+          (q) => q.total_calls,
+        ),
+      ).toEqual([PINNED])
       const detail = await session.ok(id, `/queries/hot?${range(base - 24 * HOUR, base + HOUR)}`)
-      expect({ resolution: detail.resolution_seconds, total: detail.total_calls, points: detail.timeseries.map((p: { calls: number }) => p.calls) }).toEqual({
+      expect({
+        resolution: detail.resolution_seconds,
+        total: detail.total_calls,
+        points: detail.timeseries.map((p: { calls: number }) => p.calls),
+      }).toEqual({
         resolution: 3600,
         total: PINNED,
         points: [PINNED],

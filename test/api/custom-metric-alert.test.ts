@@ -28,9 +28,21 @@ function batch(at: number, values: Record<string, number>): IngestBatch {
     database: { name: 'shop', engine: 'postgres', host: 'db', port: 5432 },
     custom_metrics: {
       definitions: [
-        { name: 'outbox_rows', kind: 'gauge', labels: ['queue'], values: ['rows'], interval_seconds: 60, alert: { op: 'above', threshold: 10_000, for_seconds: 300, severity: 'critical' } },
+        {
+          name: 'outbox_rows',
+          kind: 'gauge',
+          labels: ['queue'],
+          values: ['rows'],
+          interval_seconds: 60,
+          alert: { op: 'above', threshold: 10_000, for_seconds: 300, severity: 'critical' },
+        },
       ],
-      samples: Object.entries(values).map(([queue, value]) => ({ name: 'outbox_rows', column: 'rows', labels: { queue }, value })),
+      samples: Object.entries(values).map(([queue, value]) => ({
+        name: 'outbox_rows',
+        column: 'rows',
+        labels: { queue },
+        value,
+      })),
       errors: [],
     },
   }
@@ -48,7 +60,12 @@ test('fires for the label set above the threshold for the whole window, with val
   }
   const doctor = await server.call('GET', `/api/v1/databases/${id}/doctor`, { token: account.token })
   expect(doctor.status).toBe(200)
-  const all = [...(doctor.body.top_issues ?? []), ...(doctor.body.findings ?? [])] as { rule: string; title: string; severity: string; metrics: Record<string, unknown> }[]
+  const all = [...(doctor.body.top_issues ?? []), ...(doctor.body.findings ?? [])] as {
+    rule: string
+    title: string
+    severity: string
+    metrics: Record<string, unknown>
+  }[]
   const found = [...new Map(all.filter((f) => f.rule === 'custom_metric_threshold').map((f) => [f.title, f])).values()]
   expect(found.map((f) => f.title)).toEqual(['outbox_rows {queue="mail\\"\\n*/"} > 10,000 for 5 min: now 12,000'])
   expect(found[0]!.severity).toBe('critical')

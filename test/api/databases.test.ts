@@ -16,7 +16,8 @@ for (const kind of storeKinds) {
       await server.stop()
     })
 
-    const create = (body: unknown, who: Account = account) => server.call('POST', '/api/v1/databases', { token: who.token, body })
+    const create = (body: unknown, who: Account = account) =>
+      server.call('POST', '/api/v1/databases', { token: who.token, body })
 
     test('create applies the default port per engine and the server-side defaults', async () => {
       const pg = await create({ name: 'orders', engine: 'postgres', host: 'db1.internal', tags: { env: 'prod' } })
@@ -50,10 +51,16 @@ for (const kind of storeKinds) {
     test('create validation names the field', async () => {
       const valid = { name: 'v', engine: 'postgres', host: 'h' }
       const cases: [unknown, string][] = [
-        [{ engine: 'postgres', host: 'h' }, 'name is required and must be a non-empty string of at most 200 characters'],
+        [
+          { engine: 'postgres', host: 'h' },
+          'name is required and must be a non-empty string of at most 200 characters',
+        ],
         [{ ...valid, engine: 'mysql' }, 'engine must be one of: postgres, clickhouse'],
         [{ name: 'v', host: 'h' }, 'engine must be one of: postgres, clickhouse'],
-        [{ name: 'v', engine: 'postgres' }, 'host is required and must be a non-empty string of at most 255 characters'],
+        [
+          { name: 'v', engine: 'postgres' },
+          'host is required and must be a non-empty string of at most 255 characters',
+        ],
         [{ ...valid, port: 0 }, 'port must be an integer from 1 to 65535'],
         [{ ...valid, port: 65536 }, 'port must be an integer from 1 to 65535'],
         [{ ...valid, port: 5432.5 }, 'port must be an integer from 1 to 65535'],
@@ -80,14 +87,17 @@ for (const kind of storeKinds) {
       expect((await create({ name: 'first', engine: 'postgres', host: 'h' }, fresh)).status).toBe(201)
       const second = await create({ name: 'second', engine: 'postgres', host: 'h' }, fresh)
       expect(second.status).toBe(403)
-      expect(second.body).toEqual({ error: 'unverified organizations can register 1 database; verify your email address to register more' })
+      expect(second.body).toEqual({
+        error: 'unverified organizations can register 1 database; verify your email address to register more',
+      })
       await verify(server, fresh)
       expect((await create({ name: 'second', engine: 'postgres', host: 'h' }, fresh)).status).toBe(201)
     })
 
     test('patch updates settings and validates them against the engine', async () => {
       const db = (await create({ name: 'patchme', engine: 'postgres', host: 'h' })).body
-      const patch = (body: unknown) => server.call('PATCH', `/api/v1/databases/${db.id}`, { token: account.token, body })
+      const patch = (body: unknown) =>
+        server.call('PATCH', `/api/v1/databases/${db.id}`, { token: account.token, body })
       const res = await patch({
         name: 'patched',
         port: 6000,
@@ -114,7 +124,10 @@ for (const kind of storeKinds) {
         [{ poll_interval_seconds: 0 }, 'poll_interval_seconds must be an integer from 1 to 86400'],
         [{ port: 70000 }, 'port must be an integer from 1 to 65535'],
         [{ collect_replication: 'yes' }, 'collect_replication must be true or false'],
-        [{ disabled_collectors: ['parts'] }, 'disabled_collectors: unknown postgres collector "parts" (known: query_stats, explain_plans, activity, locks, waits, tables, indexes, replication, bgwriter, wal_stats, io_stats, database_stats, constraints, bloat, connections, progress, column_stats, archiver, backups, triggers, wal_dir, security, host, log_events, custom_metrics)'],
+        [
+          { disabled_collectors: ['parts'] },
+          'disabled_collectors: unknown postgres collector "parts" (known: query_stats, explain_plans, activity, locks, waits, tables, indexes, replication, bgwriter, wal_stats, io_stats, database_stats, constraints, bloat, connections, progress, column_stats, archiver, backups, triggers, wal_dir, security, host, log_events, custom_metrics)',
+        ],
         [{ disabled_collectors: 'locks' }, 'disabled_collectors must be an array of collector names'],
         [{ engine: 'clickhouse' }, 'unknown field: engine'],
         [{ name: '' }, 'name is required and must be a non-empty string of at most 200 characters'],
@@ -126,10 +139,22 @@ for (const kind of storeKinds) {
       await create({ name: 'taken', engine: 'postgres', host: 'h' })
       const clash = await patch({ name: 'taken' })
       expect(clash.status).toBe(409)
-      const unknown = await server.call('PATCH', '/api/v1/databases/00000000-0000-7000-8000-000000000000', { token: account.token, body: { port: 1 } })
-      expect({ status: unknown.status, body: unknown.body }).toEqual({ status: 404, body: { error: 'database not found' } })
-      const malformed = await server.call('PATCH', '/api/v1/databases/missing', { token: account.token, body: { port: 1 } })
-      expect({ status: malformed.status, body: malformed.body }).toEqual({ status: 400, body: { error: 'id must be a database id (a UUID)' } })
+      const unknown = await server.call('PATCH', '/api/v1/databases/00000000-0000-7000-8000-000000000000', {
+        token: account.token,
+        body: { port: 1 },
+      })
+      expect({ status: unknown.status, body: unknown.body }).toEqual({
+        status: 404,
+        body: { error: 'database not found' },
+      })
+      const malformed = await server.call('PATCH', '/api/v1/databases/missing', {
+        token: account.token,
+        body: { port: 1 },
+      })
+      expect({ status: malformed.status, body: malformed.body }).toEqual({
+        status: 400,
+        body: { error: 'id must be a database id (a UUID)' },
+      })
     })
 
     test('delete answers 204, then the database is gone', async () => {
@@ -160,13 +185,22 @@ for (const kind of storeKinds) {
       // Batches arrive through ingest (a later issue); here the store records one directly.
       const seen = server.deps.clock()
       await server.store.driver.run('UPDATE databases SET last_seen_at = $1 WHERE id = $2', [seen, db.id])
-      expect((await health()).body).toMatchObject({ id: db.id, status: 'connected', reason: null, last_seen_at: new Date(seen).toISOString(), agent_last_heard_at: new Date(seen).toISOString() })
+      expect((await health()).body).toMatchObject({
+        id: db.id,
+        status: 'connected',
+        reason: null,
+        last_seen_at: new Date(seen).toISOString(),
+        agent_last_heard_at: new Date(seen).toISOString(),
+      })
       server.advance(59_000)
       expect((await health()).body.status).toBe('connected')
       server.advance(2_000)
       expect((await health()).body.status).toBe('disconnected')
       // With a 30 s poll interval the window is 90 s.
-      await server.call('PATCH', `/api/v1/databases/${db.id}`, { token: account.token, body: { poll_interval_seconds: 30 } })
+      await server.call('PATCH', `/api/v1/databases/${db.id}`, {
+        token: account.token,
+        body: { poll_interval_seconds: 30 },
+      })
       expect((await health()).body.status).toBe('connected')
       server.advance(30_000)
       expect((await health()).body.status).toBe('disconnected')

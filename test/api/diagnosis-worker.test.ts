@@ -18,7 +18,8 @@ import { createLogger } from '../../src/shared/log.ts'
 import { pgBatch } from '../support/batches.ts'
 import { type TestServer, agentAccount, freshStoreLocation, startTestServer, storeKinds } from '../support/server.ts'
 
-const critical = (name: string, at: number) => pgBatch(name, at, { database_stats: { blks_hit: 50_000, blks_read: 50_000 } })
+const critical = (name: string, at: number) =>
+  pgBatch(name, at, { database_stats: { blks_hit: 50_000, blks_read: 50_000 } })
 const healthy = (name: string, at: number) => pgBatch(name, at, { database_stats: { blks_hit: 100_000, blks_read: 0 } })
 
 for (const kind of storeKinds) {
@@ -33,7 +34,12 @@ for (const kind of storeKinds) {
       cleanup = location.cleanup
       server = await startTestServer(kind, { dataDir: location.dataDir, databaseUrl: location.databaseUrl })
       key = (await agentAccount(server, { verified: true })).key
-      worker = await startDiagnosisWorker({ dataDir: location.dataDir, databaseUrl: location.databaseUrl, logLevel: 'warn', log: createLogger('warn') })
+      worker = await startDiagnosisWorker({
+        dataDir: location.dataDir,
+        databaseUrl: location.databaseUrl,
+        logLevel: 'warn',
+        log: createLogger('warn'),
+      })
     })
     afterAll(async () => {
       await worker?.close()
@@ -49,7 +55,10 @@ for (const kind of storeKinds) {
 
     test('finds exactly what the main thread finds, including what was written just before', async () => {
       const now = server.deps.clock()
-      for (const [name, batch] of [['w-critical', critical], ['w-healthy', healthy]] as const) {
+      for (const [name, batch] of [
+        ['w-critical', critical],
+        ['w-healthy', healthy],
+      ] as const) {
         const id = await ingest(batch(name, now - 20_000))
         const org = (await server.store.monitor.monitoredDatabases(0)).find((d) => d.id === id)!.org_id
         const db = (await server.store.getDatabase(org, id))!
@@ -72,20 +81,41 @@ for (const kind of storeKinds) {
       const org = (await server.store.monitor.monitoredDatabases(0)).find((d) => d.id === id)!.org_id
       const db = (await server.store.getDatabase(org, id))!
       const other = { ...db, org_id: 'another-organization' }
-      const asked = [1, 2, 3, 4, 5].map(() => worker.diagnose(db, now, 'api').then(() => 'done', (e: Error) => e.name))
-      const theirs = worker.diagnose(other, now, 'api').then(() => 'done', (e: Error) => e.name)
-      const monitors = [1, 2, 3].map(() => worker.diagnose(db, now, 'monitor').then(() => 'done', (e: Error) => e.name))
+      const asked = [1, 2, 3, 4, 5].map(() =>
+        worker.diagnose(db, now, 'api').then(
+          () => 'done',
+          (e: Error) => e.name,
+        ),
+      )
+      const theirs = worker.diagnose(other, now, 'api').then(
+        () => 'done',
+        (e: Error) => e.name,
+      )
+      const monitors = [1, 2, 3].map(() =>
+        worker.diagnose(db, now, 'monitor').then(
+          () => 'done',
+          (e: Error) => e.name,
+        ),
+      )
       expect(await Promise.all(asked)).toEqual(['done', 'done', 'DiagnosisBusy', 'DiagnosisBusy', 'DiagnosisBusy'])
       expect(await theirs).toBe('done')
       expect(await Promise.all(monitors)).toEqual(['done', 'done', 'done'])
       // Answered, the organization may ask again.
       expect(await worker.diagnose(db, now, 'api').then(() => 'done')).toBe('done')
       // The route answers a refusal 503 with Retry-After, not a 500.
-      server.deps.diagnoser = { running: true, diagnose: () => Promise.reject(new DiagnosisBusy('the doctor is busy')), close: async () => {} }
+      server.deps.diagnoser = {
+        running: true,
+        diagnose: () => Promise.reject(new DiagnosisBusy('the doctor is busy')),
+        close: async () => {},
+      }
       try {
         for (const path of ['doctor', 'overview']) {
           const res = await server.call('GET', `/api/v1/databases/${db.id}/${path}`, { apiKey: key })
-          expect({ status: res.status, body: res.body, retry: res.headers.get('retry-after') }).toEqual({ status: 503, body: { error: 'the doctor is busy' }, retry: '5' })
+          expect({ status: res.status, body: res.body, retry: res.headers.get('retry-after') }).toEqual({
+            status: 503,
+            body: { error: 'the doctor is busy' },
+            retry: '5',
+          })
         }
       } finally {
         server.deps.diagnoser = undefined
@@ -96,7 +126,9 @@ for (const kind of storeKinds) {
       const now = server.deps.clock()
       const dbOf = async (apiKey: string, name: string) => {
         const res = await server.call('POST', '/api/v1/ingest', { apiKey, body: healthy(name, now - 20_000) })
-        const org = (await server.store.monitor.monitoredDatabases(0)).find((d) => d.id === res.body.database_id)!.org_id
+        const org = (await server.store.monitor.monitoredDatabases(0)).find(
+          (d) => d.id === res.body.database_id,
+        )!.org_id
         return (await server.store.getDatabase(org, res.body.database_id))!
       }
       const a = await dbOf(key, 'stuck-a')
@@ -114,12 +146,21 @@ for (const kind of storeKinds) {
         const started = performance.now()
         // B's diagnosis waits behind A's, which never ends: A's is stopped, B's runs in the new worker.
         const [theirs, mine] = await Promise.all([
-          stuck.diagnose(a, now, 'api').then(() => 'done', (e: Error) => `${e.name}: ${e.message}`),
+          stuck.diagnose(a, now, 'api').then(
+            () => 'done',
+            (e: Error) => `${e.name}: ${e.message}`,
+          ),
           stuck.diagnose(b, now, 'api'),
         ])
         expect(theirs).toBe('DiagnosisBusy: the diagnosis took longer than 1 s and was stopped; try again later')
         const { context: _context, ...expected } = await diagnose(server.deps, b, now)
-        expect(mine).toEqual({ ...expected, metrics_summary: { ...expected.metrics_summary, rules_evaluated: expected.metrics_summary.rules_evaluated + 1 } })
+        expect(mine).toEqual({
+          ...expected,
+          metrics_summary: {
+            ...expected.metrics_summary,
+            rules_evaluated: expected.metrics_summary.rules_evaluated + 1,
+          },
+        })
         expect(performance.now() - started).toBeLessThan(8_000)
         expect(stuck.running).toBe(true)
 
@@ -136,8 +177,14 @@ for (const kind of storeKinds) {
           server.deps.diagnoser = undefined
         }
         // The monitor's pass: A's diagnosis fails (logged), every other database's is recorded.
-        const summary = await createMonitor({ ...server.deps, diagnoser: stuck, log: createLogger('error') }, { retentionDays: 30 }).runOnce(now + 60_000)
-        expect(summary).toMatchObject({ databases: (await server.store.monitor.monitoredDatabases(0)).length, failed: 1 })
+        const summary = await createMonitor(
+          { ...server.deps, diagnoser: stuck, log: createLogger('error') },
+          { retentionDays: 30 },
+        ).runOnce(now + 60_000)
+        expect(summary).toMatchObject({
+          databases: (await server.store.monitor.monitoredDatabases(0)).length,
+          failed: 1,
+        })
       } finally {
         await stuck.close()
       }
@@ -180,8 +227,15 @@ for (const kind of storeKinds) {
         const d = await diagnose(server.deps, db, now)
         expected.push([m.id, d.score, d.status, now])
       }
-      const health = await server.store.driver.all<{ database_id: string; score: number; status: string; evaluated_at: number }>('SELECT * FROM database_health')
-      expect(health.map((r) => [r.database_id, Number(r.score), r.status, Number(r.evaluated_at)]).sort()).toEqual(expected.sort() as any)
+      const health = await server.store.driver.all<{
+        database_id: string
+        score: number
+        status: string
+        evaluated_at: number
+      }>('SELECT * FROM database_health')
+      expect(health.map((r) => [r.database_id, Number(r.score), r.status, Number(r.evaluated_at)]).sort()).toEqual(
+        expected.sort() as any,
+      )
       await worker.close()
       expect(worker.running).toBe(false)
       const after = await createMonitor(deps, { retentionDays: 30 }).runOnce(now + 60_000)

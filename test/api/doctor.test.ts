@@ -14,11 +14,20 @@ for (const kind of storeKinds) {
     const session = agentSession(kind)
 
     test('a registered database without data: one warning (no data yet), score 90, degraded', async () => {
-      const res = await session.server.call('POST', '/api/v1/databases', { apiKey: session.key, body: { name: 'quiet', engine: 'postgres', host: 'h' } })
+      const res = await session.server.call('POST', '/api/v1/databases', {
+        apiKey: session.key,
+        body: { name: 'quiet', engine: 'postgres', host: 'h' },
+      })
       const doctor = await session.ok(res.body.id, '/doctor')
       expect(doctor).toMatchObject({ status: 'degraded', score: 90, evaluated_at: expect.any(String) })
       expect(doctor.top_issues).toEqual([
-        expect.objectContaining({ rule: 'agent_disconnected', key: 'agent_disconnected', severity: 'warning', category: 'availability', title: 'No data from the agent yet' }),
+        expect.objectContaining({
+          rule: 'agent_disconnected',
+          key: 'agent_disconnected',
+          severity: 'warning',
+          category: 'availability',
+          title: 'No data from the agent yet',
+        }),
       ])
       const overview = await session.ok(res.body.id, '/overview')
       expect(overview).toEqual({
@@ -53,8 +62,18 @@ for (const kind of storeKinds) {
 
     test('findings and figures carry as_of: when the data they were drawn from was collected', async () => {
       const now = Date.now()
-      const running = { pid: 7, query_text: 'SELECT pg_sleep(1000)', state: 'active', wait_event_type: 'Timeout', wait_event: 'PgSleep', duration_ms: 400_000, blocking_pids: [] }
-      const id = await session.ingest(pgBatch('dated', now - 90_000, { activity: [running], database_stats: counters(50_000, 0) }))
+      const running = {
+        pid: 7,
+        query_text: 'SELECT pg_sleep(1000)',
+        state: 'active',
+        wait_event_type: 'Timeout',
+        wait_event: 'PgSleep',
+        duration_ms: 400_000,
+        blocking_pids: [],
+      }
+      const id = await session.ingest(
+        pgBatch('dated', now - 90_000, { activity: [running], database_stats: counters(50_000, 0) }),
+      )
       // A later batch without the activity section: the long-running query's finding is of the earlier one.
       await session.ingest(pgBatch('dated', now - 30_000, { database_stats: counters(50_000, 0) }))
       const doctor = await session.ok(id, '/doctor')
@@ -86,7 +105,10 @@ for (const kind of storeKinds) {
       expect(finding.detail).toContain('94.00 %')
       expect(finding.how_to_investigate.length).toBeGreaterThan(0)
       expect(finding.how_to_fix.length).toBeGreaterThan(0)
-      expect(doctor.metrics_summary).toMatchObject({ cache_hit_ratio: 0.94, findings: { critical: 0, warning: 1, info: 0 } })
+      expect(doctor.metrics_summary).toMatchObject({
+        cache_hit_ratio: 0.94,
+        findings: { critical: 0, warning: 1, info: 0 },
+      })
       // Summed counters of the last hour: as of the latest batch, the time it arrived.
       expect(finding.as_of).toBe((await session.ok(id, '/overview')).last_seen_at)
 
@@ -100,18 +122,73 @@ for (const kind of storeKinds) {
 
     test('a ClickHouse overview has the ClickHouse fields from the latest merges, mutations and server metrics', async () => {
       const now = Date.now()
-      const merge = (progress: number) => ({ database: 'db', table: 't', elapsed_s: 5, progress, num_parts: 3, total_size_bytes_compressed: 1000, result_part_name: 'all_1_3_1', is_mutation: false })
-      const mutation = (id: string, done: boolean, stuck: boolean) => ({ database: 'db', table: 't', mutation_id: id, command: 'UPDATE x = 1 WHERE 1', create_time: now - 60_000, is_done: done, parts_to_do: done ? 0 : 2, latest_fail_reason: stuck ? 'boom' : '', latest_fail_time: null, stuck })
+      const merge = (progress: number) => ({
+        database: 'db',
+        table: 't',
+        elapsed_s: 5,
+        progress,
+        num_parts: 3,
+        total_size_bytes_compressed: 1000,
+        result_part_name: 'all_1_3_1',
+        is_mutation: false,
+      })
+      const mutation = (id: string, done: boolean, stuck: boolean) => ({
+        database: 'db',
+        table: 't',
+        mutation_id: id,
+        command: 'UPDATE x = 1 WHERE 1',
+        create_time: now - 60_000,
+        is_done: done,
+        parts_to_do: done ? 0 : 2,
+        latest_fail_reason: stuck ? 'boom' : '',
+        latest_fail_time: null,
+        stuck,
+      })
       const id = await session.ingest(
         chBatch('events', now - 5_000, {
           activity: [
-            { pid: 'q1', query_text: 'SELECT 1', state: 'active', wait_event_type: null, wait_event: null, duration_ms: 1500, blocking_pids: [], memory_usage: 10, read_bytes: 1, written_bytes: 0, read_rows: 1 },
-            { pid: 'q2', query_text: 'SELECT 2', state: 'active', wait_event_type: null, wait_event: null, duration_ms: 250, blocking_pids: [], memory_usage: 10, read_bytes: 1, written_bytes: 0, read_rows: 1 },
+            {
+              pid: 'q1',
+              query_text: 'SELECT 1',
+              state: 'active',
+              wait_event_type: null,
+              wait_event: null,
+              duration_ms: 1500,
+              blocking_pids: [],
+              memory_usage: 10,
+              read_bytes: 1,
+              written_bytes: 0,
+              read_rows: 1,
+            },
+            {
+              pid: 'q2',
+              query_text: 'SELECT 2',
+              state: 'active',
+              wait_event_type: null,
+              wait_event: null,
+              duration_ms: 250,
+              blocking_pids: [],
+              memory_usage: 10,
+              read_bytes: 1,
+              written_bytes: 0,
+              read_rows: 1,
+            },
           ],
           merges: [merge(0.25), merge(0.75)],
           mutations: [mutation('m1', false, true), mutation('m2', false, false), mutation('m3', true, false)],
           // The statement's p99 (199) is not the server's (197, the agent's p99 over all of the cycle's logged queries).
-          query_stats: [{ query_hash: '42', query_text: 'SELECT x FROM t', calls: 4, total_time_ms: 400, rows: 4, shared_blks_hit: 0, shared_blks_read: 0, p99_ms: 199 }],
+          query_stats: [
+            {
+              query_hash: '42',
+              query_text: 'SELECT x FROM t',
+              calls: 4,
+              total_time_ms: 400,
+              rows: 4,
+              shared_blks_hit: 0,
+              shared_blks_read: 0,
+              p99_ms: 199,
+            },
+          ],
           server_metrics: { queries_logged: 4, query_p99_ms: 197 },
         }),
       )
@@ -126,7 +203,9 @@ for (const kind of storeKinds) {
         active_mutations: 2,
         stuck_mutations: 1,
         query_p99_ms: 197,
-        top_queries: [{ query_hash: '42', query_text: 'SELECT x FROM t', total_calls: 4, total_time_ms: 400, mean_time_ms: 100 }],
+        top_queries: [
+          { query_hash: '42', query_text: 'SELECT x FROM t', total_calls: 4, total_time_ms: 400, mean_time_ms: 100 },
+        ],
       })
       expect(overview).not.toHaveProperty('cache_hit_ratio')
       expect((await session.ok(id, '/server-metrics')).query_p99_ms).toBe(197)
@@ -170,7 +249,10 @@ for (const kind of storeKinds) {
     })
 
     test('another organization gets 404 for overview and doctor', async () => {
-      const res = await session.server.call('POST', '/api/v1/databases', { apiKey: session.key, body: { name: 'private', engine: 'postgres', host: 'h' } })
+      const res = await session.server.call('POST', '/api/v1/databases', {
+        apiKey: session.key,
+        body: { name: 'private', engine: 'postgres', host: 'h' },
+      })
       const other = await signup(session.server)
       for (const path of ['overview', 'doctor']) {
         const r = await session.server.call('GET', `/api/v1/databases/${res.body.id}/${path}`, { token: other.token })
@@ -187,11 +269,21 @@ describe('doctor for an unverified organization', () => {
       const account = await signup(server)
       const key = (await createApiKey(server, account, 'agent')).key
       const now = Date.now()
-      const res = await server.call('POST', '/api/v1/ingest', { apiKey: key, body: pgBatch('cold', now - 1000, { database_stats: counters(50_000, 50_000) }) })
-      const doctor = await server.call('GET', `/api/v1/databases/${res.body.database_id}/doctor`, { token: account.token })
+      const res = await server.call('POST', '/api/v1/ingest', {
+        apiKey: key,
+        body: pgBatch('cold', now - 1000, { database_stats: counters(50_000, 50_000) }),
+      })
+      const doctor = await server.call('GET', `/api/v1/databases/${res.body.database_id}/doctor`, {
+        token: account.token,
+      })
       expect(doctor.status).toBe(200)
       const [finding] = doctor.body.top_issues
-      expect(finding).toMatchObject({ rule: 'pg_cache_hit_ratio', severity: 'critical', how_to_fix: [], how_to_fix_locked: 'Verify your email address to unlock the commands that fix this.' })
+      expect(finding).toMatchObject({
+        rule: 'pg_cache_hit_ratio',
+        severity: 'critical',
+        how_to_fix: [],
+        how_to_fix_locked: 'Verify your email address to unlock the commands that fix this.',
+      })
       expect(finding.recommendation.length).toBeGreaterThan(0)
       expect(finding.how_to_investigate.length).toBeGreaterThan(0)
     } finally {

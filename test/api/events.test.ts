@@ -16,7 +16,10 @@ import { storeKinds } from '../support/server.ts'
 const unknown = (keys: readonly string[]) => Object.fromEntries(keys.map((k) => [k, null]))
 
 const table = (name: string): TableStat => ({
-  ...(unknown([...TABLE_COUNTERS, ...TABLE_GAUGES]) as Pick<TableStat, (typeof TABLE_COUNTERS)[number] | (typeof TABLE_GAUGES)[number]>),
+  ...(unknown([...TABLE_COUNTERS, ...TABLE_GAUGES]) as Pick<
+    TableStat,
+    (typeof TABLE_COUNTERS)[number] | (typeof TABLE_GAUGES)[number]
+  >),
   schema_name: 'public',
   table_name: name,
   last_vacuum: null,
@@ -27,7 +30,10 @@ const table = (name: string): TableStat => ({
 })
 
 const index = (name: string, valid = true): IndexStat => ({
-  ...(unknown([...INDEX_COUNTERS, ...INDEX_GAUGES]) as Pick<IndexStat, (typeof INDEX_COUNTERS)[number] | (typeof INDEX_GAUGES)[number]>),
+  ...(unknown([...INDEX_COUNTERS, ...INDEX_GAUGES]) as Pick<
+    IndexStat,
+    (typeof INDEX_COUNTERS)[number] | (typeof INDEX_GAUGES)[number]
+  >),
   schema_name: 'public',
   table_name: 'orders',
   index_name: name,
@@ -38,7 +44,14 @@ const index = (name: string, valid = true): IndexStat => ({
   delta: null,
 })
 
-const part = (database: string, tableName: string): PartStat => ({ database, table: tableName, partition_id: 'all', active_parts: 1, rows: 10, bytes_on_disk: 100 })
+const part = (database: string, tableName: string): PartStat => ({
+  database,
+  table: tableName,
+  partition_id: 'all',
+  active_parts: 1,
+  rows: 10,
+  bytes_on_disk: 100,
+})
 
 const plan = (hash: string, ts: number, planHash: string, cost: number): ExplainPlan => ({
   query_hash: hash,
@@ -73,16 +86,45 @@ for (const kind of storeKinds) {
     test('an agent without server_state: its first batch, a gap, tables and indexes appearing, becoming valid and going', async () => {
       const name = `old-agent-${kind}`
       const id = await s.ingest(pgBatch(name, at(0), { tables: [table('orders')], indexes: [index('orders_pkey')] }))
-      await s.ingest(pgBatch(name, at(0, 10), { tables: [table('orders'), table('items')], indexes: [index('orders_pkey'), index('orders_new', false)] }))
+      await s.ingest(
+        pgBatch(name, at(0, 10), {
+          tables: [table('orders'), table('items')],
+          indexes: [index('orders_pkey'), index('orders_new', false)],
+        }),
+      )
       // 30 s is 3 intervals of 10 s: not a gap; 41 s is
-      await s.ingest(pgBatch(name, at(0, 40), { tables: [table('orders'), table('items')], indexes: [index('orders_pkey'), index('orders_new')] }))
+      await s.ingest(
+        pgBatch(name, at(0, 40), {
+          tables: [table('orders'), table('items')],
+          indexes: [index('orders_pkey'), index('orders_new')],
+        }),
+      )
       await s.ingest(pgBatch(name, at(1, 21), { tables: [table('orders')], indexes: [index('orders_pkey')] }))
       const events = await list(id)
       const link = (tab: string, object: string) => `#/databases/${id}/${tab}/${encodeURIComponent(object)}`
       expect(events).toEqual([
-        { ts: iso(at(1, 21)), kind: 'agent_connected', severity: 'info', title: 'Agent connected', detail: 'after a gap of 41 s' },
-        { ts: iso(at(1, 21)), kind: 'index_dropped', severity: 'info', title: 'Index dropped: public.orders_new', detail: 'on public.orders', object: 'public.orders_new' },
-        { ts: iso(at(1, 21)), kind: 'table_dropped', severity: 'info', title: 'Table dropped: public.items', object: 'public.items' },
+        {
+          ts: iso(at(1, 21)),
+          kind: 'agent_connected',
+          severity: 'info',
+          title: 'Agent connected',
+          detail: 'after a gap of 41 s',
+        },
+        {
+          ts: iso(at(1, 21)),
+          kind: 'index_dropped',
+          severity: 'info',
+          title: 'Index dropped: public.orders_new',
+          detail: 'on public.orders',
+          object: 'public.orders_new',
+        },
+        {
+          ts: iso(at(1, 21)),
+          kind: 'table_dropped',
+          severity: 'info',
+          title: 'Table dropped: public.items',
+          object: 'public.items',
+        },
         {
           ts: iso(at(0, 40)),
           kind: 'agent_disconnected',
@@ -104,12 +146,26 @@ for (const kind of storeKinds) {
           kind: 'index_created',
           severity: 'info',
           title: 'Index created: public.orders_new',
-          detail: 'CREATE INDEX orders_new ON public.orders USING btree (id) (not valid yet: being built, or its build failed)',
+          detail:
+            'CREATE INDEX orders_new ON public.orders USING btree (id) (not valid yet: being built, or its build failed)',
           object: 'public.orders_new',
           link: link('indexes', 'public/orders_new'),
         },
-        { ts: iso(at(0, 10)), kind: 'table_created', severity: 'info', title: 'Table created: public.items', object: 'public.items', link: link('tables', 'public/items') },
-        { ts: iso(at(0)), kind: 'agent_connected', severity: 'info', title: 'Agent connected', detail: 'first batch from the agent' },
+        {
+          ts: iso(at(0, 10)),
+          kind: 'table_created',
+          severity: 'info',
+          title: 'Table created: public.items',
+          object: 'public.items',
+          link: link('tables', 'public/items'),
+        },
+        {
+          ts: iso(at(0)),
+          kind: 'agent_connected',
+          severity: 'info',
+          title: 'Agent connected',
+          detail: 'first batch from the agent',
+        },
       ])
     })
 
@@ -132,7 +188,13 @@ for (const kind of storeKinds) {
 
     test('settings: diffed against the last values received, old and new value; a flood is one event', async () => {
       const name = `settings-${kind}`
-      const state = (settings?: Record<string, string>) => ({ server_state: { agent_started_at: at(0), settings_hash: String(Bun.hash(JSON.stringify(settings ?? {}))), ...(settings ? { settings } : {}) } })
+      const state = (settings?: Record<string, string>) => ({
+        server_state: {
+          agent_started_at: at(0),
+          settings_hash: String(Bun.hash(JSON.stringify(settings ?? {}))),
+          ...(settings ? { settings } : {}),
+        },
+      })
       const id = await s.ingest(pgBatch(name, at(0), state({ work_mem: '4MB', search_path: '"$user", public' })))
       // the digest only: nothing to compare
       await s.ingest(pgBatch(name, at(0, 10), state()))
@@ -141,7 +203,11 @@ for (const kind of storeKinds) {
       await s.ingest(pgBatch(name, at(0, 30), state(many)))
       const events = (await list(id)).filter((e) => e.kind === 'setting_change')
       expect(events.map(({ title, detail, object }) => ({ title, detail, object }))).toEqual([
-        { title: '63 settings changed', detail: `${['jit', ...Object.keys(many), 'search_path', 'work_mem'].sort().slice(0, 50).join(', ')}, … and 13 more`, object: undefined },
+        {
+          title: '63 settings changed',
+          detail: `${['jit', ...Object.keys(many), 'search_path', 'work_mem'].sort().slice(0, 50).join(', ')}, … and 13 more`,
+          object: undefined,
+        },
         { title: 'jit changed', detail: '(not set) → off', object: 'jit' },
         { title: 'work_mem changed', detail: '4MB → 8MB', object: 'work_mem' },
       ])
@@ -150,18 +216,27 @@ for (const kind of storeKinds) {
     test('hostile server_state: times past the batch are not believed, a flood of long names makes a bounded event', async () => {
       const name = `hostile-state-${kind}`
       const future = Date.parse('9999-12-31T23:59:58.999Z')
-      const id = await s.ingest(pgBatch(name, at(0), { server_state: { started_at: at(-60), stats_resets: { pg_stat_database: at(-90) } } }))
+      const id = await s.ingest(
+        pgBatch(name, at(0), { server_state: { started_at: at(-60), stats_resets: { pg_stat_database: at(-90) } } }),
+      )
       // A start and a reset in year 9999: no event, and the start kept is still the real one.
-      await s.ingest(pgBatch(name, at(0, 10), { server_state: { started_at: future, stats_resets: { pg_stat_database: future } } }))
+      await s.ingest(
+        pgBatch(name, at(0, 10), { server_state: { started_at: future, stats_resets: { pg_stat_database: future } } }),
+      )
       // So a real restart after it is still seen.
       await s.ingest(pgBatch(name, at(0, 20), { server_state: { started_at: at(0, 15) } }))
       // 5,000 settings of 256-character names, changed: one event with a bounded detail.
-      const flood = (value: string) => Object.fromEntries(Array.from({ length: 5_000 }, (_, i) => [`${String(i).padStart(5, '0')}${'n'.repeat(251)}`, value]))
+      const flood = (value: string) =>
+        Object.fromEntries(
+          Array.from({ length: 5_000 }, (_, i) => [`${String(i).padStart(5, '0')}${'n'.repeat(251)}`, value]),
+        )
       await s.ingest(pgBatch(name, at(0, 30), { server_state: { settings_hash: 'a', settings: flood('on') } }))
       await s.ingest(pgBatch(name, at(0, 40), { server_state: { settings_hash: 'b', settings: flood('off') } }))
       const events = (await list(id)).filter((e) => e.ts !== iso(at(0)))
       expect(events.some((e) => e.ts.startsWith('9999'))).toBe(false)
-      expect(events.filter((e) => e.kind === 'restart').map((e) => [e.ts, e.detail])).toEqual([[iso(at(0, 15)), `started at ${iso(at(0, 15))} (previous start ${iso(at(-60))})`]])
+      expect(events.filter((e) => e.kind === 'restart').map((e) => [e.ts, e.detail])).toEqual([
+        [iso(at(0, 15)), `started at ${iso(at(0, 15))} (previous start ${iso(at(-60))})`],
+      ])
       const [many] = events.filter((e) => e.kind === 'setting_change')
       expect(many!.title).toBe('5000 settings changed')
       expect(many!.detail!.length).toBeLessThanOrEqual(2_000)
@@ -171,15 +246,45 @@ for (const kind of storeKinds) {
     test('PostgreSQL: restart, statistics reset, agent restart and version change from server_state', async () => {
       const name = `state-${kind}`
       const id = await s.ingest(
-        pgBatch(name, at(0), { server_state: { started_at: at(-60), agent_started_at: at(-1), stats_resets: { pg_stat_statements: null, pg_stat_database: at(-90) } } }),
+        pgBatch(name, at(0), {
+          server_state: {
+            started_at: at(-60),
+            agent_started_at: at(-1),
+            stats_resets: { pg_stat_statements: null, pg_stat_database: at(-90) },
+          },
+        }),
       )
       await s.ingest(
-        pgBatch(name, at(0, 10), { server_state: { started_at: at(0, 7), agent_started_at: at(0, 8), stats_resets: { pg_stat_statements: at(0, 9), pg_stat_database: at(-90) } } }, '17.3'),
+        pgBatch(
+          name,
+          at(0, 10),
+          {
+            server_state: {
+              started_at: at(0, 7),
+              agent_started_at: at(0, 8),
+              stats_resets: { pg_stat_statements: at(0, 9), pg_stat_database: at(-90) },
+            },
+          },
+          '17.3',
+        ),
       )
       const events = (await list(id)).filter((e) => e.ts !== iso(at(0)))
       expect(events).toEqual([
-        { ts: iso(at(0, 10)), kind: 'agent_connected', severity: 'info', title: 'Agent connected', detail: `agent test started at ${iso(at(0, 8))}` },
-        { ts: iso(at(0, 10)), kind: 'version_change', severity: 'info', title: 'PostgreSQL version changed', detail: '17.2 → 17.3', object: '17.3' },
+        {
+          ts: iso(at(0, 10)),
+          kind: 'agent_connected',
+          severity: 'info',
+          title: 'Agent connected',
+          detail: `agent test started at ${iso(at(0, 8))}`,
+        },
+        {
+          ts: iso(at(0, 10)),
+          kind: 'version_change',
+          severity: 'info',
+          title: 'PostgreSQL version changed',
+          detail: '17.2 → 17.3',
+          object: '17.3',
+        },
         {
           ts: iso(at(0, 9)),
           kind: 'stats_reset',
@@ -200,8 +305,15 @@ for (const kind of storeKinds) {
 
     test('ClickHouse without server_state: a restart from uptime (seconds of jitter are the same start), tables from parts', async () => {
       const name = `clickhouse-${kind}`
-      const id = await s.ingest(chBatch(name, at(0), { server_metrics: { uptime_s: 3600 }, parts: [part('db', 'events')] }))
-      await s.ingest(chBatch(name, at(0, 10), { server_metrics: { uptime_s: 3611 }, parts: [part('db', 'events'), part('db', 'clicks')] }))
+      const id = await s.ingest(
+        chBatch(name, at(0), { server_metrics: { uptime_s: 3600 }, parts: [part('db', 'events')] }),
+      )
+      await s.ingest(
+        chBatch(name, at(0, 10), {
+          server_metrics: { uptime_s: 3611 },
+          parts: [part('db', 'events'), part('db', 'clicks')],
+        }),
+      )
       await s.ingest(chBatch(name, at(0, 20), { server_metrics: { uptime_s: 4 }, parts: [part('db', 'clicks')] }))
       const events = (await list(id)).filter((e) => e.ts !== iso(at(0)))
       expect(events).toEqual([
@@ -236,7 +348,17 @@ for (const kind of storeKinds) {
       const name = `read-${kind}`
       const id = await s.ingest(
         pgBatch(name, at(0), {
-          query_stats: [{ query_hash: 'q1', query_text: 'SELECT *\n  FROM orders WHERE id = $1', calls: 1, total_time_ms: 1, rows: 1, shared_blks_hit: 0, shared_blks_read: 0 }],
+          query_stats: [
+            {
+              query_hash: 'q1',
+              query_text: 'SELECT *\n  FROM orders WHERE id = $1',
+              calls: 1,
+              total_time_ms: 1,
+              rows: 1,
+              shared_blks_hit: 0,
+              shared_blks_read: 0,
+            },
+          ],
           explain_plans: [plan('q1', at(0), 'p1', 10), plan('q1', at(1), 'p1', 10), plan('q1', at(2), 'p2', 99.5)],
         }),
       )
@@ -295,13 +417,22 @@ for (const kind of storeKinds) {
         remediation_sql: 'SELECT pg_terminate_backend(10434);',
       })
       // opened, then evaluated again with the rule's text changing, then resolved
-      expect(await health.syncAlerts(id, [finding('28 s')], [], [], at(3))).toEqual({ opened: ['pg_xmin_horizon:pid 10434'], resolved: [] })
+      expect(await health.syncAlerts(id, [finding('28 s')], [], [], at(3))).toEqual({
+        opened: ['pg_xmin_horizon:pid 10434'],
+        resolved: [],
+      })
       await health.syncAlerts(id, [finding('5.0 min')], [], [], at(8))
       await health.syncAlerts(id, [finding('13.2 min')], [], [], at(16, 12))
-      expect(await health.syncAlerts(id, [], [], [], at(17))).toEqual({ opened: [], resolved: ['pg_xmin_horizon:pid 10434'] })
+      expect(await health.syncAlerts(id, [], [], [], at(17))).toEqual({
+        opened: [],
+        resolved: ['pg_xmin_horizon:pid 10434'],
+      })
       // the alert itself has its latest text
       const [alert] = await health.listAlerts(id, 'all', 10)
-      expect({ title: alert!.title, resolved_at: alert!.resolved_at }).toEqual({ title: 'A transaction holds back cleanup: 13.2 min', resolved_at: at(17) })
+      expect({ title: alert!.title, resolved_at: alert!.resolved_at }).toEqual({
+        title: 'A transaction holds back cleanup: 13.2 min',
+        resolved_at: at(17),
+      })
       const alertsLink = `#/databases/${id}/alerts`
       expect((await list(id)).filter((e) => e.kind.startsWith('alert_'))).toEqual([
         {
@@ -324,7 +455,10 @@ for (const kind of storeKinds) {
         },
       ])
       // the rows are stored, not derived: the events table holds exactly these two
-      const stored = await s.server.store.driver.all(`SELECT kind, ts FROM events WHERE database_id = $1 AND kind LIKE 'alert%' ORDER BY ts`, [id])
+      const stored = await s.server.store.driver.all(
+        `SELECT kind, ts FROM events WHERE database_id = $1 AND kind LIKE 'alert%' ORDER BY ts`,
+        [id],
+      )
       expect(stored.map((r) => [r.kind, Number(r.ts)])).toEqual([
         ['alert_opened', at(3)],
         ['alert_resolved', at(17)],
@@ -377,19 +511,37 @@ for (const kind of storeKinds) {
 
     test('errors: a bad window or limit is a 400, another organization gets 404', async () => {
       const id = await s.ingest(pgBatch(`errors-${kind}`, at(0)))
-      expect(await s.get(id, '/events?since=yesterday')).toEqual({ status: 400, body: { error: 'since must be an RFC 3339 timestamp, like 2026-01-31T12:00:00Z' } })
-      expect(await s.get(id, `/events?${range(at(2), at(1))}`)).toEqual({ status: 400, body: { error: 'since must be before until' } })
+      expect(await s.get(id, '/events?since=yesterday')).toEqual({
+        status: 400,
+        body: { error: 'since must be an RFC 3339 timestamp, like 2026-01-31T12:00:00Z' },
+      })
+      expect(await s.get(id, `/events?${range(at(2), at(1))}`)).toEqual({
+        status: 400,
+        body: { error: 'since must be before until' },
+      })
       expect((await s.get(id, '/events?limit=0')).status).toBe(400)
       expect((await s.get(id, '/events?limit=99999')).status).toBe(200)
       await s.expectHiddenFromOtherOrganizations(id, ['/events'])
       // a NUL in a setting's name or value (a PostgreSQL store cannot hold it) is refused, not a store error;
       // so is a name past its length
       for (const settings of [{ 'a\u0000': 'x' }, { work_mem: 'x\u0000' }] as Record<string, string>[]) {
-        const res = await s.server.call('POST', '/api/v1/ingest', { apiKey: s.key, body: pgBatch(`errors-${kind}`, at(1), { server_state: { settings } }) })
-        expect({ status: res.status, body: res.body }).toEqual({ status: 400, body: { error: 'request body strings must not contain NUL characters' } })
+        const res = await s.server.call('POST', '/api/v1/ingest', {
+          apiKey: s.key,
+          body: pgBatch(`errors-${kind}`, at(1), { server_state: { settings } }),
+        })
+        expect({ status: res.status, body: res.body }).toEqual({
+          status: 400,
+          body: { error: 'request body strings must not contain NUL characters' },
+        })
       }
-      const long = await s.server.call('POST', '/api/v1/ingest', { apiKey: s.key, body: pgBatch(`errors-${kind}`, at(1), { server_state: { settings: { ['x'.repeat(257)]: 'on' } } }) })
-      expect({ status: long.status, named: String(long.body.error).includes('server_state.settings') }).toEqual({ status: 400, named: true })
+      const long = await s.server.call('POST', '/api/v1/ingest', {
+        apiKey: s.key,
+        body: pgBatch(`errors-${kind}`, at(1), { server_state: { settings: { ['x'.repeat(257)]: 'on' } } }),
+      })
+      expect({ status: long.status, named: String(long.body.error).includes('server_state.settings') }).toEqual({
+        status: 400,
+        named: true,
+      })
     })
   })
 }

@@ -69,7 +69,11 @@ function raw(base: string, head: string, body = ''): Promise<RawAnswer> {
       }
       const length = headers['content-length']
       const rest = text.slice(end + 4)
-      resolve({ status: Number(statusLine!.split(' ')[1]), headers, body: length === undefined ? rest : rest.slice(0, Number(length)) })
+      resolve({
+        status: Number(statusLine!.split(' ')[1]),
+        headers,
+        body: length === undefined ? rest : rest.slice(0, Number(length)),
+      })
     }
     socket.on('data', (chunk: Buffer) => {
       received = Buffer.concat([received, chunk])
@@ -91,9 +95,19 @@ const securityOf = (headers: Record<string, string> | Headers) => {
 
 /** An answer's status, JSON body and content type, and its security headers. */
 function jsonError(answer: RawAnswer) {
-  return { status: answer.status, type: answer.headers['content-type'], body: JSON.parse(answer.body || 'null'), security: securityOf(answer.headers) }
+  return {
+    status: answer.status,
+    type: answer.headers['content-type'],
+    body: JSON.parse(answer.body || 'null'),
+    security: securityOf(answer.headers),
+  }
 }
-const errorOf = (status: number, error: string) => ({ status, type: 'application/json; charset=utf-8', body: { error }, security: expectedSecurityHeaders })
+const errorOf = (status: number, error: string) => ({
+  status,
+  type: 'application/json; charset=utf-8',
+  body: { error },
+  security: expectedSecurityHeaders,
+})
 
 for (const [name, start] of targets) {
   describe(`HTTP edges (${name})`, () => {
@@ -109,17 +123,35 @@ for (const [name, start] of targets) {
     test('a body over the cap is a JSON 413 however large it is declared, and the connection serves the next request', async () => {
       // An ingest is admitted only with a valid ingest key (a keyless one is a 401 before its size is looked at).
       const signup = await request(target.base, 'POST', '/api/v1/auth/signup', {
-        body: { email: `edges-${crypto.randomUUID()}@example.com`, password: 'edges password 1', name: 'Edges', org_name: 'Edges' },
+        body: {
+          email: `edges-${crypto.randomUUID()}@example.com`,
+          password: 'edges password 1',
+          name: 'Edges',
+          org_name: 'Edges',
+        },
       })
       expect(signup.status).toBe(201)
-      const created = await request(target.base, 'POST', '/api/v1/api-keys', { token: signup.body.access_token, body: { name: 'edges', scopes: ['ingest'] } })
+      const created = await request(target.base, 'POST', '/api/v1/api-keys', {
+        token: signup.body.access_token,
+        body: { name: 'edges', scopes: ['ingest'] },
+      })
       expect(created.status).toBe(201)
       const declared = (path: string, length: number) =>
-        raw(target.base, `POST ${path} HTTP/1.1\r\nHost: x\r\nX-API-Key: ${created.body.key}\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n\r\n`, '{')
+        raw(
+          target.base,
+          `POST ${path} HTTP/1.1\r\nHost: x\r\nX-API-Key: ${created.body.key}\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n\r\n`,
+          '{',
+        )
       // Past what Bun refused by itself before (4 x the ingest cap), and far past it.
-      expect(jsonError(await declared('/api/v1/ingest', 200 * 1024 * 1024))).toEqual(errorOf(413, 'request body is larger than the 16384 KiB limit'))
-      expect(jsonError(await declared('/api/v1/ingest', 1e15))).toEqual(errorOf(413, 'request body is larger than the 16384 KiB limit'))
-      expect(jsonError(await declared('/api/v1/databases', 1024 * 1024 + 1))).toEqual(errorOf(413, 'request body is larger than the 1024 KiB limit'))
+      expect(jsonError(await declared('/api/v1/ingest', 200 * 1024 * 1024))).toEqual(
+        errorOf(413, 'request body is larger than the 16384 KiB limit'),
+      )
+      expect(jsonError(await declared('/api/v1/ingest', 1e15))).toEqual(
+        errorOf(413, 'request body is larger than the 16384 KiB limit'),
+      )
+      expect(jsonError(await declared('/api/v1/databases', 1024 * 1024 + 1))).toEqual(
+        errorOf(413, 'request body is larger than the 1024 KiB limit'),
+      )
 
       // A body sent in full over the cap, then a second request on the same connection.
       const big = `{"name":"${'x'.repeat(1024 * 1024)}"}`
@@ -135,7 +167,9 @@ for (const [name, start] of targets) {
           }
         })
         socket.on('error', reject)
-        socket.write(`POST /api/v1/databases HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${big.length}\r\n\r\n${big}`)
+        socket.write(
+          `POST /api/v1/databases HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${big.length}\r\n\r\n${big}`,
+        )
         socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n')
       })
       expect(answers).toStartWith('HTTP/1.1 413 ')
@@ -166,20 +200,27 @@ for (const [name, start] of targets) {
     })
 
     test('a request line and headers over 16 KiB are a JSON 431; Bun answers past 64 KiB itself, with no body', async () => {
-      const head = (size: number) => `GET /api/v1/databases HTTP/1.1\r\nHost: x\r\nX-Padding: ${'a'.repeat(size)}\r\n\r\n`
+      const head = (size: number) =>
+        `GET /api/v1/databases HTTP/1.1\r\nHost: x\r\nX-Padding: ${'a'.repeat(size)}\r\n\r\n`
       expect((await raw(target.base, head(15 * 1024))).status).toBe(401)
       const message = 'the request line and headers are larger than the 16 KiB limit'
       expect(jsonError(await raw(target.base, head(17 * 1024)))).toEqual(errorOf(431, message))
       expect(jsonError(await raw(target.base, head(60 * 1024)))).toEqual(errorOf(431, message))
       // A long URL counts.
-      expect(jsonError(await raw(target.base, `GET /api/v1/${'a'.repeat(20 * 1024)} HTTP/1.1\r\nHost: x\r\n\r\n`))).toEqual(errorOf(431, message))
+      expect(
+        jsonError(await raw(target.base, `GET /api/v1/${'a'.repeat(20 * 1024)} HTTP/1.1\r\nHost: x\r\n\r\n`)),
+      ).toEqual(errorOf(431, message))
       // Past Bun's parser limit the refusal is Bun's own: a 431 with an empty body (no hook reaches it).
       const beyond = await raw(target.base, head(70 * 1024))
       expect({ status: beyond.status, body: beyond.body }).toEqual({ status: 431, body: '' })
     })
 
     test('malformed JSON, unknown routes and unknown methods are JSON errors', async () => {
-      const malformed = await raw(target.base, 'POST /api/v1/databases HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 13\r\n\r\n', '{"name": "x",')
+      const malformed = await raw(
+        target.base,
+        'POST /api/v1/databases HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 13\r\n\r\n',
+        '{"name": "x",',
+      )
       expect(jsonError(malformed)).toEqual(errorOf(400, 'request body must be valid JSON'))
       for (const [method, path] of [
         ['PROPFIND', '/api/v1/databases'],
@@ -199,7 +240,12 @@ for (const [name, start] of targets) {
     test('the dashboard, its script and stylesheet, and the API carry the security headers', async () => {
       const page = await fetch(`${target.base}/`)
       const html = await page.text()
-      expect({ status: page.status, type: page.headers.get('content-type'), cache: page.headers.get('cache-control'), security: securityOf(page.headers) }).toEqual({
+      expect({
+        status: page.status,
+        type: page.headers.get('content-type'),
+        cache: page.headers.get('cache-control'),
+        security: securityOf(page.headers),
+      }).toEqual({
         status: 200,
         type: 'text/html;charset=utf-8',
         cache: 'no-cache',
@@ -208,7 +254,8 @@ for (const [name, start] of targets) {
       // No inline script or style for the policy to block: the page loads one script and one stylesheet.
       expect(html).not.toMatch(/<script(?![^>]*\bsrc=)[^>]*>|<style|\sstyle=/)
       const script = /<script[^>]*\bsrc="([^"]+)"/.exec(html)?.[1]
-      const stylesheet = /<link[^>]*rel="stylesheet"[^>]*href="([^"]+)"|<link[^>]*href="([^"]+)"[^>]*rel="stylesheet"/.exec(html)
+      const stylesheet =
+        /<link[^>]*rel="stylesheet"[^>]*href="([^"]+)"|<link[^>]*href="([^"]+)"[^>]*rel="stylesheet"/.exec(html)
       const files = [
         [new URL(script!, `${target.base}/`).href, 'text/javascript;charset=utf-8'],
         [new URL(stylesheet![1] ?? stylesheet![2]!, `${target.base}/`).href, 'text/css;charset=utf-8'],
@@ -217,7 +264,12 @@ for (const [name, start] of targets) {
         const res = await fetch(url)
         expect(res.status).toBe(200)
         expect((await res.arrayBuffer()).byteLength).toBeGreaterThan(1000)
-        expect({ url, type: res.headers.get('content-type'), cache: res.headers.get('cache-control'), security: securityOf(res.headers) }).toEqual({
+        expect({
+          url,
+          type: res.headers.get('content-type'),
+          cache: res.headers.get('cache-control'),
+          security: securityOf(res.headers),
+        }).toEqual({
           url,
           type,
           cache: 'public, max-age=31536000, immutable',
@@ -225,17 +277,35 @@ for (const [name, start] of targets) {
         })
         // Revalidation by ETag answers 304, with the same headers.
         const again = await fetch(url, { headers: { 'if-none-match': res.headers.get('etag')! } })
-        expect({ status: again.status, security: securityOf(again.headers) }).toEqual({ status: 304, security: expectedSecurityHeaders })
+        expect({ status: again.status, security: securityOf(again.headers) }).toEqual({
+          status: 304,
+          security: expectedSecurityHeaders,
+        })
       }
       const head = await fetch(`${target.base}/`, { method: 'HEAD' })
-      expect({ status: head.status, security: securityOf(head.headers) }).toEqual({ status: 200, security: expectedSecurityHeaders })
+      expect({ status: head.status, security: securityOf(head.headers) }).toEqual({
+        status: 200,
+        security: expectedSecurityHeaders,
+      })
 
-      for (const [path, status] of [['/healthz', 200], ['/api/v1/databases', 401], ['/api/v1/auth/me', 401]] as const) {
+      for (const [path, status] of [
+        ['/healthz', 200],
+        ['/api/v1/databases', 401],
+        ['/api/v1/auth/me', 401],
+      ] as const) {
         const res = await fetch(target.base + path)
-        expect({ path, status: res.status, security: securityOf(res.headers) }).toEqual({ path, status, security: expectedSecurityHeaders })
+        expect({ path, status: res.status, security: securityOf(res.headers) }).toEqual({
+          path,
+          status,
+          security: expectedSecurityHeaders,
+        })
       }
       const reset = await fetch(`${target.base}/reset-password?token=t`, { redirect: 'manual' })
-      expect({ status: reset.status, cache: reset.headers.get('cache-control'), security: securityOf(reset.headers) }).toEqual({
+      expect({
+        status: reset.status,
+        cache: reset.headers.get('cache-control'),
+        security: securityOf(reset.headers),
+      }).toEqual({
         status: 302,
         cache: 'no-store',
         security: expectedSecurityHeaders,

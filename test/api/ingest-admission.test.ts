@@ -35,7 +35,10 @@ let admission: IngestAdmission
 const admissionLogs: string[] = []
 const dirs: string[] = []
 beforeAll(async () => {
-  admission = new IngestAdmission(createLogger('info', (l) => admissionLogs.push(l)), limits)
+  admission = new IngestAdmission(
+    createLogger('info', (l) => admissionLogs.push(l)),
+    limits,
+  )
   server = await startTestServer('sqlite', { metricsToken: TOKEN, ingestAdmission: admission })
   key = (await agentAccount(server)).key
 })
@@ -80,7 +83,11 @@ async function rawIngest(
     },
   })
   const sent = options.sent ?? Math.floor(body.length / 2)
-  const head = Object.entries({ 'Content-Type': 'application/json', ...headers, 'Content-Length': String(options.declared ?? Buffer.byteLength(body)) })
+  const head = Object.entries({
+    'Content-Type': 'application/json',
+    ...headers,
+    'Content-Length': String(options.declared ?? Buffer.byteLength(body)),
+  })
     .map(([k, v]) => `${k}: ${v}\r\n`)
     .join('')
   socket.write(`POST ${INGEST_PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\n${head}\r\n${body.slice(0, sent)}`)
@@ -99,13 +106,21 @@ async function rawIngest(
 
 /** A batch posted with the key whose body stops halfway: admitted and held in flight until finish(). */
 function heldIngest(name: string, age?: number, to: TestServer = server, as: string = key): Promise<RawIngest> {
-  return rawIngest(to, { 'X-API-Key': as, ...(age === undefined ? {} : { [BATCH_AGE_HEADER]: String(age) }) }, JSON.stringify(pgBatch(name, Date.now())))
+  return rawIngest(
+    to,
+    { 'X-API-Key': as, ...(age === undefined ? {} : { [BATCH_AGE_HEADER]: String(age) }) },
+    JSON.stringify(pgBatch(name, Date.now())),
+  )
 }
 
 const post = (name: string, age?: number, to: TestServer = server, as: string = key) =>
   fetch(to.base + INGEST_PATH, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-api-key': as, ...(age === undefined ? {} : { [BATCH_AGE_HEADER]: String(age) }) },
+    headers: {
+      'content-type': 'application/json',
+      'x-api-key': as,
+      ...(age === undefined ? {} : { [BATCH_AGE_HEADER]: String(age) }),
+    },
     body: JSON.stringify(pgBatch(name, Date.now())),
   })
 
@@ -117,7 +132,10 @@ async function scrape(from: TestServer = server) {
 describe('ingest admission under small caps', () => {
   test('backlog is shed at the lower mark and current batches at the higher, with 503 and Retry-After; counted; logged once per episode', async () => {
     const before = await scrape()
-    const shedBefore = { backlog: value(before, 'dbm_ingest_shed_total', { kind: 'backlog' }), current: value(before, 'dbm_ingest_shed_total', { kind: 'current' }) }
+    const shedBefore = {
+      backlog: value(before, 'dbm_ingest_shed_total', { kind: 'backlog' }),
+      current: value(before, 'dbm_ingest_shed_total', { kind: 'current' }),
+    }
     const first = await heldIngest('held-1')
     await until('one ingest in flight', async () => (appAdmission().inFlight === 1 ? true : undefined), { everyMs: 10 })
     // One in flight: the backlog's mark (1) is reached, the current batches' (2) is not.
@@ -127,7 +145,9 @@ describe('ingest admission under small caps', () => {
     expect(await backlog.json()).toEqual({ error: 'the server is busy taking batches; try again in 1 s' })
     // Younger than backlogAgeSeconds: current.
     const second = await heldIngest('held-2')
-    await until('two ingests in flight', async () => (appAdmission().inFlight === 2 ? true : undefined), { everyMs: 10 })
+    await until('two ingests in flight', async () => (appAdmission().inFlight === 2 ? true : undefined), {
+      everyMs: 10,
+    })
     const current = await post('shed-current', 5)
     expect(current.status).toBe(503)
     expect(['1', '2']).toContain(current.headers.get('retry-after')!)
@@ -142,7 +162,9 @@ describe('ingest admission under small caps', () => {
     // The shed requests are counted as 503 answers of the ingest route too.
     expect(value(after, 'dbm_ingest_requests_total', { status: '503' })).toBeGreaterThanOrEqual(2)
     // Neither shed batch was applied.
-    const names = ((await server.call<{ name: string }[]>('GET', '/api/v1/databases', { apiKey: key })).body as { name: string }[]).map((d) => d.name)
+    const names = (
+      (await server.call<{ name: string }[]>('GET', '/api/v1/databases', { apiKey: key })).body as { name: string }[]
+    ).map((d) => d.name)
     expect(names).not.toContain('shed-backlog')
     expect(names).not.toContain('shed-current')
     expect(names).toContain('admitted-again')
@@ -151,7 +173,11 @@ describe('ingest admission under small caps', () => {
 
   test('a request refused as malformed after admission frees its place', async () => {
     for (let i = 0; i < 5; i++) {
-      const res = await fetch(server.base + INGEST_PATH, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key }, body: '{"batch_id":' })
+      const res = await fetch(server.base + INGEST_PATH, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': key },
+        body: '{"batch_id":',
+      })
       expect(res.status).toBe(400)
     }
     await until('no ingest in flight', async () => (appAdmission().inFlight === 0 ? true : undefined), { everyMs: 10 })
@@ -175,7 +201,19 @@ describe('ingest admission under small caps', () => {
     let now = Date.now() - 60_000
     const away = new Shipper({ ...options, endpoint: 'http://127.0.0.1:9', requestTimeoutMs: 300, clock: () => now })
     for (let n = 0; n < 6; n++) {
-      const b = pgBatch('replayed', now + n * 10, { query_stats: [{ query_hash: 'q1', query_text: 'SELECT 1', calls: 1, total_time_ms: 1, rows: 1, shared_blks_hit: 0, shared_blks_read: 0 }] })
+      const b = pgBatch('replayed', now + n * 10, {
+        query_stats: [
+          {
+            query_hash: 'q1',
+            query_text: 'SELECT 1',
+            calls: 1,
+            total_time_ms: 1,
+            rows: 1,
+            shared_blks_hit: 0,
+            shared_blks_read: 0,
+          },
+        ],
+      })
       expect(await away.send(b)).toBe('buffered')
     }
     await away.stop()
@@ -191,11 +229,17 @@ describe('ingest admission under small caps', () => {
     try {
       shipper.start()
       // Shed: the round stops at the first batch and waits out the Retry-After (1 s).
-      await until('the backlog to be shed', async () => (value(await scrape(), 'dbm_ingest_shed_total', { kind: 'backlog' }) > shed0 ? true : undefined), { everyMs: 20 })
+      await until(
+        'the backlog to be shed',
+        async () => (value(await scrape(), 'dbm_ingest_shed_total', { kind: 'backlog' }) > shed0 ? true : undefined),
+        { everyMs: 20 },
+      )
       expect(shipper.buffered()).toBe(6)
       expect(shipper.retryNotBefore()).toBeGreaterThan(Date.now() - 100)
       expect(await held.finish()).toBe('HTTP/1.1 200 OK')
-      await until('the buffer to drain', async () => (shipper.buffered() === 0 ? true : undefined), { timeoutMs: 15_000 })
+      await until('the buffer to drain', async () => (shipper.buffered() === 0 ? true : undefined), {
+        timeoutMs: 15_000,
+      })
     } finally {
       await shipper.stop()
     }
@@ -203,9 +247,20 @@ describe('ingest admission under small caps', () => {
     // held-3 and the six batches, each applied once; none twice.
     expect(value(after, 'dbm_ingest_batches_total', { result: 'applied' }) - applied0).toBe(7)
     expect(value(after, 'dbm_ingest_batches_total', { result: 'duplicate' }) - duplicate0).toBe(0)
-    const db = ((await server.call<{ id: string; name: string }[]>('GET', '/api/v1/databases', { apiKey: key })).body as { id: string; name: string }[]).find((d) => d.name === 'replayed')!
-    const queries = await server.call<{ query_hash: string; total_calls: number }[]>('GET', `/api/v1/databases/${db.id}/queries`, { apiKey: key })
-    expect((queries.body as { query_hash: string; total_calls: number }[]).map((q) => [q.query_hash, q.total_calls])).toEqual([['q1', 6]])
+    const db = (
+      (await server.call<{ id: string; name: string }[]>('GET', '/api/v1/databases', { apiKey: key })).body as {
+        id: string
+        name: string
+      }[]
+    ).find((d) => d.name === 'replayed')!
+    const queries = await server.call<{ query_hash: string; total_calls: number }[]>(
+      'GET',
+      `/api/v1/databases/${db.id}/queries`,
+      { apiKey: key },
+    )
+    expect(
+      (queries.body as { query_hash: string; total_calls: number }[]).map((q) => [q.query_hash, q.total_calls]),
+    ).toEqual([['q1', 6]])
   })
 })
 
@@ -217,9 +272,13 @@ describe('ingest bodies that do not arrive', () => {
     limits.bodyReadMs = 600
     try {
       const stalled = await heldIngest('stalled')
-      await until('one ingest in flight', async () => (appAdmission().inFlight === 1 ? true : undefined), { everyMs: 10 })
+      await until('one ingest in flight', async () => (appAdmission().inFlight === 1 ? true : undefined), {
+        everyMs: 10,
+      })
       expect(await stalled.answered).toBe('HTTP/1.1 408 Request Timeout')
-      expect(JSON.parse(stalled.text().slice(stalled.text().indexOf('\r\n\r\n') + 4))).toEqual({ error: 'the request body did not arrive within 1 s' })
+      expect(JSON.parse(stalled.text().slice(stalled.text().indexOf('\r\n\r\n') + 4))).toEqual({
+        error: 'the request body did not arrive within 1 s',
+      })
       stalled.close()
     } finally {
       limits.bodyReadMs = ingestAdmissionLimits.bodyReadMs
@@ -234,7 +293,10 @@ describe('ingest bodies that do not arrive', () => {
     const gone = await heldIngest('gone')
     await until('one ingest in flight', async () => (appAdmission().inFlight === 1 ? true : undefined), { everyMs: 10 })
     gone.close()
-    await until('no ingest in flight', async () => (appAdmission().inFlight === 0 ? true : undefined), { everyMs: 10, timeoutMs: 5_000 })
+    await until('no ingest in flight', async () => (appAdmission().inFlight === 0 ? true : undefined), {
+      everyMs: 10,
+      timeoutMs: 5_000,
+    })
     expect((await refusals('body_aborted')) - aborted0).toBe(1)
     expect((await post('after-the-gone')).status).toBe(200)
   })
@@ -255,7 +317,13 @@ for (const kind of storeKinds) {
     let keyA = ''
     const warnings: string[] = []
     beforeAll(async () => {
-      tenants = await startTestServer(kind, { metricsToken: TOKEN, ingestAdmission: new IngestAdmission(createLogger('warn', (l) => warnings.push(l)), shared) })
+      tenants = await startTestServer(kind, {
+        metricsToken: TOKEN,
+        ingestAdmission: new IngestAdmission(
+          createLogger('warn', (l) => warnings.push(l)),
+          shared,
+        ),
+      })
       keyA = (await agentAccount(tenants)).key
     })
     afterAll(async () => {
@@ -281,7 +349,9 @@ for (const kind of storeKinds) {
           { Authorization: 'Bearer not-a-token' },
           { 'X-API-Key': readKey },
         ]
-        const flood = await Promise.all(callers.map((headers) => rawIngest(tenants, headers, '{', { sent: 1, declared: 16_000_000 })))
+        const flood = await Promise.all(
+          callers.map((headers) => rawIngest(tenants, headers, '{', { sent: 1, declared: 16_000_000 })),
+        )
         expect(await Promise.all(flood.map((f) => f.answered))).toEqual([
           'HTTP/1.1 401 Unauthorized',
           'HTTP/1.1 401 Unauthorized',
@@ -302,7 +372,8 @@ for (const kind of storeKinds) {
         store.findApiKey = find
       }
       const after = await scrape(tenants)
-      const delta = (reason: string) => value(after, 'dbm_ingest_refusals_total', { reason }) - value(before, 'dbm_ingest_refusals_total', { reason })
+      const delta = (reason: string) =>
+        value(after, 'dbm_ingest_refusals_total', { reason }) - value(before, 'dbm_ingest_refusals_total', { reason })
       expect(delta('unauthenticated')).toBe(4)
       expect(delta('forbidden')).toBe(1)
     })
@@ -310,14 +381,18 @@ for (const kind of storeKinds) {
     test('alone an organization takes every place; while another sends, it holds at most its share', async () => {
       // Alone: three places, past its share of two, as before shares.
       const alone = await Promise.all([1, 2, 3].map((n) => heldIngest(`alone-${n}`, undefined, tenants, keyA)))
-      await until('three ingests in flight', async () => (appAdmission(tenants).inFlight === 3 ? true : undefined), { everyMs: 10 })
+      await until('three ingests in flight', async () => (appAdmission(tenants).inFlight === 3 ? true : undefined), {
+        everyMs: 10,
+      })
       for (const held of alone) expect(await held.finish()).toBe('HTTP/1.1 200 OK')
       // Another organization sends.
       const { key: keyB } = await agentAccount(tenants)
       expect((await post('b-1', undefined, tenants, keyB)).status).toBe(200)
       const before = await scrape(tenants)
       const mine = await Promise.all([1, 2].map((n) => heldIngest(`share-${n}`, undefined, tenants, keyA)))
-      await until('two ingests in flight', async () => (appAdmission(tenants).inFlight === 2 ? true : undefined), { everyMs: 10 })
+      await until('two ingests in flight', async () => (appAdmission(tenants).inFlight === 2 ? true : undefined), {
+        everyMs: 10,
+      })
       const over = await post('over-the-share', undefined, tenants, keyA)
       expect(over.status).toBe(503)
       expect(['1', '2']).toContain(over.headers.get('retry-after')!)
@@ -326,8 +401,14 @@ for (const kind of storeKinds) {
       expect((await post('b-2', undefined, tenants, keyB)).status).toBe(200)
       for (const held of mine) expect(await held.finish()).toBe('HTTP/1.1 200 OK')
       const after = await scrape(tenants)
-      expect(value(after, 'dbm_ingest_refusals_total', { reason: 'org_share' }) - value(before, 'dbm_ingest_refusals_total', { reason: 'org_share' })).toBe(2)
-      expect(value(after, 'dbm_ingest_shed_total', { kind: 'current' }) - value(before, 'dbm_ingest_shed_total', { kind: 'current' })).toBe(2)
+      expect(
+        value(after, 'dbm_ingest_refusals_total', { reason: 'org_share' }) -
+          value(before, 'dbm_ingest_refusals_total', { reason: 'org_share' }),
+      ).toBe(2)
+      expect(
+        value(after, 'dbm_ingest_shed_total', { kind: 'current' }) -
+          value(before, 'dbm_ingest_shed_total', { kind: 'current' }),
+      ).toBe(2)
       expect(appAdmission(tenants).inFlight).toBe(0)
       // One warning for the episode, whatever its refusals.
       expect(warnings.filter((l) => l.includes('ingest:')).length).toBe(1)

@@ -58,7 +58,19 @@ function largestBatch(name: string, collectedAt: number): IngestBatch {
         source: 'sampled',
       },
     ],
-    activity: [{ pid: 1, query_text: 'SELECT 1', state: 'active', wait_event_type: null, wait_event: null, duration_ms: 1, blocking_pids: [], xact_start: MAX_EPOCH_MS, memory_usage: MAX_COUNT }],
+    activity: [
+      {
+        pid: 1,
+        query_text: 'SELECT 1',
+        state: 'active',
+        wait_event_type: null,
+        wait_event: null,
+        duration_ms: 1,
+        blocking_pids: [],
+        xact_start: MAX_EPOCH_MS,
+        memory_usage: MAX_COUNT,
+      },
+    ],
     waits: [{ wait_event_type: 'IO', wait_event: 'DataFileRead', count: MAX_COUNT, total_duration_ms: MAX_MS }],
     tables: [
       {
@@ -103,7 +115,9 @@ function largestBatch(name: string, collectedAt: number): IngestBatch {
     bgwriter: { buffers_clean: MAX_COUNT },
     wal_stats: { wal_bytes: MAX_COUNT },
     database_stats: { xact_commit: MAX_COUNT, temp_bytes: -MAX_COUNT },
-    io_stats: [{ backend_type: 'client backend', object: 'relation', context: 'normal', counters: { reads: MAX_COUNT } }],
+    io_stats: [
+      { backend_type: 'client backend', object: 'relation', context: 'normal', counters: { reads: MAX_COUNT } },
+    ],
   }
 }
 
@@ -125,11 +139,35 @@ const overflows: [string, (b: any) => void][] = [
   ['activity.0.duration_ms', (b) => (b.activity[0].duration_ms = MAX_MS * 2)],
   [
     'locks.0.duration_ms',
-    (b) => (b.locks = [{ pid: 2, lock_type: 'relation', mode: 'AccessExclusiveLock', relation_name: 't', granted: false, blocked_by_pid: 1, duration_ms: 1e21, query_text: null }]),
+    (b) =>
+      (b.locks = [
+        {
+          pid: 2,
+          lock_type: 'relation',
+          mode: 'AccessExclusiveLock',
+          relation_name: 't',
+          granted: false,
+          blocked_by_pid: 1,
+          duration_ms: 1e21,
+          query_text: null,
+        },
+      ]),
   ],
   [
     'locks.0.duration_ms',
-    (b) => (b.locks = [{ pid: 2, lock_type: 'relation', mode: 'AccessExclusiveLock', relation_name: 't', granted: false, blocked_by_pid: 1, duration_ms: MAX_MS + 1, query_text: null }]),
+    (b) =>
+      (b.locks = [
+        {
+          pid: 2,
+          lock_type: 'relation',
+          mode: 'AccessExclusiveLock',
+          relation_name: 't',
+          granted: false,
+          blocked_by_pid: 1,
+          duration_ms: MAX_MS + 1,
+          query_text: null,
+        },
+      ]),
   ],
   ['waits.0.count', (b) => (b.waits[0].count = 1e300)],
   ['waits.0.total_duration_ms', (b) => (b.waits[0].total_duration_ms = 1e300)],
@@ -147,14 +185,26 @@ const overflows: [string, (b: any) => void][] = [
   ['io_stats.0.counters.reads', (b) => (b.io_stats[0].counters.reads = 1e300)],
   [
     'parts.0.bytes_on_disk',
-    (b) => (b.parts = [{ database: 'd', table: 't', partition_id: 'all', active_parts: 1, rows: 1, bytes_on_disk: 1e300 }]),
+    (b) =>
+      (b.parts = [{ database: 'd', table: 't', partition_id: 'all', active_parts: 1, rows: 1, bytes_on_disk: 1e300 }]),
   ],
   ['server_metrics.MemoryTracking', (b) => (b.server_metrics = { MemoryTracking: 1e300 })],
   [
     'mutations.0.create_time',
     (b) =>
       (b.mutations = [
-        { database: 'd', table: 't', mutation_id: 'm', command: 'x', create_time: 1e300, is_done: false, parts_to_do: 1, latest_fail_reason: '', latest_fail_time: null, stuck: false },
+        {
+          database: 'd',
+          table: 't',
+          mutation_id: 'm',
+          command: 'x',
+          create_time: 1e300,
+          is_done: false,
+          parts_to_do: 1,
+          latest_fail_reason: '',
+          latest_fail_time: null,
+          stuck: false,
+        },
       ]),
   ],
 ]
@@ -169,7 +219,11 @@ for (const kind of storeKinds) {
         const batch = largestBatch('overflow', at(10))
         spoil(batch)
         const res = await post(batch)
-        expect({ field, status: res.status, names: String(res.body.error).startsWith(`invalid ${field}`) }).toEqual({ field, status: 400, names: true })
+        expect({ field, status: res.status, names: String(res.body.error).startsWith(`invalid ${field}`) }).toEqual({
+          field,
+          status: 400,
+          names: true,
+        })
       }
     })
 
@@ -178,31 +232,67 @@ for (const kind of storeKinds) {
       expect(res.status).toBe(200)
       const id: string = res.body.database_id
       const [statement] = await session.ok(id, `/queries?since=${iso(at(20))}&until=${iso(at(21))}`)
-      expect(statement).toMatchObject({ query_hash: 'largest', total_calls: MAX_COUNT, total_time_ms: MAX_MS, total_rows: MAX_COUNT })
+      expect(statement).toMatchObject({
+        query_hash: 'largest',
+        total_calls: MAX_COUNT,
+        total_time_ms: MAX_MS,
+        total_rows: MAX_COUNT,
+      })
 
-      const read = async (sql: string) => (await session.server.store.driver.all<Record<string, unknown>>(sql, [id])).map((r) => Object.values(r).map(Number))
-      expect(await read('SELECT calls, rows, read_bytes, total_time_ms, p99_ms FROM query_stats WHERE database_id = $1')).toEqual([
-        [MAX_COUNT, MAX_COUNT, MAX_COUNT, MAX_MS, MAX_MS],
+      const read = async (sql: string) =>
+        (await session.server.store.driver.all<Record<string, unknown>>(sql, [id])).map((r) =>
+          Object.values(r).map(Number),
+        )
+      expect(
+        await read('SELECT calls, rows, read_bytes, total_time_ms, p99_ms FROM query_stats WHERE database_id = $1'),
+      ).toEqual([[MAX_COUNT, MAX_COUNT, MAX_COUNT, MAX_MS, MAX_MS]])
+      expect(await read('SELECT seq_scans, index_scans FROM explain_plans WHERE database_id = $1')).toEqual([
+        [MAX_PLAN_COUNT, MAX_PLAN_COUNT],
       ])
-      expect(await read('SELECT seq_scans, index_scans FROM explain_plans WHERE database_id = $1')).toEqual([[MAX_PLAN_COUNT, MAX_PLAN_COUNT]])
-      expect(await read('SELECT count, total_duration_ms FROM wait_stats WHERE database_id = $1 AND resolution = 60')).toEqual([[MAX_COUNT, MAX_MS]])
-      expect(await read('SELECT seq_scan, table_size_bytes, last_vacuum FROM latest_tables WHERE database_id = $1')).toEqual([
-        [MAX_COUNT, MAX_COUNT, MAX_EPOCH_MS],
-      ])
-      expect(await read('SELECT seq_scan, n_live_tup FROM table_stats WHERE database_id = $1 AND resolution = 60')).toEqual([[MAX_COUNT, MAX_COUNT]])
-      expect(await read('SELECT idx_scan, size_bytes FROM index_stats WHERE database_id = $1 AND resolution = 60')).toEqual([[MAX_COUNT, MAX_COUNT]])
-      expect(await read('SELECT replication_lag_bytes FROM replication_lag WHERE database_id = $1 AND resolution = 60')).toEqual([[MAX_COUNT]])
-      expect(await read('SELECT lag_bytes FROM replication_slot_lag WHERE database_id = $1 AND resolution = 60')).toEqual([[MAX_COUNT]])
+      expect(
+        await read('SELECT count, total_duration_ms FROM wait_stats WHERE database_id = $1 AND resolution = 60'),
+      ).toEqual([[MAX_COUNT, MAX_MS]])
+      expect(
+        await read('SELECT seq_scan, table_size_bytes, last_vacuum FROM latest_tables WHERE database_id = $1'),
+      ).toEqual([[MAX_COUNT, MAX_COUNT, MAX_EPOCH_MS]])
+      expect(
+        await read('SELECT seq_scan, n_live_tup FROM table_stats WHERE database_id = $1 AND resolution = 60'),
+      ).toEqual([[MAX_COUNT, MAX_COUNT]])
+      expect(
+        await read('SELECT idx_scan, size_bytes FROM index_stats WHERE database_id = $1 AND resolution = 60'),
+      ).toEqual([[MAX_COUNT, MAX_COUNT]])
+      expect(
+        await read('SELECT replication_lag_bytes FROM replication_lag WHERE database_id = $1 AND resolution = 60'),
+      ).toEqual([[MAX_COUNT]])
+      expect(
+        await read('SELECT lag_bytes FROM replication_slot_lag WHERE database_id = $1 AND resolution = 60'),
+      ).toEqual([[MAX_COUNT]])
       expect(
         await read(
           "SELECT value FROM metric_counters WHERE database_id = $1 AND resolution = 60 AND metric IN ('buffers_clean', 'wal_bytes', 'reads', 'xact_commit', 'temp_bytes') ORDER BY value",
         ),
       ).toEqual([[-MAX_COUNT], [MAX_COUNT], [MAX_COUNT], [MAX_COUNT], [MAX_COUNT]])
-      expect(await read("SELECT DISTINCT interval_seconds FROM internals_latest WHERE database_id = $1")).toEqual([[86_400]])
+      expect(await read('SELECT DISTINCT interval_seconds FROM internals_latest WHERE database_id = $1')).toEqual([
+        [86_400],
+      ])
     })
 
     test('fractional counts, which the schema allows, are stored rounded', async () => {
-      const res = await post(pgBatch('fractions', at(30), { query_stats: [{ query_hash: 'q', query_text: 'SELECT 1', calls: 1.5, total_time_ms: 0.25, rows: 2.4, shared_blks_hit: 0, shared_blks_read: 0 }] }))
+      const res = await post(
+        pgBatch('fractions', at(30), {
+          query_stats: [
+            {
+              query_hash: 'q',
+              query_text: 'SELECT 1',
+              calls: 1.5,
+              total_time_ms: 0.25,
+              rows: 2.4,
+              shared_blks_hit: 0,
+              shared_blks_read: 0,
+            },
+          ],
+        }),
+      )
       expect(res.status).toBe(200)
       const row = await session.server.store.driver.get<{ calls: number; rows: number; total_time_ms: number }>(
         'SELECT calls, rows, total_time_ms FROM query_stats WHERE database_id = $1',
@@ -212,13 +302,34 @@ for (const kind of storeKinds) {
     })
 
     test('a batch collected in the last millisecond of the year 9999 fits the store; the API refuses it as ahead of its clock', async () => {
-      const batch = pgBatch('far-future', MAX_EPOCH_MS, { query_stats: [{ query_hash: 'q', query_text: 'SELECT 1', calls: 1, total_time_ms: 1, rows: 1, shared_blks_hit: 0, shared_blks_read: 0 }] })
+      const batch = pgBatch('far-future', MAX_EPOCH_MS, {
+        query_stats: [
+          {
+            query_hash: 'q',
+            query_text: 'SELECT 1',
+            calls: 1,
+            total_time_ms: 1,
+            rows: 1,
+            shared_blks_hit: 0,
+            shared_blks_read: 0,
+          },
+        ],
+      })
       const res = await post(batch)
-      expect({ status: res.status, names: String(res.body.error).startsWith('invalid collected_at: 9999-12-31T23:59:59.999Z is ') }).toEqual({ status: 400, names: true })
+      expect({
+        status: res.status,
+        names: String(res.body.error).startsWith('invalid collected_at: 9999-12-31T23:59:59.999Z is '),
+      }).toEqual({ status: 400, names: true })
       const id = (await post(pgBatch('far-future', at(40)))).body.database_id
-      const owner = await session.server.store.driver.get<{ org_id: string }>('SELECT org_id FROM databases WHERE id = $1', [id])
+      const owner = await session.server.store.driver.get<{ org_id: string }>(
+        'SELECT org_id FROM databases WHERE id = $1',
+        [id],
+      )
       await session.server.store.ingest(owner!.org_id, batch, Date.now())
-      const row = await session.server.store.driver.get<{ at: number }>('SELECT MAX(collected_at) AS at FROM ingest_batches WHERE database_id = $1', [id])
+      const row = await session.server.store.driver.get<{ at: number }>(
+        'SELECT MAX(collected_at) AS at FROM ingest_batches WHERE database_id = $1',
+        [id],
+      )
       expect(Number(row?.at)).toBe(MAX_EPOCH_MS)
     })
   })

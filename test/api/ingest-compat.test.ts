@@ -20,7 +20,16 @@ const statement = (hash: string, calls: number, rows: number): QueryStatDelta =>
   shared_blks_read: calls,
 })
 
-const counters = { seq_scan: 7, seq_tup_read: 700, idx_scan: 30, idx_tup_fetch: 30, n_tup_ins: 5, n_tup_upd: 2, n_tup_del: 1, n_tup_hot_upd: 1 }
+const counters = {
+  seq_scan: 7,
+  seq_tup_read: 700,
+  idx_scan: 30,
+  idx_tup_fetch: 30,
+  n_tup_ins: 5,
+  n_tup_upd: 2,
+  n_tup_del: 1,
+  n_tup_hot_upd: 1,
+}
 
 const ordersTable: TableStat = {
   schema_name: 'public',
@@ -72,7 +81,14 @@ const activeSession: ActiveQuery = {
 const plan: ExplainPlan = {
   query_hash: 'orders',
   ts: at(10),
-  plan_json: { Plan: { 'Node Type': 'Seq Scan', 'Relation Name': 'orders', 'Total Cost': 155.5, 'Some Future Key': { nested: [1, 2] } } },
+  plan_json: {
+    Plan: {
+      'Node Type': 'Seq Scan',
+      'Relation Name': 'orders',
+      'Total Cost': 155.5,
+      'Some Future Key': { nested: [1, 2] },
+    },
+  },
   plan_hash: 'p1',
   total_cost: 155.5,
   actual_time_ms: null,
@@ -120,7 +136,9 @@ const UNKNOWN_PATHS = [
 
 /** The debug lines about unknown fields of one batch. */
 function unknownFieldLines(logs: string[], batchId: string): string[] {
-  return logs.filter((line) => line.includes(' DEBUG ingest: unknown fields ignored ') && line.includes(`batch_id=${batchId}`))
+  return logs.filter(
+    (line) => line.includes(' DEBUG ingest: unknown fields ignored ') && line.includes(`batch_id=${batchId}`),
+  )
 }
 
 for (const kind of storeKinds) {
@@ -137,7 +155,16 @@ for (const kind of storeKinds) {
       // Statements: exactly what was sent.
       const since = `since=${iso(at(0))}&until=${iso(at(60))}`
       const queries = await session.ok(id, `/queries?${since}&sort_by=calls`)
-      expect(queries.map((q: any) => [q.query_hash, q.total_calls, q.total_rows, q.total_time_ms, q.shared_blks_hit, q.shared_blks_read])).toEqual([
+      expect(
+        queries.map((q: any) => [
+          q.query_hash,
+          q.total_calls,
+          q.total_rows,
+          q.total_time_ms,
+          q.shared_blks_hit,
+          q.shared_blks_read,
+        ]),
+      ).toEqual([
         ['orders', 42, 420, 63, 420, 42],
         ['customers', 8, 16, 12, 80, 8],
       ])
@@ -145,7 +172,14 @@ for (const kind of storeKinds) {
 
       // Tables: the known gauges and counters; no trace of the unknown ones.
       const [orders] = await session.ok(id, '/tables')
-      expect(orders).toMatchObject({ schema_name: 'public', table_name: 'orders', n_live_tup: 1234, n_dead_tup: 56, table_size_bytes: 81920, seq_scan: 7 })
+      expect(orders).toMatchObject({
+        schema_name: 'public',
+        table_name: 'orders',
+        n_live_tup: 1234,
+        n_dead_tup: 56,
+        table_size_bytes: 81920,
+        seq_scan: 7,
+      })
       expect(Object.keys(orders)).not.toContain('toast_size_bytes')
 
       // Replication is kept as a whole section: the stored one is the sent one without the unknown fields.
@@ -159,7 +193,13 @@ for (const kind of storeKinds) {
 
       // The registered database: what the batch's database said, and nothing more.
       const db = await session.ok(id, '')
-      expect(db).toMatchObject({ name: 'newer-agent', engine: 'postgres', engine_version: '17.2', host: 'db.internal', port: 5432 })
+      expect(db).toMatchObject({
+        name: 'newer-agent',
+        engine: 'postgres',
+        engine_version: '17.2',
+        host: 'db.internal',
+        port: 5432,
+      })
       expect(Object.keys(db)).not.toContain('cluster_role')
 
       // plan_json is open by design and kept whole, keys no schema knows included.
@@ -180,7 +220,10 @@ for (const kind of storeKinds) {
       const first = await post(batch)
       const again = await post(batch)
       expect([first.status, first.body.duplicate, again.status, again.body.duplicate]).toEqual([200, false, 200, true])
-      const queries = await session.ok(first.body.database_id, `/queries?since=${iso(at(0))}&until=${iso(at(60))}&sort_by=calls`)
+      const queries = await session.ok(
+        first.body.database_id,
+        `/queries?since=${iso(at(0))}&until=${iso(at(60))}&sort_by=calls`,
+      )
       expect(queries.map((q: any) => [q.query_hash, q.total_calls])).toEqual([
         ['orders', 42],
         ['customers', 8],
@@ -199,7 +242,10 @@ for (const kind of storeKinds) {
     })
 
     test('one unknown field in every row is one unknown path: 20,000 statements carrying it are accepted', async () => {
-      const rows = Array.from({ length: 20_000 }, (_, i) => ({ ...statement(`s${i}`, 1, 1), jit_generation_time_ms: i }))
+      const rows = Array.from({ length: 20_000 }, (_, i) => ({
+        ...statement(`s${i}`, 1, 1),
+        jit_generation_time_ms: i,
+      }))
       const batch = { ...pgBatch('every-row', at(30)), query_stats: rows }
       const res = await post(batch)
       expect(res.status).toBe(200)
@@ -207,7 +253,10 @@ for (const kind of storeKinds) {
       expect(others).toEqual([])
       expect(line).toContain(' fields=query_stats[].jit_generation_time_ms')
       expect(line).not.toContain('more=')
-      const queries = await session.ok(res.body.database_id, `/queries?since=${iso(at(30))}&until=${iso(at(31))}&limit=1`)
+      const queries = await session.ok(
+        res.body.database_id,
+        `/queries?since=${iso(at(30))}&until=${iso(at(31))}&limit=1`,
+      )
       expect(queries).toHaveLength(1)
       expect(Object.keys(queries[0])).not.toContain('jit_generation_time_ms')
     })
@@ -242,7 +291,11 @@ for (const kind of storeKinds) {
         ['a string where a number belongs', (b) => (b.tables[0].n_live_tup = 'many'), 'invalid tables.0.n_live_tup'],
         ['an out-of-range port', (b) => (b.database.port = 70000), 'invalid database.port'],
         ['a missing required field', (b) => delete b.replication.is_replica, 'invalid replication.is_replica'],
-        ['a wrong type inside a replica', (b) => (b.replication.replicas[0].lag_bytes = 'lots'), 'invalid replication.replicas.0.lag_bytes'],
+        [
+          'a wrong type inside a replica',
+          (b) => (b.replication.replicas[0].lag_bytes = 'lots'),
+          'invalid replication.replicas.0.lag_bytes',
+        ],
       ]
       for (const [what, spoil, message] of cases) {
         const batch = newerAgentBatch('validated')
@@ -258,7 +311,10 @@ for (const kind of storeKinds) {
         apiKey: session.key,
         body: { name: 'strict', engine: 'postgres', host: 'db.internal', cluster_role: 'primary' },
       })
-      expect({ status: res.status, body: res.body }).toEqual({ status: 400, body: { error: 'unknown field: cluster_role' } })
+      expect({ status: res.status, body: res.body }).toEqual({
+        status: 400,
+        body: { error: 'unknown field: cluster_role' },
+      })
     })
   })
 }

@@ -10,7 +10,16 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { type CookieJar, startSession } from '../../src/server/auth/session.ts'
 import { sha256 } from '../../src/server/auth/secrets.ts'
 import { INVALID_INVITE, INVITES_LOCKED, INVITE_SUBJECT, LAST_OWNER } from '../../src/server/routes/organization.ts'
-import { type Account, type TestServer, createApiKey, signup, startTestServer, storeKinds, uniqueIp, verify } from '../support/server.ts'
+import {
+  type Account,
+  type TestServer,
+  createApiKey,
+  signup,
+  startTestServer,
+  storeKinds,
+  uniqueIp,
+  verify,
+} from '../support/server.ts'
 import { startSmtpReceiver } from '../support/smtp.ts'
 import type { User } from '../../src/server/store/types.ts'
 
@@ -21,12 +30,18 @@ const WEEK_MS = 7 * 24 * 60 * 60 * 1000
 const PASSWORD = 'invited person pass'
 
 let addressCounter = 0
-const newAddress = (label = 'invitee') => `${label}${++addressCounter}-${Math.random().toString(36).slice(2, 7)}@example.com`
+const newAddress = (label = 'invitee') =>
+  `${label}${++addressCounter}-${Math.random().toString(36).slice(2, 7)}@example.com`
 
 /** The token of an accept-invite link (`<public URL>/accept-invite?token=…`). */
 const tokenOf = (link: string) => new URL(link).searchParams.get('token') ?? ''
 
-async function invite(server: TestServer, owner: { token: string }, email: string, role: 'owner' | 'member' = 'member') {
+async function invite(
+  server: TestServer,
+  owner: { token: string },
+  email: string,
+  role: 'owner' | 'member' = 'member',
+) {
   const res = await server.call('POST', '/api/v1/organization/invites', { token: owner.token, body: { email, role } })
   if (res.status !== 201) throw new Error(`invite failed: ${res.status} ${JSON.stringify(res.body)}`)
   await server.deps.mailer.idle()
@@ -40,11 +55,23 @@ function accept(server: TestServer, token: string, name = 'Invited Person', ip =
 }
 
 /** Invites `email` and accepts: the new member's account. */
-async function join(server: TestServer, owner: Account, role: 'owner' | 'member' = 'member', email = newAddress()): Promise<Account> {
+async function join(
+  server: TestServer,
+  owner: Account,
+  role: 'owner' | 'member' = 'member',
+  email = newAddress(),
+): Promise<Account> {
   const { token } = await invite(server, owner, email, role)
   const res = await accept(server, token)
   if (res.status !== 201) throw new Error(`accept failed: ${res.status} ${JSON.stringify(res.body)}`)
-  return { email, password: PASSWORD, token: res.body.access_token, refreshToken: res.body.refresh_token, userId: res.body.user.id, orgId: res.body.organization.id }
+  return {
+    email,
+    password: PASSWORD,
+    token: res.body.access_token,
+    refreshToken: res.body.refresh_token,
+    userId: res.body.user.id,
+    orgId: res.body.organization.id,
+  }
 }
 
 for (const kind of storeKinds) {
@@ -81,7 +108,14 @@ for (const kind of storeKinds) {
     /** A new session of `user`, as a sign-in starts it (without spending a password check on a loaded machine). */
     async function sessionOf(user: User, password: string): Promise<Account> {
       const session = await startSession(server.deps, user, noCookies)
-      return { email: user.email, password, token: session.access_token, refreshToken: session.refresh_token, userId: user.id, orgId: user.org_id }
+      return {
+        email: user.email,
+        password,
+        token: session.access_token,
+        refreshToken: session.refresh_token,
+        userId: user.id,
+        orgId: user.org_id,
+      }
     }
     let firstOwnerHash = ''
     beforeAll(async () => {
@@ -91,19 +125,38 @@ for (const kind of storeKinds) {
 
     test('an owner invites, the link from the log signs the invitee in as a verified member (signup closed), once', async () => {
       const owner = firstOwner!
-      expect((await server.call('POST', '/api/v1/auth/signup', { ip: uniqueIp(), body: { email: newAddress(), password: PASSWORD, name: 'x', org_name: 'y' } })).status).toBe(403)
+      expect(
+        (
+          await server.call('POST', '/api/v1/auth/signup', {
+            ip: uniqueIp(),
+            body: { email: newAddress(), password: PASSWORD, name: 'x', org_name: 'y' },
+          })
+        ).status,
+      ).toBe(403)
 
       const email = newAddress()
-      const created = await server.call('POST', '/api/v1/organization/invites', { token: owner.token, body: { email: email.toUpperCase(), role: 'member' } })
+      const created = await server.call('POST', '/api/v1/organization/invites', {
+        token: owner.token,
+        body: { email: email.toUpperCase(), role: 'member' },
+      })
       expect(created.status).toBe(201)
-      expect(Object.keys(created.body).sort()).toEqual(['created_at', 'email', 'expires_at', 'id', 'invited_by', 'role'])
+      expect(Object.keys(created.body).sort()).toEqual([
+        'created_at',
+        'email',
+        'expires_at',
+        'id',
+        'invited_by',
+        'role',
+      ])
       expect(created.body).toMatchObject({ email, role: 'member', invited_by: { id: owner.userId, name: 'Test User' } })
       expect(Date.parse(created.body.expires_at) - Date.parse(created.body.created_at)).toBe(WEEK_MS)
 
       await server.deps.mailer.idle()
       const line = server.logs.filter((l) => l.includes(' INFO mail ') && l.includes(`to=${email}`))
       expect(line).toHaveLength(1)
-      expect(line[0]).toMatch(/ subject="You are invited to join an organization on dbm" link="http:\/\/dbm\.test:8080\/accept-invite\?token=[A-Za-z0-9_-]{43}"$/)
+      expect(line[0]).toMatch(
+        / subject="You are invited to join an organization on dbm" link="http:\/\/dbm\.test:8080\/accept-invite\?token=[A-Za-z0-9_-]{43}"$/,
+      )
       const link = server.mailLink(email, /^You are invited/)!
       const token = tokenOf(link)
       expect(JSON.stringify(created.body)).not.toContain(token)
@@ -133,8 +186,13 @@ for (const kind of storeKinds) {
       expect(await accept(server, token).then((r) => [r.status, r.body])).toEqual([400, { error: INVALID_INVITE }])
       expect((await server.call('GET', '/api/v1/organization/invites', { token: owner.token })).body).toEqual([])
       // Revoking what was accepted says so.
-      const revoke = await server.call('DELETE', `/api/v1/organization/invites/${created.body.id}`, { token: owner.token })
-      expect([revoke.status, revoke.body]).toEqual([409, { error: 'the invite was already accepted: remove the member instead' }])
+      const revoke = await server.call('DELETE', `/api/v1/organization/invites/${created.body.id}`, {
+        token: owner.token,
+      })
+      expect([revoke.status, revoke.body]).toEqual([
+        409,
+        { error: 'the invite was already accepted: remove the member instead' },
+      ])
 
       const members = await server.call('GET', '/api/v1/organization/members', { token: accepted.body.access_token })
       expect(members.status).toBe(200)
@@ -142,7 +200,10 @@ for (const kind of storeKinds) {
         [owner.email, 'owner'],
         [email, 'member'],
       ])
-      const login = await server.call('POST', '/api/v1/auth/login', { ip: uniqueIp(), body: { email, password: PASSWORD } })
+      const login = await server.call('POST', '/api/v1/auth/login', {
+        ip: uniqueIp(),
+        body: { email, password: PASSWORD },
+      })
       expect(login.status).toBe(200)
     })
 
@@ -158,18 +219,29 @@ for (const kind of storeKinds) {
       const pending = await server.call('GET', '/api/v1/organization/invites', { token: owner.token })
       expect(pending.body.map((i: { id: string }) => i.id).sort()).toEqual([late.id, revoked.id, replacement.id].sort())
 
-      expect((await server.call('DELETE', `/api/v1/organization/invites/${revoked.id}`, { token: owner.token })).status).toBe(204)
-      expect((await server.call('DELETE', `/api/v1/organization/invites/${revoked.id}`, { token: owner.token })).status).toBe(204)
+      expect(
+        (await server.call('DELETE', `/api/v1/organization/invites/${revoked.id}`, { token: owner.token })).status,
+      ).toBe(204)
+      expect(
+        (await server.call('DELETE', `/api/v1/organization/invites/${revoked.id}`, { token: owner.token })).status,
+      ).toBe(204)
       expect((await accept(server, revoked.token)).body).toEqual({ error: INVALID_INVITE })
       expect((await accept(server, replaced.token)).body).toEqual({ error: INVALID_INVITE })
 
       server.advance(WEEK_MS - 60_000)
       try {
-        const before = await server.call('GET', '/api/v1/organization/invites', { token: (await loginAgain(owner)).token })
+        const before = await server.call('GET', '/api/v1/organization/invites', {
+          token: (await loginAgain(owner)).token,
+        })
         expect(before.body.map((i: { id: string }) => i.id).sort()).toEqual([late.id, replacement.id].sort())
         server.advance(60_000)
-        expect(await accept(server, late.token).then((r) => [r.status, r.body])).toEqual([400, { error: INVALID_INVITE }])
-        expect((await server.call('GET', '/api/v1/organization/invites', { token: (await loginAgain(owner)).token })).body).toEqual([])
+        expect(await accept(server, late.token).then((r) => [r.status, r.body])).toEqual([
+          400,
+          { error: INVALID_INVITE },
+        ])
+        expect(
+          (await server.call('GET', '/api/v1/organization/invites', { token: (await loginAgain(owner)).token })).body,
+        ).toEqual([])
       } finally {
         server.advance(-WEEK_MS)
       }
@@ -183,7 +255,10 @@ for (const kind of storeKinds) {
     test('an unverified organization cannot invite (403, nothing recorded or mailed); verified, it can', async () => {
       const owner = await newOrganization('Unverified', false)
       const email = newAddress()
-      const refused = await server.call('POST', '/api/v1/organization/invites', { token: owner.token, body: { email, role: 'member' } })
+      const refused = await server.call('POST', '/api/v1/organization/invites', {
+        token: owner.token,
+        body: { email, role: 'member' },
+      })
       expect([refused.status, refused.body]).toEqual([403, { error: INVITES_LOCKED }])
       await server.deps.mailer.idle()
       expect(server.logs.some((l) => l.includes(`to=${email}`))).toBe(false)
@@ -198,17 +273,36 @@ for (const kind of storeKinds) {
       const secondAddress = newAddress('b-again')
       const pending = await invite(server, b, secondAddress, 'owner')
       const byA = await invite(server, a, newAddress())
-      const demoted = await server.call('PATCH', `/api/v1/organization/members/${b.userId}`, { token: a.token, body: { role: 'member' } })
+      const demoted = await server.call('PATCH', `/api/v1/organization/members/${b.userId}`, {
+        token: a.token,
+        body: { role: 'member' },
+      })
       expect([demoted.status, demoted.body.role]).toEqual([200, 'member'])
       // B's invite is gone from the pending ones, A's stays.
-      expect((await server.call('GET', '/api/v1/organization/invites', { token: a.token })).body.map((i: { id: string }) => i.id)).toEqual([byA.id])
-      expect(await accept(server, pending.token).then((r) => [r.status, r.body])).toEqual([400, { error: INVALID_INVITE }])
-      const owners = (await server.store.members.listMembers(a.orgId)).filter((m) => m.role === 'owner').map((m) => m.id)
+      expect(
+        (await server.call('GET', '/api/v1/organization/invites', { token: a.token })).body.map(
+          (i: { id: string }) => i.id,
+        ),
+      ).toEqual([byA.id])
+      expect(await accept(server, pending.token).then((r) => [r.status, r.body])).toEqual([
+        400,
+        { error: INVALID_INVITE },
+      ])
+      const owners = (await server.store.members.listMembers(a.orgId))
+        .filter((m) => m.role === 'owner')
+        .map((m) => m.id)
       expect(owners).toEqual([a.userId])
       expect(await server.store.findUserByEmail(secondAddress)).toBeFalsy()
       // Keeping an owner's role revokes nothing.
       const kept = await invite(server, a, newAddress())
-      expect((await server.call('PATCH', `/api/v1/organization/members/${a.userId}`, { token: a.token, body: { role: 'owner' } })).status).toBe(200)
+      expect(
+        (
+          await server.call('PATCH', `/api/v1/organization/members/${a.userId}`, {
+            token: a.token,
+            body: { role: 'owner' },
+          })
+        ).status,
+      ).toBe(200)
       expect((await accept(server, kept.token)).status).toBe(201)
       expect((await accept(server, byA.token)).status).toBe(201)
     })
@@ -236,7 +330,11 @@ for (const kind of storeKinds) {
         if (invitedBy === owner.userId) expect(res.status).toBe(201)
         else expect([res.status, res.body]).toEqual([400, { error: INVALID_INVITE }])
       }
-      expect((await server.store.members.listMembers(owner.orgId)).map((m) => m.role).sort()).toEqual(['member', 'owner', 'owner'])
+      expect((await server.store.members.listMembers(owner.orgId)).map((m) => m.role).sort()).toEqual([
+        'member',
+        'owner',
+        'owner',
+      ])
     })
 
     /** A new session of the account, at the server's clock as it is now. */
@@ -248,8 +346,14 @@ for (const kind of storeKinds) {
       const owner = await newOrganization()
       const other = await newOrganization('Other')
       for (const email of [owner.email, other.email]) {
-        const res = await server.call('POST', '/api/v1/organization/invites', { token: owner.token, body: { email, role: 'member' } })
-        expect([res.status, res.body]).toEqual([409, { error: 'that email address already has an account on this server' }])
+        const res = await server.call('POST', '/api/v1/organization/invites', {
+          token: owner.token,
+          body: { email, role: 'member' },
+        })
+        expect([res.status, res.body]).toEqual([
+          409,
+          { error: 'that email address already has an account on this server' },
+        ])
       }
       // Invited by two organizations: the first accepted wins, the other link is a 409 and stays unused.
       const email = newAddress()
@@ -257,7 +361,10 @@ for (const kind of storeKinds) {
       const second = await invite(server, other, email)
       expect((await accept(server, second.token)).status).toBe(201)
       const late = await accept(server, first.token)
-      expect([late.status, late.body]).toEqual([409, { error: 'that email address already has an account on this server: sign in with it' }])
+      expect([late.status, late.body]).toEqual([
+        409,
+        { error: 'that email address already has an account on this server: sign in with it' },
+      ])
       const members = await server.call('GET', '/api/v1/organization/members', { token: owner.token })
       expect(members.body.map((m: { email: string }) => m.email)).toEqual([owner.email])
     })
@@ -265,13 +372,23 @@ for (const kind of storeKinds) {
     test('never the last owner: removing or demoting them is a 409; another owner can', async () => {
       const owner = await newOrganization()
       const self = `/api/v1/organization/members/${owner.userId}`
-      expect(await server.call('DELETE', self, { token: owner.token }).then((r) => [r.status, r.body])).toEqual([409, { error: LAST_OWNER }])
-      expect(await server.call('PATCH', self, { token: owner.token, body: { role: 'member' } }).then((r) => [r.status, r.body])).toEqual([409, { error: LAST_OWNER }])
+      expect(await server.call('DELETE', self, { token: owner.token }).then((r) => [r.status, r.body])).toEqual([
+        409,
+        { error: LAST_OWNER },
+      ])
+      expect(
+        await server
+          .call('PATCH', self, { token: owner.token, body: { role: 'member' } })
+          .then((r) => [r.status, r.body]),
+      ).toEqual([409, { error: LAST_OWNER }])
       // Keeping the role is no demotion.
       expect((await server.call('PATCH', self, { token: owner.token, body: { role: 'owner' } })).status).toBe(200)
 
       const member = await join(server, owner)
-      const promoted = await server.call('PATCH', `/api/v1/organization/members/${member.userId}`, { token: owner.token, body: { role: 'owner' } })
+      const promoted = await server.call('PATCH', `/api/v1/organization/members/${member.userId}`, {
+        token: owner.token,
+        body: { role: 'owner' },
+      })
       expect(promoted.status).toBe(200)
       expect(promoted.body).toMatchObject({ id: member.userId, email: member.email, role: 'owner' })
       // Two owners: the first may step down, then the second is the last.
@@ -295,7 +412,10 @@ for (const kind of storeKinds) {
             [a, b],
             [b, a],
           ].map(([by, target]) =>
-            server.call(change, `/api/v1/organization/members/${target!.userId}`, { token: by!.token, body: change === 'PATCH' ? { role: 'member' } : undefined }),
+            server.call(change, `/api/v1/organization/members/${target!.userId}`, {
+              token: by!.token,
+              body: change === 'PATCH' ? { role: 'member' } : undefined,
+            }),
           ),
         )
         const statuses = answers.map((r) => r.status).sort()
@@ -312,26 +432,52 @@ for (const kind of storeKinds) {
       const owner = await newOrganization()
       const coOwner = await join(server, owner, 'owner')
       const pendingByCoOwner = await invite(server, coOwner, newAddress())
-      const removed = await server.call('DELETE', `/api/v1/organization/members/${coOwner.userId}`, { token: owner.token })
+      const removed = await server.call('DELETE', `/api/v1/organization/members/${coOwner.userId}`, {
+        token: owner.token,
+      })
       expect(removed.status).toBe(204)
       expect((await server.call('GET', '/api/v1/auth/me', { token: coOwner.token })).status).toBe(401)
       expect((await server.call('GET', '/api/v1/databases', { token: coOwner.token })).status).toBe(401)
-      const refresh = await server.call('POST', '/api/v1/auth/refresh', { ip: uniqueIp(), body: { refresh_token: coOwner.refreshToken } })
+      const refresh = await server.call('POST', '/api/v1/auth/refresh', {
+        ip: uniqueIp(),
+        body: { refresh_token: coOwner.refreshToken },
+      })
       expect([refresh.status, refresh.body]).toEqual([401, { error: 'invalid or expired refresh token' }])
-      const login = await server.call('POST', '/api/v1/auth/login', { ip: uniqueIp(), body: { email: coOwner.email, password: coOwner.password } })
+      const login = await server.call('POST', '/api/v1/auth/login', {
+        ip: uniqueIp(),
+        body: { email: coOwner.email, password: coOwner.password },
+      })
       expect(login.status).toBe(401)
       expect((await accept(server, pendingByCoOwner.token)).body).toEqual({ error: INVALID_INVITE })
-      expect((await server.call('GET', '/api/v1/organization/members', { token: owner.token })).body.map((m: { id: string }) => m.id)).toEqual([owner.userId])
-      expect((await server.call('DELETE', `/api/v1/organization/members/${coOwner.userId}`, { token: owner.token })).status).toBe(404)
+      expect(
+        (await server.call('GET', '/api/v1/organization/members', { token: owner.token })).body.map(
+          (m: { id: string }) => m.id,
+        ),
+      ).toEqual([owner.userId])
+      expect(
+        (await server.call('DELETE', `/api/v1/organization/members/${coOwner.userId}`, { token: owner.token })).status,
+      ).toBe(404)
       // The address is free again: it can be invited anew.
-      expect((await server.call('POST', '/api/v1/organization/invites', { token: owner.token, body: { email: coOwner.email, role: 'member' } })).status).toBe(201)
+      expect(
+        (
+          await server.call('POST', '/api/v1/organization/invites', {
+            token: owner.token,
+            body: { email: coOwner.email, role: 'member' },
+          })
+        ).status,
+      ).toBe(201)
     })
 
     test('members are refused (403) on API keys, the webhook, invites and member changes; they may list the members', async () => {
       const owner = await newOrganization()
       const member = await join(server, owner)
       const key = await createApiKey(server, owner)
-      const database = (await server.call('POST', '/api/v1/databases', { apiKey: key.key, body: { name: 'kept', engine: 'postgres', host: 'db' } })).body
+      const database = (
+        await server.call('POST', '/api/v1/databases', {
+          apiKey: key.key,
+          body: { name: 'kept', engine: 'postgres', host: 'db' },
+        })
+      ).body
       const someId = '0195d2c0-0000-7000-8000-000000000000'
       const refused: [string, string, unknown?][] = [
         ['GET', '/api/v1/api-keys'],
@@ -349,24 +495,51 @@ for (const kind of storeKinds) {
         // A database's whole history goes with it: not a member's call.
         ['DELETE', `/api/v1/databases/${database.id}`],
       ]
-      const answers = await Promise.all(refused.map(([method, path, body]) => server.call(method, path, { token: member.token, body }).then((r) => [method, path, r.status, r.body.error])))
+      const answers = await Promise.all(
+        refused.map(([method, path, body]) =>
+          server.call(method, path, { token: member.token, body }).then((r) => [method, path, r.status, r.body.error]),
+        ),
+      )
       const what = (path: string) =>
-        path.includes('api-keys') ? 'manage API keys' : path.includes('webhook') ? 'manage the webhook' : path.includes('databases') ? 'delete a database' : 'manage invites and members'
+        path.includes('api-keys')
+          ? 'manage API keys'
+          : path.includes('webhook')
+            ? 'manage the webhook'
+            : path.includes('databases')
+              ? 'delete a database'
+              : 'manage invites and members'
       expect(answers).toEqual(refused.map(([method, path]) => [method, path, 403, `only an owner can ${what(path)}`]))
       // Nothing happened: the key is live, the database kept, the owner still there.
       const databases = await server.call('GET', '/api/v1/databases', { apiKey: key.key })
       expect(databases.status).toBe(200)
       expect(databases.body.map((d: { id: string }) => d.id)).toContain(database.id)
       // Members still read a database and change its name, address and tags, but not what is collected (owners only).
-      expect((await server.call('PATCH', `/api/v1/databases/${database.id}`, { token: member.token, body: { tags: { team: 'db' } } })).status).toBe(200)
-      expect((await server.call('PATCH', `/api/v1/databases/${database.id}`, { token: member.token, body: { poll_interval_seconds: 30 } })).status).toBe(403)
+      expect(
+        (
+          await server.call('PATCH', `/api/v1/databases/${database.id}`, {
+            token: member.token,
+            body: { tags: { team: 'db' } },
+          })
+        ).status,
+      ).toBe(200)
+      expect(
+        (
+          await server.call('PATCH', `/api/v1/databases/${database.id}`, {
+            token: member.token,
+            body: { poll_interval_seconds: 30 },
+          })
+        ).status,
+      ).toBe(403)
       const members = await server.call('GET', '/api/v1/organization/members', { token: member.token })
       expect(members.body.map((m: { id: string; role: string }) => [m.id, m.role])).toEqual([
         [owner.userId, 'owner'],
         [member.userId, 'member'],
       ])
       // Promoted, the member may from the next request on.
-      await server.call('PATCH', `/api/v1/organization/members/${member.userId}`, { token: owner.token, body: { role: 'owner' } })
+      await server.call('PATCH', `/api/v1/organization/members/${member.userId}`, {
+        token: owner.token,
+        body: { role: 'owner' },
+      })
       expect((await server.call('GET', '/api/v1/api-keys', { token: member.token })).status).toBe(200)
     })
 
@@ -390,7 +563,9 @@ for (const kind of storeKinds) {
           const res = await server.call(method, path, { headers, body })
           expect([method, path, res.status]).toEqual([method, path, 403])
           // The scope table (auth/scopes.ts) refuses every key here, whatever its scopes.
-          expect(res.body.error).toBe(`API keys cannot use ${method} ${path.replace(/\/[0-9a-f-]{36}$/, '/:id')}: sign in as a user of the organization`)
+          expect(res.body.error).toBe(
+            `API keys cannot use ${method} ${path.replace(/\/[0-9a-f-]{36}$/, '/:id')}: sign in as a user of the organization`,
+          )
         }
       }
       expect((await accept(server, pending.token)).status).toBe(201)
@@ -410,20 +585,38 @@ for (const kind of storeKinds) {
       ]
       for (const [method, path, body] of calls) {
         const res = await server.call(method, path, { token: stranger.token, body })
-        expect([path, res.status, res.body.error]).toEqual([path, 404, path.includes('invites') ? 'invite not found' : 'member not found'])
+        expect([path, res.status, res.body.error]).toEqual([
+          path,
+          404,
+          path.includes('invites') ? 'invite not found' : 'member not found',
+        ])
       }
       expect((await server.call('GET', '/api/v1/organization/invites', { token: stranger.token })).body).toEqual([])
-      expect((await server.call('GET', '/api/v1/organization/members', { token: stranger.token })).body.map((m: { id: string }) => m.id)).toEqual([stranger.userId])
-      expect((await server.call('DELETE', '/api/v1/organization/invites/42', { token: owner.token })).body).toEqual({ error: 'id must be an invite id (a UUID)' })
-      expect((await server.call('DELETE', '/api/v1/organization/members/x', { token: owner.token })).body).toEqual({ error: 'id must be a member id (a UUID)' })
+      expect(
+        (await server.call('GET', '/api/v1/organization/members', { token: stranger.token })).body.map(
+          (m: { id: string }) => m.id,
+        ),
+      ).toEqual([stranger.userId])
+      expect((await server.call('DELETE', '/api/v1/organization/invites/42', { token: owner.token })).body).toEqual({
+        error: 'id must be an invite id (a UUID)',
+      })
+      expect((await server.call('DELETE', '/api/v1/organization/members/x', { token: owner.token })).body).toEqual({
+        error: 'id must be a member id (a UUID)',
+      })
       // All still there.
       expect((await accept(server, pending.token)).status).toBe(201)
     })
 
     test('accept-invite: validation names the field (its rate limit is in rate-limits.test.ts)', async () => {
-      const bad = await server.call('POST', '/api/v1/auth/accept-invite', { ip: uniqueIp(), body: { token: 'x', name: 'n', password: 'short' } })
+      const bad = await server.call('POST', '/api/v1/auth/accept-invite', {
+        ip: uniqueIp(),
+        body: { token: 'x', name: 'n', password: 'short' },
+      })
       expect([bad.status, bad.body]).toEqual([400, { error: 'password must be a string of at least 8 characters' }])
-      const extra = await server.call('POST', '/api/v1/auth/accept-invite', { ip: uniqueIp(), body: { token: 'x', name: 'n', password: PASSWORD, email: 'me@evil.test' } })
+      const extra = await server.call('POST', '/api/v1/auth/accept-invite', {
+        ip: uniqueIp(),
+        body: { token: 'x', name: 'n', password: PASSWORD, email: 'me@evil.test' },
+      })
       expect([extra.status, extra.body]).toEqual([400, { error: 'unknown field: email' }])
     })
   })
@@ -431,18 +624,16 @@ for (const kind of storeKinds) {
 
 /** A header's RFC 2047 encoded words (`=?UTF-8?Q?…?=`, as nodemailer writes non-ASCII text) decoded. */
 function decodeEncodedWords(header: string): string {
-  return header
-    .replace(/\?=\s+=\?/g, '?==?')
-    .replace(/=\?UTF-8\?Q\?(.*?)\?=/gi, (_, text: string) => {
-      const bytes: number[] = []
-      for (let i = 0; i < text.length; i++) {
-        if (text[i] === '=') {
-          bytes.push(Number.parseInt(text.slice(i + 1, i + 3), 16))
-          i += 2
-        } else bytes.push(...new TextEncoder().encode(text[i] === '_' ? ' ' : text[i]))
-      }
-      return new TextDecoder().decode(new Uint8Array(bytes))
-    })
+  return header.replace(/\?=\s+=\?/g, '?==?').replace(/=\?UTF-8\?Q\?(.*?)\?=/gi, (_, text: string) => {
+    const bytes: number[] = []
+    for (let i = 0; i < text.length; i++) {
+      if (text[i] === '=') {
+        bytes.push(Number.parseInt(text.slice(i + 1, i + 3), 16))
+        i += 2
+      } else bytes.push(...new TextEncoder().encode(text[i] === '_' ? ' ' : text[i]))
+    }
+    return new TextDecoder().decode(new Uint8Array(bytes))
+  })
 }
 
 describe('invite mails through an SMTP relay with hostile names', () => {
@@ -466,7 +657,10 @@ describe('invite mails through an SMTP relay with hostile names', () => {
   /** A verified owner with hostile names (verified: only verified organizations invite). */
   async function hostileOwner(server: TestServer) {
     const email = newAddress('eve')
-    const res = await server.call('POST', '/api/v1/auth/signup', { ip: uniqueIp(), body: { email, password: PASSWORD, name: hostileName, org_name: hostileOrg } })
+    const res = await server.call('POST', '/api/v1/auth/signup', {
+      ip: uniqueIp(),
+      body: { email, password: PASSWORD, name: hostileName, org_name: hostileOrg },
+    })
     expect(res.status).toBe(201)
     await server.store.markEmailVerified(res.body.user.id, Date.now())
     return { token: res.body.access_token as string, email }
@@ -475,17 +669,23 @@ describe('invite mails through an SMTP relay with hostile names', () => {
   test('the mail: a fixed subject, the names quoted on lines of their own as what the inviter typed, the link alone on its line; it works', async () => {
     const { token, email: ownerEmail } = await hostileOwner(relayed)
     const email = newAddress()
-    expect((await relayed.call('POST', '/api/v1/organization/invites', { token, body: { email, role: 'member' } })).status).toBe(201)
+    expect(
+      (await relayed.call('POST', '/api/v1/organization/invites', { token, body: { email, role: 'member' } })).status,
+    ).toBe(201)
     // The address is this test's own: its one mail.
     const mail = await smtp.waitFor(email, /./)
     // Nothing the inviter typed is in the subject.
     expect(decodeEncodedWords(mail.headers.subject!)).toBe(INVITE_SUBJECT)
     expect(mail.headers.bcc).toBeUndefined()
     const lines = mail.text.split('\n')
-    expect(lines).toContain(`A user of this dbm server, <${ownerEmail}>, invited you to join their organization as a member.`)
+    expect(lines).toContain(
+      `A user of this dbm server, <${ownerEmail}>, invited you to join their organization as a member.`,
+    )
     expect(lines).toContain("The names below are what the inviter's side typed; dbm does not check them:")
     // Each name quoted whole on its line: its own quotes escaped, its line breaks and controls spaces.
-    expect(lines).toContain(`  Inviter's name: "Eve \\"Boss\\" */ DROP Bcc: victim@evil.test <script>alert(1)</script> Ünïcødé 🎉 "`)
+    expect(lines).toContain(
+      `  Inviter's name: "Eve \\"Boss\\" */ DROP Bcc: victim@evil.test <script>alert(1)</script> Ünïcødé 🎉 "`,
+    )
     const links = lines.filter((l) => l.includes('https://'))
     // The organization's fake link stays inside its quoted name, the real one is alone on its line.
     expect(links).toHaveLength(2)
@@ -504,7 +704,9 @@ describe('invite mails through an SMTP relay with hostile names', () => {
   test('the log line without SMTP: one line, the subject one escaped value, the link at its end', async () => {
     const { token } = await hostileOwner(logged)
     const email = newAddress()
-    expect((await logged.call('POST', '/api/v1/organization/invites', { token, body: { email, role: 'owner' } })).status).toBe(201)
+    expect(
+      (await logged.call('POST', '/api/v1/organization/invites', { token, body: { email, role: 'owner' } })).status,
+    ).toBe(201)
     await logged.deps.mailer.idle()
     const lines = logged.logs.filter((l) => l.includes(`to=${email}`))
     expect(lines).toHaveLength(1)

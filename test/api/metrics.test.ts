@@ -12,7 +12,15 @@ import { join } from 'node:path'
 import { chBatch, pgBatch } from '../support/batches.ts'
 import type { ActiveQuery } from '../../src/shared/wire.ts'
 import { type Scrape, checkConventions, histogram, histogramCount, parseScrape, value } from '../support/prometheus.ts'
-import { type StoreKind, type TestServer, agentAccount, signup, startTestServer, storeKinds, uniqueIp } from '../support/server.ts'
+import {
+  type StoreKind,
+  type TestServer,
+  agentAccount,
+  signup,
+  startTestServer,
+  storeKinds,
+  uniqueIp,
+} from '../support/server.ts'
 import { until } from '../support/wait.ts'
 import { startWebhookReceiver } from '../support/webhook.ts'
 import { createMonitor } from '../../src/server/monitor/index.ts'
@@ -75,10 +83,12 @@ const ORGANIZATION_FAMILIES = {
   dbm_database_open_alerts: 'GAUGE',
 }
 
-const familyTypes = (s: Scrape): Record<string, string> => Object.fromEntries([...s.values()].map((f) => [f.name, f.type]))
+const familyTypes = (s: Scrape): Record<string, string> =>
+  Object.fromEntries([...s.values()].map((f) => [f.name, f.type]))
 
 /** 50 % of block reads from shared buffers: a critical finding, and so an open alert, at the next diagnosis. */
-const critical = (name: string) => pgBatch(name, Date.now() - 30_000, { database_stats: { blks_hit: 50_000, blks_read: 50_000 } })
+const critical = (name: string) =>
+  pgBatch(name, Date.now() - 30_000, { database_stats: { blks_hit: 50_000, blks_read: 50_000 } })
 
 describe.each(storeKinds)('GET /metrics (%s store)', (kind: StoreKind) => {
   let server: TestServer
@@ -103,25 +113,38 @@ describe.each(storeKinds)('GET /metrics (%s store)', (kind: StoreKind) => {
     })
     const wrong = `${key.slice(0, -4)}${key.endsWith('AAAA') ? 'BBBB' : 'AAAA'}`
     expect(await refused(server, { 'x-api-key': wrong })).toEqual({ status: 401, body: { error: 'invalid API key' } })
-    expect(await refused(server, { authorization: `Bearer ${wrong}` })).toEqual({ status: 401, body: { error: 'invalid API key' } })
+    expect(await refused(server, { authorization: `Bearer ${wrong}` })).toEqual({
+      status: 401,
+      body: { error: 'invalid API key' },
+    })
     // A near miss of the token, the token in another scheme or header: not the operator.
     // Said so that an operator looks at the token: not only "access token".
     const invalidToken = {
       status: 401,
-      body: { error: "invalid credentials: neither this server's DBM_METRICS_TOKEN (its own figures) nor a valid access token; an organization's figures take its API key" },
+      body: {
+        error:
+          "invalid credentials: neither this server's DBM_METRICS_TOKEN (its own figures) nor a valid access token; an organization's figures take its API key",
+      },
     }
     expect(await refused(server, { authorization: `Bearer ${TOKEN.slice(0, -1)}` })).toEqual(invalidToken)
     expect(await refused(server, { authorization: `Bearer ${TOKEN}x` })).toEqual(invalidToken)
     expect((await refused(server, { authorization: `Basic ${TOKEN}` })).status).toBe(401)
     expect(await refused(server, { 'x-api-key': TOKEN })).toEqual({ status: 401, body: { error: 'invalid API key' } })
     // An API key beside the token is the organization's credential, as on every route: its own view.
-    expect(familyTypes(await scrape(server, { 'x-api-key': key, authorization: `Bearer ${TOKEN}` }))).toEqual(ORGANIZATION_FAMILIES)
+    expect(familyTypes(await scrape(server, { 'x-api-key': key, authorization: `Bearer ${TOKEN}` }))).toEqual(
+      ORGANIZATION_FAMILIES,
+    )
 
     const serverView = await scrape(server, { authorization: `bearer  ${TOKEN} ` })
     checkConventions(serverView)
     expect(familyTypes(serverView)).toEqual(SERVER_FAMILIES)
     // Both organizations' keys, both ways of sending them, and a user's session: the organization view.
-    for (const headers of <Record<string, string>[]>[{ 'x-api-key': key }, { authorization: `Bearer ${key}` }, { 'x-api-key': otherKey }, { authorization: `Bearer ${userToken}` }]) {
+    for (const headers of <Record<string, string>[]>[
+      { 'x-api-key': key },
+      { authorization: `Bearer ${key}` },
+      { 'x-api-key': otherKey },
+      { authorization: `Bearer ${userToken}` },
+    ]) {
       const s = await scrape(server, headers)
       checkConventions(s)
       expect(familyTypes(s)).toEqual(ORGANIZATION_FAMILIES)
@@ -132,7 +155,8 @@ describe.each(storeKinds)('GET /metrics (%s store)', (kind: StoreKind) => {
     const s = await scrape(server, operator)
     expect(familyTypes(s)).toEqual(SERVER_FAMILIES)
     const labelNames = new Set([...s.values()].flatMap((f) => f.metrics.flatMap((m) => Object.keys(m.labels ?? {}))))
-    for (const name of labelNames) expect(['status', 'result', 'call', 'outcome', 'kind', 'reason', 'le']).toContain(name)
+    for (const name of labelNames)
+      expect(['status', 'result', 'call', 'outcome', 'kind', 'reason', 'le']).toContain(name)
     // Process figures of this process.
     expect(value(s, 'process_resident_memory_bytes')).toBeGreaterThan(10_000_000)
     expect(Math.abs(value(s, 'process_start_time_seconds') - (Date.now() / 1000 - process.uptime()))).toBeLessThan(5)
@@ -163,14 +187,19 @@ describe.each(storeKinds)('GET /metrics (%s store)', (kind: StoreKind) => {
       const b = i === 0 ? first : pgBatch('metrics-db', Date.now() - 60_000 + i * 1000, { activity })
       rows += i === 0 ? 0 : activity.length
       const res = await server.call('POST', '/api/v1/ingest', { apiKey: key, body: b })
-      expect({ i, status: res.status, body: res.status === 200 ? 'ok' : res.body }).toEqual({ i, status: 200, body: 'ok' })
+      expect({ i, status: res.status, body: res.status === 200 ? 'ok' : res.body }).toEqual({
+        i,
+        status: 200,
+        body: 'ok',
+      })
     }
     const again = await server.call('POST', '/api/v1/ingest', { apiKey: key, body: first })
     expect(again.body.duplicate).toBe(true)
     const refused = await server.call('POST', '/api/v1/ingest', { apiKey: 'dbm_ak_nope_nope', body: first })
     expect(refused.status).toBe(401)
     const after = await scrape(server, operator)
-    const diff = (name: string, labels: Record<string, string> = {}) => value(after, name, labels) - value(before, name, labels)
+    const diff = (name: string, labels: Record<string, string> = {}) =>
+      value(after, name, labels) - value(before, name, labels)
     expect(diff('dbm_ingest_batches_total', { result: 'applied' })).toBe(N)
     expect(diff('dbm_ingest_batches_total', { result: 'duplicate' })).toBe(1)
     expect(diff('dbm_ingest_requests_total', { status: '200' })).toBe(N + 1)
@@ -200,13 +229,19 @@ describe.each(storeKinds)('GET /metrics (%s store)', (kind: StoreKind) => {
     await server.deps.mailer.idle()
     const after = await scrape(server, operator)
     expect(value(after, 'dbm_rate_limit_refusals_total') - value(before, 'dbm_rate_limit_refusals_total')).toBe(2)
-    expect(value(after, 'dbm_mail_deliveries_total', { outcome: 'logged' }) - value(before, 'dbm_mail_deliveries_total', { outcome: 'logged' })).toBe(1)
+    expect(
+      value(after, 'dbm_mail_deliveries_total', { outcome: 'logged' }) -
+        value(before, 'dbm_mail_deliveries_total', { outcome: 'logged' }),
+    ).toBe(1)
   })
 
   test("the review's repro: a password reset, known address or not, and another tenant's activity move nothing in an organization's view", async () => {
     // A fresh, unverified signup with a key: what anyone could make where signup is open.
     const stranger = await agentAccount(server, { verified: false })
-    const ingest = async (apiKey: string, name: string) => expect((await server.call('POST', '/api/v1/ingest', { apiKey, body: pgBatch(name, Date.now() - 5_000) })).status).toBe(200)
+    const ingest = async (apiKey: string, name: string) =>
+      expect(
+        (await server.call('POST', '/api/v1/ingest', { apiKey, body: pgBatch(name, Date.now() - 5_000) })).status,
+      ).toBe(200)
     await ingest(stranger.key, 'stranger-db')
     const victim = await agentAccount(server)
     await server.deps.mailer.idle()
@@ -215,12 +250,17 @@ describe.each(storeKinds)('GET /metrics (%s store)', (kind: StoreKind) => {
     const operatorBefore = await scrape(server, operator)
 
     for (const email of [victim.account.email, `nobody-${crypto.randomUUID()}@example.com`]) {
-      expect((await server.call('POST', '/api/v1/auth/forgot-password', { ip: uniqueIp(), body: { email } })).status).toBe(200)
+      expect(
+        (await server.call('POST', '/api/v1/auth/forgot-password', { ip: uniqueIp(), body: { email } })).status,
+      ).toBe(200)
     }
     await server.deps.mailer.idle()
     // The other tenant's activity: a database registered by its agent, a refused login.
     await ingest(victim.key, 'victim-secret-db')
-    await server.call('POST', '/api/v1/auth/login', { ip: uniqueIp(), body: { email: victim.account.email, password: 'wrong password' } })
+    await server.call('POST', '/api/v1/auth/login', {
+      ip: uniqueIp(),
+      body: { email: victim.account.email, password: 'wrong password' },
+    })
 
     const after = await scrapeText(server, strangerView)
     expect(after).toBe(before)
@@ -231,7 +271,8 @@ describe.each(storeKinds)('GET /metrics (%s store)', (kind: StoreKind) => {
     // The victim's own view shows its database; the operator's view has the mail and ingest counters.
     expect(await scrapeText(server, { 'x-api-key': victim.key })).toContain('name="victim-secret-db"')
     const operatorAfter = await scrape(server, operator)
-    const diff = (name: string, labels: Record<string, string>) => value(operatorAfter, name, labels) - value(operatorBefore, name, labels)
+    const diff = (name: string, labels: Record<string, string>) =>
+      value(operatorAfter, name, labels) - value(operatorBefore, name, labels)
     expect(diff('dbm_mail_deliveries_total', { outcome: 'logged' })).toBe(1)
     expect(diff('dbm_ingest_batches_total', { result: 'applied' })).toBe(1)
   })
@@ -245,10 +286,16 @@ describe.each(storeKinds)('GET /metrics (%s store)', (kind: StoreKind) => {
     }
     const orders = await ingest(critical('orders'))
     const events = await ingest(chBatch('events', Date.now() - 5_000))
-    const idle = await server.call('POST', '/api/v1/databases', { apiKey: org.key, body: { name: 'idle', engine: 'postgres', host: 'idle.internal', port: 5432 } })
+    const idle = await server.call('POST', '/api/v1/databases', {
+      apiKey: org.key,
+      body: { name: 'idle', engine: 'postgres', host: 'idle.internal', port: 5432 },
+    })
     expect(idle.status).toBe(201)
     // A database its agent reports unreachable: disconnected, and down with the cause.
-    const down = await ingest({ ...pgBatch('down', Date.now() - 5_000), availability: { state: 'down', since: Date.now() - 60_000, cause: 'refused', message: 'connection refused' } })
+    const down = await ingest({
+      ...pgBatch('down', Date.now() - 5_000),
+      availability: { state: 'down', since: Date.now() - 60_000, cause: 'refused', message: 'connection refused' },
+    })
     await createMonitor(server.deps, { retentionDays: 30 }).runOnce()
     const hostile = [
       'q"uote',
@@ -273,9 +320,21 @@ describe.each(storeKinds)('GET /metrics (%s store)', (kind: StoreKind) => {
     expect(value(s, 'dbm_databases', { engine: 'postgres', status: 'disconnected' })).toBe(2)
     expect(value(s, 'dbm_database_connected', { id: down, name: 'down', engine: 'postgres' })).toBe(0)
     // One up series per database, without the cause: the cause is its own series while down.
-    expect(s.get('dbm_database_up')!.metrics.filter((m) => m.labels?.id === down).map((m) => [m.labels, m.value])).toEqual([[{ id: down, name: 'down' }, '0']])
-    expect(s.get('dbm_database_down_cause')!.metrics.map((m) => [m.labels, m.value])).toEqual([[{ id: down, name: 'down', cause: 'refused' }, '1']])
-    expect(s.get('dbm_database_up')!.metrics.filter((m) => m.labels?.id === orders).map((m) => [m.labels, m.value])).toEqual([[{ id: orders, name: 'orders' }, '1']])
+    expect(
+      s
+        .get('dbm_database_up')!
+        .metrics.filter((m) => m.labels?.id === down)
+        .map((m) => [m.labels, m.value]),
+    ).toEqual([[{ id: down, name: 'down' }, '0']])
+    expect(s.get('dbm_database_down_cause')!.metrics.map((m) => [m.labels, m.value])).toEqual([
+      [{ id: down, name: 'down', cause: 'refused' }, '1'],
+    ])
+    expect(
+      s
+        .get('dbm_database_up')!
+        .metrics.filter((m) => m.labels?.id === orders)
+        .map((m) => [m.labels, m.value]),
+    ).toEqual([[{ id: orders, name: 'orders' }, '1']])
     // never heard from: no up series at all
     expect(s.get('dbm_database_up')!.metrics.some((m) => m.labels?.id === idle.body.id)).toBe(false)
     expect(value(s, 'dbm_databases', { engine: 'clickhouse', status: 'connected' })).toBe(1)
@@ -291,7 +350,9 @@ describe.each(storeKinds)('GET /metrics (%s store)', (kind: StoreKind) => {
     }
     const lastBatch = value(s, 'dbm_database_last_batch_timestamp_seconds', { id: orders })
     expect(Math.abs(lastBatch - Date.now() / 1000)).toBeLessThan(60)
-    expect(s.get('dbm_database_last_batch_timestamp_seconds')!.metrics.some((m) => m.labels?.id === idle.body.id)).toBe(false)
+    expect(s.get('dbm_database_last_batch_timestamp_seconds')!.metrics.some((m) => m.labels?.id === idle.body.id)).toBe(
+      false,
+    )
     // The diagnosis: the critical cache-hit finding, its open alert, a score.
     expect(value(s, 'dbm_database_findings', { id: orders, severity: 'critical' })).toBeGreaterThanOrEqual(1)
     expect(value(s, 'dbm_database_open_alerts', { id: orders, severity: 'critical' })).toBe(1)
@@ -310,13 +371,27 @@ describe.each(storeKinds)('GET /metrics (%s store)', (kind: StoreKind) => {
     // The cause changes within the outage (refused, then timeout): the up series stays the same one (an
     // Alertmanager alert on it neither resolves nor opens again); only the cause series changes.
     const heardAt = Date.now()
-    await ingest({ ...pgBatch('down', heardAt), availability: { state: 'down', since: Date.now() - 60_000, cause: 'timeout', message: 'timed out' } })
+    await ingest({
+      ...pgBatch('down', heardAt),
+      availability: { state: 'down', since: Date.now() - 60_000, cause: 'timeout', message: 'timed out' },
+    })
     const t = await scrape(server, { authorization: `Bearer ${org.key}` })
-    expect(t.get('dbm_database_up')!.metrics.filter((m) => m.labels?.id === down).map((m) => [m.labels, m.value])).toEqual([[{ id: down, name: 'down' }, '0']])
-    expect(t.get('dbm_database_down_cause')!.metrics.map((m) => [m.labels, m.value])).toEqual([[{ id: down, name: 'down', cause: 'timeout' }, '1']])
+    expect(
+      t
+        .get('dbm_database_up')!
+        .metrics.filter((m) => m.labels?.id === down)
+        .map((m) => [m.labels, m.value]),
+    ).toEqual([[{ id: down, name: 'down' }, '0']])
+    expect(t.get('dbm_database_down_cause')!.metrics.map((m) => [m.labels, m.value])).toEqual([
+      [{ id: down, name: 'down', cause: 'timeout' }, '1'],
+    ])
     // The agent was heard now (a report), though its last batch with data is older.
-    expect(Math.abs(value(t, 'dbm_database_agent_last_heard_timestamp_seconds', { id: down }) - heardAt / 1000)).toBeLessThan(5)
-    expect(t.get('dbm_database_agent_last_heard_timestamp_seconds')!.metrics.some((m) => m.labels?.id === idle.body.id)).toBe(false)
+    expect(
+      Math.abs(value(t, 'dbm_database_agent_last_heard_timestamp_seconds', { id: down }) - heardAt / 1000),
+    ).toBeLessThan(5)
+    expect(
+      t.get('dbm_database_agent_last_heard_timestamp_seconds')!.metrics.some((m) => m.labels?.id === idle.body.id),
+    ).toBe(false)
   })
 })
 
@@ -325,7 +400,10 @@ test('without DBM_METRICS_TOKEN there is no server view: a Bearer value is a tok
   try {
     expect(await refused(server, operator)).toEqual({
       status: 401,
-      body: { error: "invalid credentials: not a valid access token, and this server has no DBM_METRICS_TOKEN (its own figures are off); an organization's figures take its API key" },
+      body: {
+        error:
+          "invalid credentials: not a valid access token, and this server has no DBM_METRICS_TOKEN (its own figures are off); an organization's figures take its API key",
+      },
     })
     const { key } = await agentAccount(server)
     expect(familyTypes(await scrape(server, { 'x-api-key': key }))).toEqual(ORGANIZATION_FAMILIES)
@@ -347,17 +425,27 @@ test('DBM_METRICS_TOKEN and DBM_METRICS_TOKEN_FILE: at least 32 printable charac
   }
   expect(resolve({})).toBeUndefined()
   expect(resolve({ DBM_METRICS_TOKEN: TOKEN })).toBe(TOKEN)
-  expect(error({ DBM_METRICS_TOKEN: 'x'.repeat(31) })).toBe('DBM_METRICS_TOKEN: the token must be at least 32 characters (for example: openssl rand -hex 32)')
-  expect(error({ DBM_METRICS_TOKEN: `${'x'.repeat(32)} y` })).toBe('DBM_METRICS_TOKEN: the token must be printable ASCII without spaces or line breaks')
+  expect(error({ DBM_METRICS_TOKEN: 'x'.repeat(31) })).toBe(
+    'DBM_METRICS_TOKEN: the token must be at least 32 characters (for example: openssl rand -hex 32)',
+  )
+  expect(error({ DBM_METRICS_TOKEN: `${'x'.repeat(32)} y` })).toBe(
+    'DBM_METRICS_TOKEN: the token must be printable ASCII without spaces or line breaks',
+  )
   const dir = mkdtempSync(join(tmpdir(), 'dbm-metrics-token-'))
   try {
     const file = join(dir, 'token')
     writeFileSync(file, `${TOKEN}\n`, { mode: 0o600 })
     expect(resolve({ DBM_METRICS_TOKEN_FILE: file })).toBe(TOKEN)
-    expect(error({ DBM_METRICS_TOKEN_FILE: file, DBM_METRICS_TOKEN: TOKEN })).toBe('DBM_METRICS_TOKEN and DBM_METRICS_TOKEN_FILE: set one of them, not both')
-    expect(error({ DBM_METRICS_TOKEN_FILE: join(dir, 'missing') })).toBe(`DBM_METRICS_TOKEN_FILE: cannot read "${join(dir, 'missing')}" (ENOENT)`)
+    expect(error({ DBM_METRICS_TOKEN_FILE: file, DBM_METRICS_TOKEN: TOKEN })).toBe(
+      'DBM_METRICS_TOKEN and DBM_METRICS_TOKEN_FILE: set one of them, not both',
+    )
+    expect(error({ DBM_METRICS_TOKEN_FILE: join(dir, 'missing') })).toBe(
+      `DBM_METRICS_TOKEN_FILE: cannot read "${join(dir, 'missing')}" (ENOENT)`,
+    )
     writeFileSync(file, 'short\n')
-    expect(error({ DBM_METRICS_TOKEN_FILE: file })).toBe('DBM_METRICS_TOKEN_FILE: the token must be at least 32 characters (for example: openssl rand -hex 32)')
+    expect(error({ DBM_METRICS_TOKEN_FILE: file })).toBe(
+      'DBM_METRICS_TOKEN_FILE: the token must be at least 32 characters (for example: openssl rand -hex 32)',
+    )
   } finally {
     rmSync(dir, { recursive: true, force: true })
   }
@@ -381,7 +469,24 @@ describe('GET /metrics: the health monitor, retention, webhooks and streams', ()
   })
 
   test('a monitor pass, a retention sweep, webhook deliveries and an open stream move their series', async () => {
-    const id = (await server.call('POST', '/api/v1/ingest', { apiKey: key, body: pgBatch('watched', Date.now() - 60_000, { activity: [{ pid: 7, query_text: 'SELECT 1', state: 'active', wait_event_type: null, wait_event: null, duration_ms: 5, blocking_pids: [] }] }) })).body.database_id as string
+    const id = (
+      await server.call('POST', '/api/v1/ingest', {
+        apiKey: key,
+        body: pgBatch('watched', Date.now() - 60_000, {
+          activity: [
+            {
+              pid: 7,
+              query_text: 'SELECT 1',
+              state: 'active',
+              wait_event_type: null,
+              wait_event: null,
+              duration_ms: 5,
+              blocking_pids: [],
+            },
+          ],
+        }),
+      })
+    ).body.database_id as string
     const before = await scrape(server, operator)
     const monitor = createMonitor(server.deps, { retentionDays: 30 })
     const pass = await monitor.runOnce()
@@ -390,8 +495,13 @@ describe('GET /metrics: the health monitor, retention, webhooks and streams', ()
     const sweep = await monitor.runRetention(Date.now() + 40 * 24 * 3_600_000)
     expect(sweep.rows_deleted).toBeGreaterThan(0)
     expect(sweep.batch_ids_deleted).toBe(1)
-    expect((await server.call('PUT', '/api/v1/organization/webhook', { token, body: { url: `${receiver.url}/hook` } })).status).toBe(201)
-    expect((await server.call('POST', '/api/v1/organization/webhook/test', { token })).body).toEqual({ delivered: true })
+    expect(
+      (await server.call('PUT', '/api/v1/organization/webhook', { token, body: { url: `${receiver.url}/hook` } }))
+        .status,
+    ).toBe(201)
+    expect((await server.call('POST', '/api/v1/organization/webhook/test', { token })).body).toEqual({
+      delivered: true,
+    })
     server.advance(60_000)
     expect((await server.call('POST', '/api/v1/organization/webhook/test', { token })).body.delivered).toBe(false)
     expect(receiver.received.length).toBe(2)
@@ -399,10 +509,14 @@ describe('GET /metrics: the health monitor, retention, webhooks and streams', ()
     await new Promise((resolve) => (ws.onmessage = resolve))
     const after = await scrape(server, operator)
     ws.close(1000)
-    const diff = (name: string, labels: Record<string, string> = {}) => value(after, name, labels) - value(before, name, labels)
+    const diff = (name: string, labels: Record<string, string> = {}) =>
+      value(after, name, labels) - value(before, name, labels)
     expect(diff('dbm_health_monitor_diagnoses_total', { outcome: 'ok' })).toBe(1)
     expect(diff('dbm_health_monitor_diagnoses_total', { outcome: 'failed' })).toBe(0)
-    expect(histogramCount(after, 'dbm_health_monitor_run_duration_seconds') - histogramCount(before, 'dbm_health_monitor_run_duration_seconds')).toBe(1)
+    expect(
+      histogramCount(after, 'dbm_health_monitor_run_duration_seconds') -
+        histogramCount(before, 'dbm_health_monitor_run_duration_seconds'),
+    ).toBe(1)
     expect(diff('dbm_retention_deleted_rows_total', { kind: 'telemetry' })).toBe(sweep.rows_deleted)
     expect(diff('dbm_retention_deleted_rows_total', { kind: 'batch_ids' })).toBe(1)
     expect(diff('dbm_webhook_deliveries_total', { outcome: 'delivered' })).toBe(1)

@@ -11,7 +11,8 @@ import { type TestServer, agentAccount, startTestServer, storeKinds } from '../s
 import { until } from '../support/wait.ts'
 
 /** 50 % of block reads from shared buffers: one critical finding (score 70). */
-const critical = (name: string, at: number) => pgBatch(name, at, { database_stats: { blks_hit: 50_000, blks_read: 50_000 } })
+const critical = (name: string, at: number) =>
+  pgBatch(name, at, { database_stats: { blks_hit: 50_000, blks_read: 50_000 } })
 const healthy = (name: string, at: number) => pgBatch(name, at, { database_stats: { blks_hit: 100_000, blks_read: 0 } })
 
 for (const kind of storeKinds) {
@@ -27,7 +28,10 @@ for (const kind of storeKinds) {
       token = org.account.token
       const now = Date.now()
       for (let i = 0; i < 12; i++) {
-        const res = await server.call('POST', '/api/v1/ingest', { apiKey: key, body: (i % 3 === 0 ? critical : healthy)(`fleet-${String(i).padStart(2, '0')}`, now - 20_000) })
+        const res = await server.call('POST', '/api/v1/ingest', {
+          apiKey: key,
+          body: (i % 3 === 0 ? critical : healthy)(`fleet-${String(i).padStart(2, '0')}`, now - 20_000),
+        })
         expect(res.status).toBe(200)
         ids.push(res.body.database_id)
       }
@@ -37,7 +41,13 @@ for (const kind of storeKinds) {
     })
 
     const evaluations = async () =>
-      new Map((await server.store.driver.all<{ database_id: string; evaluated_at: number | null }>('SELECT database_id, evaluated_at FROM database_health')).map((r) => [r.database_id, r.evaluated_at === null ? null : Number(r.evaluated_at)]))
+      new Map(
+        (
+          await server.store.driver.all<{ database_id: string; evaluated_at: number | null }>(
+            'SELECT database_id, evaluated_at FROM database_health',
+          )
+        ).map((r) => [r.database_id, r.evaluated_at === null ? null : Number(r.evaluated_at)]),
+      )
 
     test('GET /databases/health: null scores before the first diagnosis, then every database with its own', async () => {
       const before = await server.call('GET', '/api/v1/databases/health', { token })
@@ -109,7 +119,7 @@ for (const kind of storeKinds) {
       expect((await a.runDue(now, due)).databases).toBe(0)
     })
 
-    test("a database leased by another process is left alone until its lease ends", async () => {
+    test('a database leased by another process is left alone until its lease ends', async () => {
       const now = server.deps.clock() + 240_000
       // Another process took fleet-00 (for a minute) and has not finished it.
       await server.store.monitor.claimEvaluation(ids[0]!, 'another-process', now, now + 60_000)
@@ -139,10 +149,14 @@ for (const kind of storeKinds) {
       monitor.start()
       let elapsed = 0
       try {
-        await until('every database to be diagnosed twice by the schedule', async () => (ids.every((id) => (diagnosed.get(id) ?? 0) >= 2) ? true : undefined), {
-          timeoutMs: 20_000,
-          everyMs: 20,
-        })
+        await until(
+          'every database to be diagnosed twice by the schedule',
+          async () => (ids.every((id) => (diagnosed.get(id) ?? 0) >= 2) ? true : undefined),
+          {
+            timeoutMs: 20_000,
+            everyMs: 20,
+          },
+        )
       } finally {
         await monitor.stop()
         elapsed = Date.now() - started
@@ -168,7 +182,15 @@ for (const kind of storeKinds) {
         // ...but the agent reports fleet-01 unreachable: it alone is due, once 30 s have passed since its
         // diagnosis (not at once within them: a flapping database would be diagnosed at every tick).
         server.advance(500)
-        const report = { ...healthy('fleet-01', now + 500), availability: { state: 'down' as const, since: now + 500, cause: 'refused' as const, message: 'connection refused' } }
+        const report = {
+          ...healthy('fleet-01', now + 500),
+          availability: {
+            state: 'down' as const,
+            since: now + 500,
+            cause: 'refused' as const,
+            message: 'connection refused',
+          },
+        }
         expect((await server.call('POST', '/api/v1/ingest', { apiKey: key, body: report })).status).toBe(200)
         expect((await runDue(now + 2_000)).databases).toBe(0)
         expect((await runDue(now + 30_000)).databases).toBe(1)
@@ -179,7 +201,10 @@ for (const kind of storeKinds) {
         expect((await runDue(now + 31_000)).databases).toBe(0)
         // It answers again: due 30 s after the last diagnosis, and the alert resolves.
         server.advance(31_000)
-        const back = { ...healthy('fleet-01', now + 31_500), availability: { state: 'up' as const, since: now + 31_500 } }
+        const back = {
+          ...healthy('fleet-01', now + 31_500),
+          availability: { state: 'up' as const, since: now + 31_500 },
+        }
         expect((await server.call('POST', '/api/v1/ingest', { apiKey: key, body: back })).status).toBe(200)
         expect((await runDue(now + 32_000)).databases).toBe(0)
         expect((await runDue(now + 60_000)).databases).toBe(1)
@@ -193,32 +218,54 @@ for (const kind of storeKinds) {
     /** A report of `name` at the server's clock: the header and availability only. */
     const report = (name: string, availability: Record<string, unknown>) => {
       const at = server.deps.clock()
-      return { batch_id: crypto.randomUUID(), collected_at: at, interval_seconds: 10, agent_version: 'test', database: { name, engine: 'postgres', host: 'h', port: 5432 }, availability }
+      return {
+        batch_id: crypto.randomUUID(),
+        collected_at: at,
+        interval_seconds: 10,
+        agent_version: 'test',
+        database: { name, engine: 'postgres', host: 'h', port: 5432 },
+        availability,
+      }
     }
-    const count = async (sql: string, params: unknown[]) => Number((await server.store.driver.get<{ n: unknown }>(sql, params))!.n)
+    const count = async (sql: string, params: unknown[]) =>
+      Number((await server.store.driver.get<{ n: unknown }>(sql, params))!.n)
 
-    test('a forged since (year 9999, or 0) is bounded by the server\'s clock and the registration; no negative figure', async () => {
+    test("a forged since (year 9999, or 0) is bounded by the server's clock and the registration; no negative figure", async () => {
       server.advance(3_600_000)
       server.freeze(true)
       try {
         const created = server.deps.clock()
-        const first = await server.call('POST', '/api/v1/ingest', { apiKey: key, body: report('forged', { state: 'up', since: 0 }) })
+        const first = await server.call('POST', '/api/v1/ingest', {
+          apiKey: key,
+          body: report('forged', { state: 'up', since: 0 }),
+        })
         expect(first.status).toBe(200)
         const id = first.body.database_id as string
         // Up since 0: since the registration instead.
         expect((await server.store.databaseAvailability.state(id))!.since).toBe(created)
         server.advance(10_000)
         const at = server.deps.clock()
-        const down = await server.call('POST', '/api/v1/ingest', { apiKey: key, body: report('forged', { state: 'down', since: Date.UTC(9999, 11, 31), cause: 'refused', message: 'x' }) })
+        const down = await server.call('POST', '/api/v1/ingest', {
+          apiKey: key,
+          body: report('forged', { state: 'down', since: Date.UTC(9999, 11, 31), cause: 'refused', message: 'x' }),
+        })
         expect(down.status).toBe(200)
         const state = (await server.store.databaseAvailability.state(id))!
         expect(state).toMatchObject({ state: 'down', since: at })
-        expect(await count("SELECT COUNT(*) AS n FROM events WHERE database_id = $1 AND kind = 'database_down' AND ts = $2", [id, at])).toBe(1)
+        expect(
+          await count(
+            "SELECT COUNT(*) AS n FROM events WHERE database_id = $1 AND kind = 'database_down' AND ts = $2",
+            [id, at],
+          ),
+        ).toBe(1)
         // The agent reports at every ping (10 s), the forged since each time: the same outage.
         const pings = async (n: number) => {
           for (let i = 0; i < n; i++) {
             server.advance(10_000)
-            const res = await server.call('POST', '/api/v1/ingest', { apiKey: key, body: report('forged', { state: 'down', since: Date.UTC(9999, 11, 31), cause: 'refused', message: 'x' }) })
+            const res = await server.call('POST', '/api/v1/ingest', {
+              apiKey: key,
+              body: report('forged', { state: 'down', since: Date.UTC(9999, 11, 31), cause: 'refused', message: 'x' }),
+            })
             expect(res.status).toBe(200)
           }
         }
@@ -240,9 +287,14 @@ for (const kind of storeKinds) {
         expect(availability.body.total.down_ms).toBe(70_000)
         expect(availability.body.total.up_ms).toBe(10_000)
         // Up again "since 0": not before the outage began, so it lasted 0 s, not minus 1970 years.
-        const up = await server.call('POST', '/api/v1/ingest', { apiKey: key, body: report('forged', { state: 'up', since: 0 }) })
+        const up = await server.call('POST', '/api/v1/ingest', {
+          apiKey: key,
+          body: report('forged', { state: 'up', since: 0 }),
+        })
         expect(up.status).toBe(200)
-        expect(await server.store.databaseAvailability.spans(id, 0)).toMatchObject({ outages: [{ started_at: at, ended_at: at }] })
+        expect(await server.store.databaseAvailability.spans(id, 0)).toMatchObject({
+          outages: [{ started_at: at, ended_at: at }],
+        })
       } finally {
         server.freeze(false)
       }
@@ -258,8 +310,14 @@ for (const kind of storeKinds) {
         for (let i = 0; i < 36; i++) {
           server.advance(5_000)
           const at = server.deps.clock()
-          const availability = i % 2 === 0 ? { state: 'down', since: at, cause: 'refused', message: `toggle ${i}` } : { state: 'up', since: at }
-          const res = await server.call('POST', '/api/v1/ingest', { apiKey: key, body: report('flapping', availability) })
+          const availability =
+            i % 2 === 0
+              ? { state: 'down', since: at, cause: 'refused', message: `toggle ${i}` }
+              : { state: 'up', since: at }
+          const res = await server.call('POST', '/api/v1/ingest', {
+            apiKey: key,
+            body: report('flapping', availability),
+          })
           expect(res.status).toBe(200)
           id = res.body.database_id
           // A scheduled tick every 5 s.
@@ -267,18 +325,28 @@ for (const kind of storeKinds) {
           if ((await evaluations()).get(id) === at) diagnoses++
         }
         expect(await count('SELECT COUNT(*) AS n FROM outages WHERE database_id = $1', [id])).toBe(1)
-        expect(await count("SELECT COUNT(*) AS n FROM events WHERE database_id = $1 AND kind IN ('database_down', 'database_up')", [id])).toBe(2)
+        expect(
+          await count(
+            "SELECT COUNT(*) AS n FROM events WHERE database_id = $1 AND kind IN ('database_down', 'database_up')",
+            [id],
+          ),
+        ).toBe(2)
         // 175 s from the first diagnosis: at most one every 30 s.
         expect(diagnoses).toBeLessThanOrEqual(7)
         expect(await count('SELECT COUNT(*) AS n FROM alerts WHERE database_id = $1', [id])).toBeLessThanOrEqual(4)
-        console.log(`flapping: 36 reports, ${diagnoses} diagnoses, ${await count('SELECT COUNT(*) AS n FROM alerts WHERE database_id = $1', [id])} alerts opened`)
+        console.log(
+          `flapping: 36 reports, ${diagnoses} diagnoses, ${await count('SELECT COUNT(*) AS n FROM alerts WHERE database_id = $1', [id])} alerts opened`,
+        )
         // The outage: from the first down to the last up (175 s), ended.
         const spans = await server.store.databaseAvailability.spans(id, 0)
         expect(spans.outages).toHaveLength(1)
         expect(spans.outages[0]!.ended_at! - spans.outages[0]!.started_at).toBe(175_000)
         // Down again with another cause: a new outage.
         server.advance(5_000)
-        await server.call('POST', '/api/v1/ingest', { apiKey: key, body: report('flapping', { state: 'down', since: server.deps.clock(), cause: 'authentication' }) })
+        await server.call('POST', '/api/v1/ingest', {
+          apiKey: key,
+          body: report('flapping', { state: 'down', since: server.deps.clock(), cause: 'authentication' }),
+        })
         expect(await count('SELECT COUNT(*) AS n FROM outages WHERE database_id = $1', [id])).toBe(2)
       } finally {
         server.freeze(false)

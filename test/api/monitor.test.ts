@@ -9,7 +9,15 @@ import { type Monitor, alertMail, createMonitor } from '../../src/server/monitor
 import { TEST_NOT_DELIVERED } from '../../src/server/routes/alerts.ts'
 import type { IngestBatch } from '../../src/shared/wire.ts'
 import { pgBatch } from '../support/batches.ts'
-import { type Account, type TestServer, agentAccount, createApiKey, signup, startTestServer, storeKinds, } from '../support/server.ts'
+import {
+  type Account,
+  type TestServer,
+  agentAccount,
+  createApiKey,
+  signup,
+  startTestServer,
+  storeKinds,
+} from '../support/server.ts'
 import { startSmtpReceiver } from '../support/smtp.ts'
 import { until } from '../support/wait.ts'
 import { startWebhookReceiver } from '../support/webhook.ts'
@@ -20,9 +28,11 @@ const TITLE = 'Low buffer cache hit ratio'
 const CONSEQUENCE = { key: RULE, rule: RULE, severity: 'critical', title: TITLE }
 const iso = (ms: number) => new Date(ms).toISOString()
 /** 50 % of block reads from shared buffers over the last hour: critical (below 90 %). */
-const critical = (name: string) => pgBatch(name, Date.now() - 30_000, { database_stats: { blks_hit: 50_000, blks_read: 50_000 } })
+const critical = (name: string) =>
+  pgBatch(name, Date.now() - 30_000, { database_stats: { blks_hit: 50_000, blks_read: 50_000 } })
 /** Enough hits on top that the hour's ratio is above 99 %: no finding. */
-const cured = (name: string) => pgBatch(name, Date.now() - 10_000, { database_stats: { blks_hit: 100_000_000, blks_read: 0 } })
+const cured = (name: string) =>
+  pgBatch(name, Date.now() - 10_000, { database_stats: { blks_hit: 100_000_000, blks_read: 0 } })
 
 /** An organization on the server: its account (verified or not), an API key, and calls as that key. */
 async function organization(server: TestServer, verified: boolean) {
@@ -71,7 +81,9 @@ for (const kind of storeKinds) {
       const id = await org.ingest(critical('orders'))
       const first = server.deps.clock()
       await monitor.runOnce(first)
-      const fix = (await org.call('GET', `/api/v1/databases/${id}/doctor`)).body.top_issues.find((f: any) => f.rule === RULE).how_to_fix
+      const fix = (await org.call('GET', `/api/v1/databases/${id}/doctor`)).body.top_issues.find(
+        (f: any) => f.rule === RULE,
+      ).how_to_fix
       const [open] = await org.list(id, 'recommendations')
       expect(open).toEqual({
         id: expect.any(String),
@@ -94,7 +106,12 @@ for (const kind of storeKinds) {
       await monitor.runOnce(first + 20_000)
       const again = await org.list(id, 'recommendations')
       expect(again).toEqual([{ ...open, last_seen_at: iso(first + 20_000) }])
-      expect(await rowCount(server, 'SELECT COUNT(*) AS n FROM recommendations WHERE database_id = $1 AND rule = $2', [id, RULE])).toBe(1)
+      expect(
+        await rowCount(server, 'SELECT COUNT(*) AS n FROM recommendations WHERE database_id = $1 AND rule = $2', [
+          id,
+          RULE,
+        ]),
+      ).toBe(1)
 
       await org.ingest(cured('orders'))
       const later = server.deps.clock() + 25_000
@@ -124,7 +141,11 @@ for (const kind of storeKinds) {
         expect(receiver.signed(hook!, secret)).toBe(true)
         expect(receiver.signed(hook!, `${secret}x`)).toBe(false)
         expect(hook!.path).toBe('/hooks/dbm')
-        expect(hook!.headers).toMatchObject({ 'content-type': 'application/json', 'x-dbm-event': 'alert.opened', 'x-dbm-delivery': hook!.body.delivery_id })
+        expect(hook!.headers).toMatchObject({
+          'content-type': 'application/json',
+          'x-dbm-event': 'alert.opened',
+          'x-dbm-delivery': hook!.body.delivery_id,
+        })
         const [alert] = await org.list(id, 'alerts')
         expect(hook!.body).toEqual({
           event: 'alert.opened',
@@ -132,7 +153,17 @@ for (const kind of storeKinds) {
           sent_at: iso(opened),
           organization_id: org.account.orgId,
           database: { id, name: 'billing', engine: 'postgres', host: 'db.internal', port: 5432 },
-          alert: { id: alert.id, key: RULE, rule: RULE, severity: 'critical', title: TITLE, detail: alert.detail, opened_at: iso(opened), resolved_at: null, consequences: [CONSEQUENCE] },
+          alert: {
+            id: alert.id,
+            key: RULE,
+            rule: RULE,
+            severity: 'critical',
+            title: TITLE,
+            detail: alert.detail,
+            opened_at: iso(opened),
+            resolved_at: null,
+            consequences: [CONSEQUENCE],
+          },
           link: `http://dbm.test:8080/#/databases/${id}/issues`,
         })
         expect(alert).toEqual({
@@ -145,13 +176,18 @@ for (const kind of storeKinds) {
           opened_at: iso(opened),
           last_seen_at: iso(opened),
           resolved_at: null,
-          notified: { opened: { email: iso(opened), webhook: iso(opened), destinations: [] }, resolved: { email: null, webhook: null, destinations: [] } },
+          notified: {
+            opened: { email: iso(opened), webhook: iso(opened), destinations: [] },
+            resolved: { email: null, webhook: null, destinations: [] },
+          },
           consequences: [CONSEQUENCE],
           silenced: null,
         })
         await server.deps.mailer.idle()
         expect(mailLines(server, org.account.email, `dbm alert: ${TITLE} on billing`)).toHaveLength(1)
-        expect(mailLines(server, org.account.email, 'dbm alert: ')[0]).toContain(`link=http://dbm.test:8080/#/databases/${id}/issues`)
+        expect(mailLines(server, org.account.email, 'dbm alert: ')[0]).toContain(
+          `link=http://dbm.test:8080/#/databases/${id}/issues`,
+        )
 
         // Still critical: the alert stays open, nothing is sent again.
         await monitor.runOnce(opened + 20_000)
@@ -169,7 +205,10 @@ for (const kind of storeKinds) {
         const resolvedHook = hooks()[1]!
         expect(receiver.signed(resolvedHook, secret)).toBe(true)
         expect(resolvedHook.headers['x-dbm-event']).toBe('alert.resolved')
-        expect(resolvedHook.body).toMatchObject({ event: 'alert.resolved', alert: { id: alert.id, opened_at: iso(opened), resolved_at: iso(resolvedAt) } })
+        expect(resolvedHook.body).toMatchObject({
+          event: 'alert.resolved',
+          alert: { id: alert.id, opened_at: iso(opened), resolved_at: iso(resolvedAt) },
+        })
         expect(resolvedHook.body.delivery_id).not.toBe(hook!.body.delivery_id)
         await server.deps.mailer.idle()
         expect(mailLines(server, org.account.email, `dbm resolved: ${TITLE} on billing`)).toHaveLength(1)
@@ -181,12 +220,19 @@ for (const kind of storeKinds) {
             ...alert,
             last_seen_at: iso(opened + 20_000),
             resolved_at: iso(resolvedAt),
-            notified: { opened: { email: iso(opened), webhook: iso(opened), destinations: [] }, resolved: { email: iso(resolvedAt), webhook: iso(resolvedAt), destinations: [] } },
+            notified: {
+              opened: { email: iso(opened), webhook: iso(opened), destinations: [] },
+              resolved: { email: iso(resolvedAt), webhook: iso(resolvedAt), destinations: [] },
+            },
             consequences: [CONSEQUENCE],
           },
         ])
         const webhook = await org.call('GET', '/api/v1/organization/webhook')
-        expect(webhook.body).toMatchObject({ last_success_at: iso(resolvedAt), last_failure_at: null, last_error: null })
+        expect(webhook.body).toMatchObject({
+          last_success_at: iso(resolvedAt),
+          last_failure_at: null,
+          last_error: null,
+        })
       } finally {
         receiver.stop()
       }
@@ -196,7 +242,9 @@ for (const kind of storeKinds) {
       const receiver = startWebhookReceiver({ statuses: [500] })
       try {
         const org = await organization(server, true)
-        const put = await org.call('PUT', '/api/v1/organization/webhook', { url: `${receiver.url}/hook?token=query-secret-123` })
+        const put = await org.call('PUT', '/api/v1/organization/webhook', {
+          url: `${receiver.url}/hook?token=query-secret-123`,
+        })
         const secret = put.body.secret as string
         const id = await org.ingest(critical('retry'))
         const first = server.deps.clock()
@@ -212,13 +260,21 @@ for (const kind of storeKinds) {
           last_error: 'HTTP 500',
         })
         const failed = server.logs.filter((l) => l.includes(' WARN webhook delivery failed '))
-        expect(failed.some((l) => l.includes(`target=${receiver.url} `) && l.includes('cause="HTTP 500"') && l.includes('attempt=1'))).toBe(true)
+        expect(
+          failed.some(
+            (l) => l.includes(`target=${receiver.url} `) && l.includes('cause="HTTP 500"') && l.includes('attempt=1'),
+          ),
+        ).toBe(true)
 
         await monitor.runOnce(first + 20_000)
         expect(hooks()).toHaveLength(2)
         expect(hooks()[1]!.body.delivery_id).toBe(hooks()[0]!.body.delivery_id)
         expect(receiver.signed(hooks()[1]!, secret)).toBe(true)
-        expect((await org.list(id, 'alerts'))[0].notified.opened).toEqual({ email: iso(first), webhook: iso(first + 20_000), destinations: [] })
+        expect((await org.list(id, 'alerts'))[0].notified.opened).toEqual({
+          email: iso(first),
+          webhook: iso(first + 20_000),
+          destinations: [],
+        })
         await monitor.runOnce(first + 30_000)
         expect(hooks()).toHaveLength(2)
 
@@ -241,7 +297,9 @@ for (const kind of storeKinds) {
         const res = await org.call('GET', `/api/v1/databases/${id}/recommendations`)
         expect({ status: res.status, body: res.body }).toEqual({
           status: 403,
-          body: { error: 'recommendations are available to verified organizations; verify your email address to see them' },
+          body: {
+            error: 'recommendations are available to verified organizations; verify your email address to see them',
+          },
         })
         expect(await rowCount(server, 'SELECT COUNT(*) AS n FROM recommendations WHERE database_id = $1', [id])).toBe(0)
         const [alert] = await org.list(id, 'alerts')
@@ -259,14 +317,23 @@ for (const kind of storeKinds) {
       const id = await org.ingest(critical('doomed'))
       await monitor.runOnce(server.deps.clock())
       const alerts = 'SELECT COUNT(*) AS n FROM alerts WHERE database_id = $1'
-      const notes = 'SELECT COUNT(*) AS n FROM alert_notifications n JOIN alerts a ON a.id = n.alert_id WHERE a.database_id = $1'
+      const notes =
+        'SELECT COUNT(*) AS n FROM alert_notifications n JOIN alerts a ON a.id = n.alert_id WHERE a.database_id = $1'
       expect(await rowCount(server, alerts, [id])).toBeGreaterThan(0)
       expect(await rowCount(server, notes, [id])).toBeGreaterThan(0)
-      expect(await rowCount(server, 'SELECT COUNT(*) AS n FROM recommendations WHERE database_id = $1', [id])).toBeGreaterThan(0)
+      expect(
+        await rowCount(server, 'SELECT COUNT(*) AS n FROM recommendations WHERE database_id = $1', [id]),
+      ).toBeGreaterThan(0)
       expect((await org.call('DELETE', `/api/v1/databases/${id}`)).status).toBe(204)
       expect(await rowCount(server, alerts, [id])).toBe(0)
       expect(await rowCount(server, 'SELECT COUNT(*) AS n FROM recommendations WHERE database_id = $1', [id])).toBe(0)
-      expect(await rowCount(server, 'SELECT COUNT(*) AS n FROM alert_notifications WHERE alert_id NOT IN (SELECT id FROM alerts)', [])).toBe(0)
+      expect(
+        await rowCount(
+          server,
+          'SELECT COUNT(*) AS n FROM alert_notifications WHERE alert_id NOT IN (SELECT id FROM alerts)',
+          [],
+        ),
+      ).toBe(0)
     })
 
     test('a rule that failed keeps its recommendation and alert open; other organizations get 404; status is validated', async () => {
@@ -283,9 +350,17 @@ for (const kind of storeKinds) {
       const stranger = await organization(server, true)
       for (const what of ['recommendations', 'alerts']) {
         const res = await stranger.call('GET', `/api/v1/databases/${id}/${what}`)
-        expect({ what, status: res.status, body: res.body }).toEqual({ what, status: 404, body: { error: 'database not found' } })
+        expect({ what, status: res.status, body: res.body }).toEqual({
+          what,
+          status: 404,
+          body: { error: 'database not found' },
+        })
         const bad = await org.call('GET', `/api/v1/databases/${id}/${what}?status=closed`)
-        expect({ what, status: bad.status, body: bad.body }).toEqual({ what, status: 400, body: { error: 'status must be one of: open, resolved, all' } })
+        expect({ what, status: bad.status, body: bad.body }).toEqual({
+          what,
+          status: 400,
+          body: { error: 'status must be one of: open, resolved, all' },
+        })
         const unauthenticated = await server.call('GET', `/api/v1/databases/${id}/${what}`)
         expect(unauthenticated.status).toBe(401)
       }
@@ -299,7 +374,10 @@ for (const kind of storeKinds) {
         [{ url: 'ftp://hooks.example.com/x' }, 'url must be an http:// or https:// URL'],
         [{ url: 'not a url' }, 'url must be an http:// or https:// URL'],
         [{ url: 'https://user:pw@hooks.example.com/x' }, 'url must not contain a user name or password'],
-        [{ url: `https://hooks.example.com/${'x'.repeat(2048)}` }, 'url is required and must be a non-empty string of at most 2048 characters'],
+        [
+          { url: `https://hooks.example.com/${'x'.repeat(2048)}` },
+          'url is required and must be a non-empty string of at most 2048 characters',
+        ],
         [{ url: '' }, 'url is required and must be a non-empty string of at most 2048 characters'],
         [{ url: 'https://hooks.example.com/x', secret: 'mine' }, 'unknown field: secret'],
       ]
@@ -342,7 +420,9 @@ for (const kind of storeKinds) {
       expect(await org.call('POST', path)).toMatchObject({ status: 404, body: { error: 'webhook not found' } })
       const receiver = startWebhookReceiver({ statuses: [204, 500] })
       try {
-        const { secret } = (await org.call('PUT', '/api/v1/organization/webhook', { url: `${receiver.url}/hooks/dbm?token=t0k` })).body
+        const { secret } = (
+          await org.call('PUT', '/api/v1/organization/webhook', { url: `${receiver.url}/hooks/dbm?token=t0k` })
+        ).body
         const ok = await org.call('POST', path)
         expect({ status: ok.status, body: ok.body }).toEqual({ status: 200, body: { delivered: true } })
         expect(receiver.received).toHaveLength(1)
@@ -368,18 +448,30 @@ for (const kind of storeKinds) {
         // Not delivered: the same answer for a 500 and a refused connection (nothing about the network
         // behind the receiver); the cause is in the server's log, with the origin only.
         const failed = await org.call('POST', path)
-        expect({ status: failed.status, body: failed.body }).toEqual({ status: 200, body: { delivered: false, reason: TEST_NOT_DELIVERED } })
+        expect({ status: failed.status, body: failed.body }).toEqual({
+          status: 200,
+          body: { delivered: false, reason: TEST_NOT_DELIVERED },
+        })
         await org.call('PUT', '/api/v1/organization/webhook', { url: 'http://127.0.0.1:9/hooks/secret-path' })
         server.advance(10_000)
         const refused = await org.call('POST', path)
-        expect({ status: refused.status, body: refused.body }).toEqual({ status: 200, body: { delivered: false, reason: TEST_NOT_DELIVERED } })
-        const causes = server.logs.filter((l) => l.includes(' INFO webhook test not delivered ') && l.includes(`org=${org.account.orgId} `))
+        expect({ status: refused.status, body: refused.body }).toEqual({
+          status: 200,
+          body: { delivered: false, reason: TEST_NOT_DELIVERED },
+        })
+        const causes = server.logs.filter(
+          (l) => l.includes(' INFO webhook test not delivered ') && l.includes(`org=${org.account.orgId} `),
+        )
         expect(causes).toHaveLength(2)
         expect(causes[0]).toEndWith(`target=${receiver.url} cause="HTTP 500"`)
         expect(causes[1]).toContain('target=http://127.0.0.1:9 cause=')
         expect(causes.join('\n')).not.toContain('secret-path')
         // Tests are not alert deliveries: the webhook's own record is untouched.
-        expect((await org.call('GET', '/api/v1/organization/webhook')).body).toMatchObject({ last_success_at: null, last_failure_at: null, last_error: null })
+        expect((await org.call('GET', '/api/v1/organization/webhook')).body).toMatchObject({
+          last_success_at: null,
+          last_failure_at: null,
+          last_error: null,
+        })
         expect((await server.call('POST', path)).status).toBe(401)
       } finally {
         receiver.stop()
@@ -390,7 +482,7 @@ for (const kind of storeKinds) {
 
 describe('alert mail text', () => {
   test("monitored text (a statement's text in a finding) cannot add lines of its own to a mail", () => {
-    const hostile = 'SELECT 1 /*\r\nThe database\'s alerts:\nhttps://evil.example/\u2028\u0085\u202e*/'
+    const hostile = "SELECT 1 /*\r\nThe database's alerts:\nhttps://evil.example/\u2028\u0085\u202e*/"
     const mail = alertMail(
       {
         id: 'n1',
@@ -399,7 +491,20 @@ describe('alert mail text', () => {
         attempts: 0,
         created_at: 0,
         org_id: 'o1',
-        alert: { id: 'a1', key: 'k', rule: 'pg_long_running_queries', severity: 'critical', title: `Slow: ${hostile}`, detail: `Running: ${hostile}`, opened_at: 0, resolved_at: null, consequences: [{ key: 'k', rule: 'pg_long_running_queries', severity: 'critical', title: `Slow: ${hostile}` }, { key: 'k2', rule: 'pg_dead_tuples', severity: 'critical', title: `Dead: ${hostile}` }] },
+        alert: {
+          id: 'a1',
+          key: 'k',
+          rule: 'pg_long_running_queries',
+          severity: 'critical',
+          title: `Slow: ${hostile}`,
+          detail: `Running: ${hostile}`,
+          opened_at: 0,
+          resolved_at: null,
+          consequences: [
+            { key: 'k', rule: 'pg_long_running_queries', severity: 'critical', title: `Slow: ${hostile}` },
+            { key: 'k2', rule: 'pg_dead_tuples', severity: 'critical', title: `Dead: ${hostile}` },
+          ],
+        },
         database: { id: 'd1', name: 'shop\nBcc: x', engine: 'postgres', host: 'db', port: 5432 },
       },
       'https://dbm.example.org',
@@ -419,7 +524,9 @@ describe('alert mail text', () => {
       'https://dbm.example.org/#/databases/d1/issues',
       '',
     ])
-    expect(mail.subject).toBe("dbm alert: Slow: SELECT 1 /* The database's alerts: https://evil.example/ */ on shop Bcc: x")
+    expect(mail.subject).toBe(
+      "dbm alert: Slow: SELECT 1 /* The database's alerts: https://evil.example/ */ on shop Bcc: x",
+    )
   })
 })
 
@@ -429,7 +536,11 @@ describe('alert mail through an SMTP relay, and the monitor on its schedule', ()
   let account: Account
   beforeAll(async () => {
     smtp = await startSmtpReceiver()
-    server = await startTestServer('sqlite', { smtpUrl: smtp.url, publicUrl: 'https://dbm.example.org', webhooks: { allowPrivate: true } })
+    server = await startTestServer('sqlite', {
+      smtpUrl: smtp.url,
+      publicUrl: 'https://dbm.example.org',
+      webhooks: { allowPrivate: true },
+    })
     account = await signup(server)
     await server.store.markEmailVerified(account.userId, Date.now())
   })
@@ -440,7 +551,8 @@ describe('alert mail through an SMTP relay, and the monitor on its schedule', ()
 
   test('one mail when the alert opens and one when it resolves, to each verified user, with the link', async () => {
     const key = (await createApiKey(server, account)).key
-    const ingest = async (b: IngestBatch) => (await server.call('POST', '/api/v1/ingest', { apiKey: key, body: b })).body.database_id as string
+    const ingest = async (b: IngestBatch) =>
+      (await server.call('POST', '/api/v1/ingest', { apiKey: key, body: b })).body.database_id as string
     const id = await ingest(critical('mailed'))
     const monitor = createMonitor(server.deps, { retentionDays: 30 })
     await monitor.runOnce()
@@ -455,8 +567,13 @@ describe('alert mail through an SMTP relay, and the monitor on its schedule', ()
     const resolved = await smtp.waitFor(account.email, new RegExp(`^dbm resolved: ${TITLE}`))
     expect(resolved.headers.subject).toBe(`dbm resolved: ${TITLE} on mailed`)
     await server.deps.mailer.idle()
-    const mails = smtp.received.filter((m) => m.envelopeTo.includes(account.email) && (m.headers.subject ?? '').includes(TITLE))
-    expect(mails.map((m) => m.headers.subject)).toEqual([`dbm alert: ${TITLE} on mailed`, `dbm resolved: ${TITLE} on mailed`])
+    const mails = smtp.received.filter(
+      (m) => m.envelopeTo.includes(account.email) && (m.headers.subject ?? '').includes(TITLE),
+    )
+    expect(mails.map((m) => m.headers.subject)).toEqual([
+      `dbm alert: ${TITLE} on mailed`,
+      `dbm resolved: ${TITLE} on mailed`,
+    ])
   })
 
   test('a webhook that does not answer in time, or cannot be reached, fails with a cause that leaves out its URL', async () => {
@@ -494,10 +611,14 @@ describe('alert mail through an SMTP relay, and the monitor on its schedule', ()
     const monitor = createMonitor(server.deps, { retentionDays: 30, evaluateEveryMs: 50 })
     monitor.start()
     try {
-      await until('the scheduled evaluation to open the alert', async () => ((await server.store.monitor.listAlerts(id, 'open', 10)).length > 0 ? true : undefined), {
-        timeoutMs: 5000,
-        everyMs: 25,
-      })
+      await until(
+        'the scheduled evaluation to open the alert',
+        async () => ((await server.store.monitor.listAlerts(id, 'open', 10)).length > 0 ? true : undefined),
+        {
+          timeoutMs: 5000,
+          everyMs: 25,
+        },
+      )
     } finally {
       await monitor.stop()
     }
@@ -506,4 +627,3 @@ describe('alert mail through an SMTP relay, and the monitor on its schedule', ()
     expect((await server.store.monitor.listAlerts(id, 'open', 10))[0]!.last_seen_at).toBe(after[0]!.last_seen_at)
   })
 })
-

@@ -12,19 +12,42 @@ const HOUR = 3_600_000
 const MB = 1_048_576
 const iso = (ms: number) => new Date(ms).toISOString()
 
-function batch(name: string, collectedAt: number, sections: Partial<IngestBatch>, engine: 'postgres' | 'clickhouse' = 'postgres'): IngestBatch {
+function batch(
+  name: string,
+  collectedAt: number,
+  sections: Partial<IngestBatch>,
+  engine: 'postgres' | 'clickhouse' = 'postgres',
+): IngestBatch {
   return {
     batch_id: crypto.randomUUID(),
     collected_at: collectedAt,
     interval_seconds: 10,
     agent_version: 'test',
-    database: { name, engine, engine_version: engine === 'postgres' ? '17.2' : '26.1', host: 'db.internal', port: engine === 'postgres' ? 5432 : 8123 },
+    database: {
+      name,
+      engine,
+      engine_version: engine === 'postgres' ? '17.2' : '26.1',
+      host: 'db.internal',
+      port: engine === 'postgres' ? 5432 : 8123,
+    },
     ...sections,
   }
 }
 
-type Counters = Pick<TableStat, 'seq_scan' | 'seq_tup_read' | 'idx_scan' | 'idx_tup_fetch' | 'n_tup_ins' | 'n_tup_upd' | 'n_tup_del' | 'n_tup_hot_upd'>
-const zeroCounters: Counters = { seq_scan: 0, seq_tup_read: 0, idx_scan: 0, idx_tup_fetch: 0, n_tup_ins: 0, n_tup_upd: 0, n_tup_del: 0, n_tup_hot_upd: 0 }
+type Counters = Pick<
+  TableStat,
+  'seq_scan' | 'seq_tup_read' | 'idx_scan' | 'idx_tup_fetch' | 'n_tup_ins' | 'n_tup_upd' | 'n_tup_del' | 'n_tup_hot_upd'
+>
+const zeroCounters: Counters = {
+  seq_scan: 0,
+  seq_tup_read: 0,
+  idx_scan: 0,
+  idx_tup_fetch: 0,
+  n_tup_ins: 0,
+  n_tup_upd: 0,
+  n_tup_del: 0,
+  n_tup_hot_upd: 0,
+}
 
 function table(schema: string, name: string, fields: Partial<TableStat> = {}): TableStat {
   return {
@@ -64,18 +87,42 @@ function index(schema: string, tableName: string, name: string, fields: Partial<
 }
 
 function session(pid: number | string, durationMs: number | null, fields: Partial<ActiveQuery> = {}): ActiveQuery {
-  return { pid, query_text: `SELECT ${pid}`, state: 'active', wait_event_type: null, wait_event: null, duration_ms: durationMs, blocking_pids: [], ...fields }
+  return {
+    pid,
+    query_text: `SELECT ${pid}`,
+    state: 'active',
+    wait_event_type: null,
+    wait_event: null,
+    duration_ms: durationMs,
+    blocking_pids: [],
+    ...fields,
+  }
 }
 
 function lock(pid: number, granted: boolean, durationMs: number, blockedBy: number | null = null): LockEntry {
-  return { pid, lock_type: 'relation', mode: granted ? 'RowExclusiveLock' : 'AccessExclusiveLock', relation_name: 'public.orders', granted, blocked_by_pid: blockedBy, duration_ms: durationMs, query_text: `q${pid}` }
+  return {
+    pid,
+    lock_type: 'relation',
+    mode: granted ? 'RowExclusiveLock' : 'AccessExclusiveLock',
+    relation_name: 'public.orders',
+    granted,
+    blocked_by_pid: blockedBy,
+    duration_ms: durationMs,
+    query_text: `q${pid}`,
+  }
 }
 
 /** An HTTP upgrade request: the status and body when refused, status 101 when accepted. */
 function upgrade(url: string, headers: Record<string, string> = {}): Promise<{ status: number; body: unknown }> {
   return new Promise((resolve, reject) => {
     const req = httpRequest(url, {
-      headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', ...headers },
+      headers: {
+        connection: 'Upgrade',
+        upgrade: 'websocket',
+        'sec-websocket-version': '13',
+        'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
+        ...headers,
+      },
     })
     req.on('upgrade', (_res, socket) => {
       socket.destroy()
@@ -119,36 +166,121 @@ const T2 = T_BASE + MINUTE + 10_000
 const T3 = T_BASE + MINUTE + 40_000
 
 const ordersA = table('public', 'orders', {
-  seq_scan: 100, seq_tup_read: 1000, idx_scan: 50, idx_tup_fetch: 500, n_tup_ins: 10, n_tup_upd: 5, n_tup_del: 1, n_tup_hot_upd: 2,
-  n_live_tup: 1000, n_dead_tup: 50, table_size_bytes: 81920, index_size_bytes: 16384, has_primary_key: true,
-  last_vacuum: T_BASE - HOUR, last_analyze: T_BASE - 30 * MINUTE, last_autoanalyze: T_BASE - 10 * MINUTE,
+  seq_scan: 100,
+  seq_tup_read: 1000,
+  idx_scan: 50,
+  idx_tup_fetch: 500,
+  n_tup_ins: 10,
+  n_tup_upd: 5,
+  n_tup_del: 1,
+  n_tup_hot_upd: 2,
+  n_live_tup: 1000,
+  n_dead_tup: 50,
+  table_size_bytes: 81920,
+  index_size_bytes: 16384,
+  has_primary_key: true,
+  last_vacuum: T_BASE - HOUR,
+  last_analyze: T_BASE - 30 * MINUTE,
+  last_autoanalyze: T_BASE - 10 * MINUTE,
 })
-const ordersDeltaB = { seq_scan: 3, seq_tup_read: 30, idx_scan: 7, idx_tup_fetch: 70, n_tup_ins: 4, n_tup_upd: 2, n_tup_del: 1, n_tup_hot_upd: 1 }
+const ordersDeltaB = {
+  seq_scan: 3,
+  seq_tup_read: 30,
+  idx_scan: 7,
+  idx_tup_fetch: 70,
+  n_tup_ins: 4,
+  n_tup_upd: 2,
+  n_tup_del: 1,
+  n_tup_hot_upd: 1,
+}
 const ordersB = table('public', 'orders', {
-  ...ordersA, seq_scan: 103, seq_tup_read: 1030, idx_scan: 57, idx_tup_fetch: 570, n_tup_ins: 14, n_tup_upd: 7, n_tup_del: 2, n_tup_hot_upd: 3,
-  n_live_tup: 1003, n_dead_tup: 52, table_size_bytes: 90112, delta: ordersDeltaB,
+  ...ordersA,
+  seq_scan: 103,
+  seq_tup_read: 1030,
+  idx_scan: 57,
+  idx_tup_fetch: 570,
+  n_tup_ins: 14,
+  n_tup_upd: 7,
+  n_tup_del: 2,
+  n_tup_hot_upd: 3,
+  n_live_tup: 1003,
+  n_dead_tup: 52,
+  table_size_bytes: 90112,
+  delta: ordersDeltaB,
 })
-const ordersDeltaC = { seq_scan: 2, seq_tup_read: 20, idx_scan: 0, idx_tup_fetch: 0, n_tup_ins: 2, n_tup_upd: 0, n_tup_del: 0, n_tup_hot_upd: 0 }
+const ordersDeltaC = {
+  seq_scan: 2,
+  seq_tup_read: 20,
+  idx_scan: 0,
+  idx_tup_fetch: 0,
+  n_tup_ins: 2,
+  n_tup_upd: 0,
+  n_tup_del: 0,
+  n_tup_hot_upd: 0,
+}
 // The agent could not size the table this cycle (an ACCESS EXCLUSIVE lock on it): the size is null.
 const ordersC = table('public', 'orders', {
-  ...ordersB, seq_scan: 105, seq_tup_read: 1050, n_tup_ins: 16, n_live_tup: 1005, n_dead_tup: 52, table_size_bytes: null, delta: ordersDeltaC,
+  ...ordersB,
+  seq_scan: 105,
+  seq_tup_read: 1050,
+  n_tup_ins: 16,
+  n_live_tup: 1005,
+  n_dead_tup: 52,
+  table_size_bytes: null,
+  delta: ordersDeltaC,
 })
-const events = table('public', 'events', { seq_scan: 500, n_live_tup: 500, n_dead_tup: 400, table_size_bytes: 40960, index_size_bytes: 0, idx_scan: null, idx_tup_fetch: null })
-const auditLog = table('audit', 'log', { seq_scan: 2, n_live_tup: 20000, n_dead_tup: 0, table_size_bytes: 1_000_000, index_size_bytes: 200_000, has_primary_key: true })
+const events = table('public', 'events', {
+  seq_scan: 500,
+  n_live_tup: 500,
+  n_dead_tup: 400,
+  table_size_bytes: 40960,
+  index_size_bytes: 0,
+  idx_scan: null,
+  idx_tup_fetch: null,
+})
+const auditLog = table('audit', 'log', {
+  seq_scan: 2,
+  n_live_tup: 20000,
+  n_dead_tup: 0,
+  table_size_bytes: 1_000_000,
+  index_size_bytes: 200_000,
+  has_primary_key: true,
+})
 const empty = table('public', 'empty', {})
 const withDelta = (t: TableStat): TableStat => ({ ...t, delta: { ...zeroCounters } })
 
 const idx = {
-  pkey: index('public', 'orders', 'orders_pkey', { is_primary: true, is_unique: true, size_bytes: 5 * MB, idx_tup_read: 200 }),
+  pkey: index('public', 'orders', 'orders_pkey', {
+    is_primary: true,
+    is_unique: true,
+    size_bytes: 5 * MB,
+    idx_tup_read: 200,
+  }),
   emailKey: index('public', 'orders', 'orders_email_key', { is_unique: true, size_bytes: 5 * MB }),
   note: index('public', 'orders', 'orders_note_idx', { size_bytes: MB + 1 }),
   big: index('public', 'orders', 'orders_big_idx', { size_bytes: 10 * MB }),
   exact: index('public', 'orders', 'orders_exact_idx', { size_bytes: MB }),
-  used: index('public', 'orders', 'orders_used_idx', { size_bytes: 5 * MB, idx_scan: 1, idx_tup_read: 300, idx_tup_fetch: 30 }),
+  used: index('public', 'orders', 'orders_used_idx', {
+    size_bytes: 5 * MB,
+    idx_scan: 1,
+    idx_tup_read: 300,
+    idx_tup_fetch: 30,
+  }),
   audit: index('audit', 'log', 'log_ts_idx', { size_bytes: null, idx_scan: 7, idx_tup_read: 100, is_valid: false }),
 }
-const indexesA = Object.values(idx).map((i) => ({ ...i, idx_scan: i === idx.used ? 0 : i.idx_scan, idx_tup_read: i === idx.used ? 0 : i.idx_tup_read }))
-const indexesB = Object.values(idx).map((i) => ({ ...i, delta: { idx_scan: i === idx.used ? 1 : 0, idx_tup_read: i === idx.used ? 300 : 0, idx_tup_fetch: i === idx.used ? 30 : 0 } }))
+const indexesA = Object.values(idx).map((i) => ({
+  ...i,
+  idx_scan: i === idx.used ? 0 : i.idx_scan,
+  idx_tup_read: i === idx.used ? 0 : i.idx_tup_read,
+}))
+const indexesB = Object.values(idx).map((i) => ({
+  ...i,
+  delta: {
+    idx_scan: i === idx.used ? 1 : 0,
+    idx_tup_read: i === idx.used ? 300 : 0,
+    idx_tup_fetch: i === idx.used ? 30 : 0,
+  },
+}))
 
 for (const kind of storeKinds) {
   describe(`active queries, locks, tables and indexes (${kind})`, () => {
@@ -176,8 +308,19 @@ for (const kind of storeKinds) {
       ]
       const locks = [lock(10, true, 5000), lock(11, false, 300, 10), lock(12, true, 9000), lock(13, false, 100, 12)]
       await ingest(batch('objects', T1, { tables: [ordersA, events, auditLog, empty], indexes: indexesA }))
-      await ingest(batch('objects', T2, { tables: [ordersB, withDelta(events), withDelta(auditLog), withDelta(empty)], indexes: indexesB }))
-      id = await ingest(batch('objects', T3, { tables: [ordersC, withDelta(events), withDelta(auditLog), withDelta(empty)], activity, locks }))
+      await ingest(
+        batch('objects', T2, {
+          tables: [ordersB, withDelta(events), withDelta(auditLog), withDelta(empty)],
+          indexes: indexesB,
+        }),
+      )
+      id = await ingest(
+        batch('objects', T3, {
+          tables: [ordersC, withDelta(events), withDelta(auditLog), withDelta(empty)],
+          activity,
+          locks,
+        }),
+      )
     })
     afterAll(async () => {
       await server.stop()
@@ -188,7 +331,8 @@ for (const kind of storeKinds) {
       if (res.status !== 200) throw new Error(`ingest failed: ${res.status} ${JSON.stringify(res.body)}`)
       return res.body.database_id
     }
-    const get = (path: string, as: { apiKey?: string; token?: string } = { apiKey: key }) => server.call('GET', path, as)
+    const get = (path: string, as: { apiKey?: string; token?: string } = { apiKey: key }) =>
+      server.call('GET', path, as)
     const body = async (path: string) => {
       const res = await get(path)
       if (res.status !== 200) throw new Error(`${path}: ${res.status} ${JSON.stringify(res.body)}`)
@@ -215,7 +359,16 @@ for (const kind of storeKinds) {
         xact_start: iso(T3 - 2000),
         ts: iso(T3),
       })
-      expect(active[2]).toEqual({ pid: 42, query_text: 'SELECT 42', state: 'idle in transaction', wait_event_type: null, wait_event: null, duration_ms: null, blocking_pids: [], ts: iso(T3) })
+      expect(active[2]).toEqual({
+        pid: 42,
+        query_text: 'SELECT 42',
+        state: 'idle in transaction',
+        wait_event_type: null,
+        wait_event: null,
+        duration_ms: null,
+        blocking_pids: [],
+        ts: iso(T3),
+      })
       expect((await body(`/api/v1/databases/${id}/active?limit=2`)).map((a: any) => a.pid)).toEqual([43, 41])
     })
 
@@ -242,13 +395,29 @@ for (const kind of storeKinds) {
     })
 
     test('GET /tables: every sort order, the exact entry, limits', async () => {
-      const names = async (q: string) => (await body(`/api/v1/databases/${id}/tables${q}`)).map((t: any) => `${t.schema_name}.${t.table_name}`)
+      const names = async (q: string) =>
+        (await body(`/api/v1/databases/${id}/tables${q}`)).map((t: any) => `${t.schema_name}.${t.table_name}`)
       expect(await names('')).toEqual(['audit.log', 'public.orders', 'public.events', 'public.empty'])
       expect(await names('?sort_by=size')).toEqual(['audit.log', 'public.orders', 'public.events', 'public.empty'])
-      expect(await names('?sort_by=dead_tuples')).toEqual(['public.events', 'public.orders', 'audit.log', 'public.empty'])
+      expect(await names('?sort_by=dead_tuples')).toEqual([
+        'public.events',
+        'public.orders',
+        'audit.log',
+        'public.empty',
+      ])
       expect(await names('?sort_by=seq_scans')).toEqual(['public.events', 'public.orders', 'audit.log', 'public.empty'])
-      expect(await names('?sort_by=live_tuples')).toEqual(['audit.log', 'public.orders', 'public.events', 'public.empty'])
-      expect(await names('?sort_by=index_size')).toEqual(['audit.log', 'public.orders', 'public.events', 'public.empty'])
+      expect(await names('?sort_by=live_tuples')).toEqual([
+        'audit.log',
+        'public.orders',
+        'public.events',
+        'public.empty',
+      ])
+      expect(await names('?sort_by=index_size')).toEqual([
+        'audit.log',
+        'public.orders',
+        'public.events',
+        'public.empty',
+      ])
       expect(await names('?sort_by=dead_tuples&limit=2')).toEqual(['public.events', 'public.orders'])
 
       const orders = (await body(`/api/v1/databases/${id}/tables`)).find((t: any) => t.table_name === 'orders')
@@ -297,7 +466,10 @@ for (const kind of storeKinds) {
       const seen = async () => {
         const list = (await body(`/api/v1/databases/${settings}/tables`)) as any[]
         const detail = await body(`/api/v1/databases/${settings}/tables/public/ledger`)
-        return { ...Object.fromEntries(list.map((t) => [t.table_name, t.autovacuum_enabled])), detail: detail.autovacuum_enabled }
+        return {
+          ...Object.fromEntries(list.map((t) => [t.table_name, t.autovacuum_enabled])),
+          detail: detail.autovacuum_enabled,
+        }
       }
       expect(await seen()).toEqual({ ledger: false, plain: true, detail: false })
       await ingest(batch('settings', now - 3 * MINUTE, { tables: tables(true, true) }))
@@ -310,13 +482,26 @@ for (const kind of storeKinds) {
 
     test('GET /tables: heap, TOAST and total sizes as a current agent sends them; one not measured this cycle keeps the last', async () => {
       const now = Date.now()
-      const sizes = { table_size_bytes: 5_000_000, index_size_bytes: 300_000, heap_bytes: 800_000, toast_bytes: 4_100_000 }
-      const db = await ingest(batch('sizes', now - MINUTE, { tables: [table('public', 'docs', sizes), table('public', 'plain', { ...sizes, toast_bytes: 0 })] }))
+      const sizes = {
+        table_size_bytes: 5_000_000,
+        index_size_bytes: 300_000,
+        heap_bytes: 800_000,
+        toast_bytes: 4_100_000,
+      }
+      const db = await ingest(
+        batch('sizes', now - MINUTE, {
+          tables: [table('public', 'docs', sizes), table('public', 'plain', { ...sizes, toast_bytes: 0 })],
+        }),
+      )
       const seen = async () => {
         const pick = (t: any) => [t.table_name, t.heap_bytes, t.index_size_bytes, t.toast_bytes, t.total_bytes]
         const list = (await body(`/api/v1/databases/${db}/tables?sort_by=toast_size`)) as any[]
         const detail = await body(`/api/v1/databases/${db}/tables/public/docs`)
-        return { list: list.map(pick), detail: pick(detail), point: [detail.timeseries.at(-1).heap_bytes, detail.timeseries.at(-1).toast_bytes] }
+        return {
+          list: list.map(pick),
+          detail: pick(detail),
+          point: [detail.timeseries.at(-1).heap_bytes, detail.timeseries.at(-1).toast_bytes],
+        }
       }
       expect(await seen()).toEqual({
         list: [
@@ -328,13 +513,26 @@ for (const kind of storeKinds) {
       })
       // The table was locked against sizing this cycle: every size null, the last ones stand.
       const unmeasured = { table_size_bytes: null, index_size_bytes: null, heap_bytes: null, toast_bytes: null }
-      await ingest(batch('sizes', now, { tables: [table('public', 'docs', unmeasured), table('public', 'plain', { ...sizes, toast_bytes: 0 })] }))
+      await ingest(
+        batch('sizes', now, {
+          tables: [table('public', 'docs', unmeasured), table('public', 'plain', { ...sizes, toast_bytes: 0 })],
+        }),
+      )
       expect((await seen()).detail).toEqual(['docs', 800_000, 300_000, 4_100_000, 5_300_000])
     })
 
     test('GET /tables/{schema}/{name}: sums per minute bucket, last gauges, hourly beyond 24 hours', async () => {
-      const detail = await body(`/api/v1/databases/${id}/tables/public/orders?since=${iso(T_BASE)}&until=${iso(T_BASE + HOUR)}`)
-      expect(detail).toMatchObject({ schema_name: 'public', table_name: 'orders', seq_scan: 105, since: iso(T_BASE), until: iso(T_BASE + HOUR), resolution_seconds: 60 })
+      const detail = await body(
+        `/api/v1/databases/${id}/tables/public/orders?since=${iso(T_BASE)}&until=${iso(T_BASE + HOUR)}`,
+      )
+      expect(detail).toMatchObject({
+        schema_name: 'public',
+        table_name: 'orders',
+        seq_scan: 105,
+        since: iso(T_BASE),
+        until: iso(T_BASE + HOUR),
+        resolution_seconds: 60,
+      })
       expect(detail.timeseries).toEqual([
         // Minute 0 holds only the first sample: no deltas, its gauges.
         {
@@ -377,7 +575,9 @@ for (const kind of storeKinds) {
           n_mod_since_analyze: null, // a gauge these batches do not send (agents before it): null
         },
       ])
-      const hourly = await body(`/api/v1/databases/${id}/tables/public/orders?since=${iso(T_BASE - 24 * HOUR)}&until=${iso(T_BASE + HOUR)}`)
+      const hourly = await body(
+        `/api/v1/databases/${id}/tables/public/orders?since=${iso(T_BASE - 24 * HOUR)}&until=${iso(T_BASE + HOUR)}`,
+      )
       expect(hourly.resolution_seconds).toBe(3600)
       expect(hourly.timeseries).toEqual([
         {
@@ -401,20 +601,41 @@ for (const kind of storeKinds) {
         },
       ])
       // The default window is the last 24 hours; a window after the data has no points.
-      expect((await body(`/api/v1/databases/${id}/tables/public/events`)).timeseries.map((p: any) => [p.ts, p.seq_scan])).toEqual([
+      expect(
+        (await body(`/api/v1/databases/${id}/tables/public/events`)).timeseries.map((p: any) => [p.ts, p.seq_scan]),
+      ).toEqual([
         [iso(T_BASE), null],
         [iso(T_BASE + MINUTE), 0],
       ])
-      expect((await body(`/api/v1/databases/${id}/tables/public/events?since=${iso(T_BASE + 2 * MINUTE)}&until=${iso(T_BASE + HOUR)}`)).timeseries).toEqual([])
+      expect(
+        (
+          await body(
+            `/api/v1/databases/${id}/tables/public/events?since=${iso(T_BASE + 2 * MINUTE)}&until=${iso(T_BASE + HOUR)}`,
+          )
+        ).timeseries,
+      ).toEqual([])
       for (const path of ['tables/public/nope', 'tables/nope/orders']) {
         const missing = await get(`/api/v1/databases/${id}/${path}`)
-        expect({ path, status: missing.status, body: missing.body }).toEqual({ path, status: 404, body: { error: 'table not found' } })
+        expect({ path, status: missing.status, body: missing.body }).toEqual({
+          path,
+          status: 404,
+          body: { error: 'table not found' },
+        })
       }
     })
 
     test('GET /indexes: sort orders and the exact entry', async () => {
-      const names = async (q: string) => (await body(`/api/v1/databases/${id}/indexes${q}`)).map((i: any) => `${i.schema_name}.${i.index_name}`)
-      const bySize = ['public.orders_big_idx', 'public.orders_email_key', 'public.orders_pkey', 'public.orders_used_idx', 'public.orders_note_idx', 'public.orders_exact_idx', 'audit.log_ts_idx']
+      const names = async (q: string) =>
+        (await body(`/api/v1/databases/${id}/indexes${q}`)).map((i: any) => `${i.schema_name}.${i.index_name}`)
+      const bySize = [
+        'public.orders_big_idx',
+        'public.orders_email_key',
+        'public.orders_pkey',
+        'public.orders_used_idx',
+        'public.orders_note_idx',
+        'public.orders_exact_idx',
+        'audit.log_ts_idx',
+      ]
       expect(await names('')).toEqual(bySize)
       expect(await names('?sort_by=size')).toEqual(bySize)
       expect(await names('?sort_by=scans')).toEqual([
@@ -451,7 +672,9 @@ for (const kind of storeKinds) {
         is_primary: true,
         is_valid: true,
       })
-      expect((await body(`/api/v1/databases/${id}/indexes`)).find((i: any) => i.index_name === 'log_ts_idx')).toMatchObject({ size_bytes: null, is_valid: false })
+      expect(
+        (await body(`/api/v1/databases/${id}/indexes`)).find((i: any) => i.index_name === 'log_ts_idx'),
+      ).toMatchObject({ size_bytes: null, is_valid: false })
     })
 
     test('GET /indexes/unused: never scanned, neither primary nor unique, over exactly 1 MB', async () => {
@@ -475,19 +698,34 @@ for (const kind of storeKinds) {
         is_primary: false,
         is_valid: true,
       })
-      expect((await body(`/api/v1/databases/${id}/indexes/unused?limit=1`)).map((i: any) => i.index_name)).toEqual(['orders_big_idx'])
-      expect((await body(`/api/v1/databases/${id}/indexes/unused?sort_by=scans`)).map((i: any) => i.index_name)).toEqual(['orders_big_idx', 'orders_note_idx'])
+      expect((await body(`/api/v1/databases/${id}/indexes/unused?limit=1`)).map((i: any) => i.index_name)).toEqual([
+        'orders_big_idx',
+      ])
+      expect(
+        (await body(`/api/v1/databases/${id}/indexes/unused?sort_by=scans`)).map((i: any) => i.index_name),
+      ).toEqual(['orders_big_idx', 'orders_note_idx'])
     })
 
     test('GET /indexes/{schema}/{name}: metadata and per-bucket deltas; 404 for an unknown index', async () => {
-      const detail = await body(`/api/v1/databases/${id}/indexes/public/orders_used_idx?since=${iso(T_BASE)}&until=${iso(T_BASE + HOUR)}`)
-      expect(detail).toMatchObject({ index_name: 'orders_used_idx', idx_scan: 1, idx_tup_read: 300, is_unique: false, resolution_seconds: 60 })
+      const detail = await body(
+        `/api/v1/databases/${id}/indexes/public/orders_used_idx?since=${iso(T_BASE)}&until=${iso(T_BASE + HOUR)}`,
+      )
+      expect(detail).toMatchObject({
+        index_name: 'orders_used_idx',
+        idx_scan: 1,
+        idx_tup_read: 300,
+        is_unique: false,
+        resolution_seconds: 60,
+      })
       expect(detail.timeseries).toEqual([
         { ts: iso(T_BASE), idx_scan: null, idx_tup_read: null, idx_tup_fetch: null, size_bytes: 5 * MB },
         { ts: iso(T_BASE + MINUTE), idx_scan: 1, idx_tup_read: 300, idx_tup_fetch: 30, size_bytes: 5 * MB },
       ])
       const missing = await get(`/api/v1/databases/${id}/indexes/public/nope`)
-      expect({ status: missing.status, body: missing.body }).toEqual({ status: 404, body: { error: 'index not found' } })
+      expect({ status: missing.status, body: missing.body }).toEqual({
+        status: 404,
+        body: { error: 'index not found' },
+      })
     })
 
     test('query parameters: limits clamped to their maximum, 400 for bad values', async () => {
@@ -509,7 +747,10 @@ for (const kind of storeKinds) {
       expect((await body(`/api/v1/databases/${bulk}/tables?limit=1`))[0].table_name).toBe('t599')
 
       const cases: [string, string][] = [
-        ['tables?sort_by=rows', 'sort_by must be one of: size, dead_tuples, seq_scans, live_tuples, index_size, heap_size, toast_size, total_size'],
+        [
+          'tables?sort_by=rows',
+          'sort_by must be one of: size, dead_tuples, seq_scans, live_tuples, index_size, heap_size, toast_size, total_size',
+        ],
         ['tables?limit=0', 'limit must be a whole number from 1 (at most 500 are returned)'],
         ['tables?limit=ten', 'limit must be a whole number from 1 (at most 500 are returned)'],
         ['indexes?sort_by=dead_tuples', 'sort_by must be one of: size, scans, tuples_read'],
@@ -519,7 +760,10 @@ for (const kind of storeKinds) {
         ['active?limit=0', 'limit must be a whole number from 1 (at most 200 are returned)'],
         ['locks?limit=x', 'limit must be a whole number from 1 (at most 500 are returned)'],
         ['tables/public/orders?since=yesterday', 'since must be an RFC 3339 timestamp, like 2026-01-31T12:00:00Z'],
-        ['indexes/public/i1?until=2026-13-45T00:00:00Z', 'until must be an RFC 3339 timestamp, like 2026-01-31T12:00:00Z'],
+        [
+          'indexes/public/i1?until=2026-13-45T00:00:00Z',
+          'until must be an RFC 3339 timestamp, like 2026-01-31T12:00:00Z',
+        ],
       ]
       for (const [path, error] of cases) {
         const res = await get(`/api/v1/databases/${bulk}/${path}`)
@@ -536,7 +780,23 @@ for (const kind of storeKinds) {
 
     test('ClickHouse: /active serves it with its extra fields; PostgreSQL-only endpoints answer 400', async () => {
       const ch = await ingest(
-        batch('ch', T3, { activity: [session('9f1c-query-id', 250, { state: null, memory_usage: 1024, read_bytes: 2048, written_bytes: 0, read_rows: 10, user: 'default' })] }, 'clickhouse'),
+        batch(
+          'ch',
+          T3,
+          {
+            activity: [
+              session('9f1c-query-id', 250, {
+                state: null,
+                memory_usage: 1024,
+                read_bytes: 2048,
+                written_bytes: 0,
+                read_rows: 10,
+                user: 'default',
+              }),
+            ],
+          },
+          'clickhouse',
+        ),
       )
       expect(await body(`/api/v1/databases/${ch}/active`)).toEqual([
         {
@@ -555,7 +815,14 @@ for (const kind of storeKinds) {
           ts: iso(T3),
         },
       ])
-      for (const path of ['locks', 'tables', 'tables/public/orders', 'indexes', 'indexes/unused', 'indexes/public/orders_pkey']) {
+      for (const path of [
+        'locks',
+        'tables',
+        'tables/public/orders',
+        'indexes',
+        'indexes/unused',
+        'indexes/public/orders_pkey',
+      ]) {
         const res = await get(`/api/v1/databases/${ch}/${path}`)
         expect({ path, status: res.status, body: res.body }).toEqual({
           path,
@@ -567,9 +834,21 @@ for (const kind of storeKinds) {
 
     test("another organization's database is not found; no credential is 401", async () => {
       const other = await signup(server)
-      for (const path of ['active', 'locks', 'tables', 'tables/public/orders', 'indexes', 'indexes/unused', 'indexes/public/orders_pkey']) {
+      for (const path of [
+        'active',
+        'locks',
+        'tables',
+        'tables/public/orders',
+        'indexes',
+        'indexes/unused',
+        'indexes/public/orders_pkey',
+      ]) {
         const res = await get(`/api/v1/databases/${id}/${path}`, { token: other.token })
-        expect({ path, status: res.status, body: res.body }).toEqual({ path, status: 404, body: { error: 'database not found' } })
+        expect({ path, status: res.status, body: res.body }).toEqual({
+          path,
+          status: 404,
+          body: { error: 'database not found' },
+        })
         expect((await get(`/api/v1/databases/${id}/${path}`, {})).status).toBe(401)
       }
     })
@@ -578,10 +857,18 @@ for (const kind of storeKinds) {
       const t0 = T_BASE + 5 * MINUTE
       const a = table('public', 'a', { seq_scan: 10, n_live_tup: 1, table_size_bytes: 100 })
       const b = table('public', 'b', { table_size_bytes: 50 })
-      const db = await ingest(batch('lifecycle', t0 + 30_000, { tables: [a, b], indexes: [index('public', 'a', 'a_idx')] }))
+      const db = await ingest(
+        batch('lifecycle', t0 + 30_000, { tables: [a, b], indexes: [index('public', 'a', 'a_idx')] }),
+      )
       // Collected earlier (minute 4), arriving later: its delta lands in minute 4, the latest entries stay.
-      await ingest(batch('lifecycle', t0 - 30_000, { tables: [{ ...a, seq_scan: 7, n_live_tup: 99, delta: { ...zeroCounters, seq_scan: 3 } }] }))
-      const detail = await body(`/api/v1/databases/${db}/tables/public/a?since=${iso(T_BASE)}&until=${iso(T_BASE + HOUR)}`)
+      await ingest(
+        batch('lifecycle', t0 - 30_000, {
+          tables: [{ ...a, seq_scan: 7, n_live_tup: 99, delta: { ...zeroCounters, seq_scan: 3 } }],
+        }),
+      )
+      const detail = await body(
+        `/api/v1/databases/${db}/tables/public/a?since=${iso(T_BASE)}&until=${iso(T_BASE + HOUR)}`,
+      )
       expect(detail).toMatchObject({ seq_scan: 10, n_live_tup: 1, ts: iso(t0 + 30_000) })
       expect(detail.timeseries.map((p: any) => [p.ts, p.seq_scan, p.n_live_tup])).toEqual([
         [iso(T_BASE + 4 * MINUTE), 3, 99],
@@ -590,12 +877,16 @@ for (const kind of storeKinds) {
       // A batch without the tables section leaves them; one without table b drops b from the latest entries.
       await ingest(batch('lifecycle', t0 + 40_000, {}))
       expect((await body(`/api/v1/databases/${db}/tables`)).map((t: any) => t.table_name)).toEqual(['a', 'b'])
-      await ingest(batch('lifecycle', t0 + 50_000, { tables: [{ ...a, delta: { ...zeroCounters, seq_scan: 4 } }], indexes: [] }))
+      await ingest(
+        batch('lifecycle', t0 + 50_000, { tables: [{ ...a, delta: { ...zeroCounters, seq_scan: 4 } }], indexes: [] }),
+      )
       expect((await body(`/api/v1/databases/${db}/tables`)).map((t: any) => t.table_name)).toEqual(['a'])
       expect((await get(`/api/v1/databases/${db}/tables/public/b`)).status).toBe(404)
       expect(await body(`/api/v1/databases/${db}/indexes`)).toEqual([])
       // The two later samples of a fall in the same minute bucket: null + 4.
-      const after = await body(`/api/v1/databases/${db}/tables/public/a?since=${iso(T_BASE)}&until=${iso(T_BASE + HOUR)}`)
+      const after = await body(
+        `/api/v1/databases/${db}/tables/public/a?since=${iso(T_BASE)}&until=${iso(T_BASE + HOUR)}`,
+      )
       expect(after.timeseries.map((p: any) => [p.ts, p.seq_scan])).toEqual([
         [iso(T_BASE + 4 * MINUTE), 3],
         [iso(T_BASE + 5 * MINUTE), 4],
@@ -604,8 +895,14 @@ for (const kind of storeKinds) {
 
     test('a batch naming a table twice counts both deltas and keeps one latest entry', async () => {
       const t = table('public', 'twice', { seq_scan: 5, table_size_bytes: 10, delta: { ...zeroCounters, seq_scan: 2 } })
-      const db = await ingest(batch('twice', T_BASE + 10 * MINUTE, { tables: [t, { ...t, seq_scan: 6, table_size_bytes: 20, delta: { ...zeroCounters, seq_scan: 1 } }] }))
-      const detail = await body(`/api/v1/databases/${db}/tables/public/twice?since=${iso(T_BASE)}&until=${iso(T_BASE + HOUR)}`)
+      const db = await ingest(
+        batch('twice', T_BASE + 10 * MINUTE, {
+          tables: [t, { ...t, seq_scan: 6, table_size_bytes: 20, delta: { ...zeroCounters, seq_scan: 1 } }],
+        }),
+      )
+      const detail = await body(
+        `/api/v1/databases/${db}/tables/public/twice?since=${iso(T_BASE)}&until=${iso(T_BASE + HOUR)}`,
+      )
       expect(detail).toMatchObject({ seq_scan: 6, table_size_bytes: 20 })
       expect(detail.timeseries.map((p: any) => [p.seq_scan, p.table_size_bytes])).toEqual([[3, 20]])
     })
@@ -622,10 +919,15 @@ for (const kind of storeKinds) {
         expect(m.data.active.map((a: any) => a.pid)).toEqual([43, 41, 42])
         expect(m.data.active).toEqual(await body(`/api/v1/databases/${id}/active`))
       }
-      const limited = await stream(wsUrl(`/api/v1/databases/${id}/active/ws?token=${account.token}&limit=1&interval=999`), 1)
+      const limited = await stream(
+        wsUrl(`/api/v1/databases/${id}/active/ws?token=${account.token}&limit=1&interval=999`),
+        1,
+      )
       expect(limited.messages[0]!.data.active.map((a: any) => a.pid)).toEqual([43])
 
-      const byCookie = await stream(wsUrl(`/api/v1/databases/${id}/active/ws`), 1, { cookie: `dbm_access=${account.token}` })
+      const byCookie = await stream(wsUrl(`/api/v1/databases/${id}/active/ws`), 1, {
+        cookie: `dbm_access=${account.token}`,
+      })
       expect(byCookie.messages[0]!.data.ts).toBe(iso(T3))
       const bare = await ingest(batch('bare', Date.now(), {}))
       const byKey = await stream(wsUrl(`/api/v1/databases/${bare}/active/ws`), 1, { 'x-api-key': key })
@@ -640,19 +942,41 @@ for (const kind of storeKinds) {
         status: 401,
         body: { error: 'authentication required: send "X-API-Key: <key>" or "Authorization: Bearer <token>"' },
       })
-      expect(await upgrade(`${url}?token=not.a.jwt`)).toEqual({ status: 401, body: { error: 'invalid or expired access token' } })
-      expect(await upgrade(`${url}?token=${encodeURIComponent('a b\r\nx')}`)).toEqual({ status: 401, body: { error: 'invalid or expired access token' } })
-      expect(await upgrade(`${url}?token=${key}`)).toEqual({ status: 401, body: { error: 'invalid or expired access token' } })
+      expect(await upgrade(`${url}?token=not.a.jwt`)).toEqual({
+        status: 401,
+        body: { error: 'invalid or expired access token' },
+      })
+      expect(await upgrade(`${url}?token=${encodeURIComponent('a b\r\nx')}`)).toEqual({
+        status: 401,
+        body: { error: 'invalid or expired access token' },
+      })
+      expect(await upgrade(`${url}?token=${key}`)).toEqual({
+        status: 401,
+        body: { error: 'invalid or expired access token' },
+      })
       const other = await signup(server)
-      expect(await upgrade(`${url}?token=${other.token}`)).toEqual({ status: 404, body: { error: 'database not found' } })
-      expect(await upgrade(`${server.base}/api/v1/databases/00000000-0000-7000-8000-000000000000/active/ws?token=${account.token}`)).toEqual({
+      expect(await upgrade(`${url}?token=${other.token}`)).toEqual({
         status: 404,
         body: { error: 'database not found' },
       })
-      expect(await upgrade(`${server.base}/api/v1/databases/nope/active/ws?token=${account.token}`)).toEqual({ status: 400, body: { error: 'id must be a database id (a UUID)' } })
+      expect(
+        await upgrade(
+          `${server.base}/api/v1/databases/00000000-0000-7000-8000-000000000000/active/ws?token=${account.token}`,
+        ),
+      ).toEqual({
+        status: 404,
+        body: { error: 'database not found' },
+      })
+      expect(await upgrade(`${server.base}/api/v1/databases/nope/active/ws?token=${account.token}`)).toEqual({
+        status: 400,
+        body: { error: 'id must be a database id (a UUID)' },
+      })
       // The dashboard cookie is taken only from this site.
       const cookie = { cookie: `dbm_access=${account.token}` }
-      expect(await upgrade(url, { ...cookie, origin: 'https://evil.example' })).toEqual({ status: 403, body: { error: 'cross-site request refused' } })
+      expect(await upgrade(url, { ...cookie, origin: 'https://evil.example' })).toEqual({
+        status: 403,
+        body: { error: 'cross-site request refused' },
+      })
       expect(await upgrade(url, { ...cookie, origin: server.base })).toEqual({ status: 101, body: null })
       // Through a WebSocket client the refusal is a failed connection, never a message.
       expect(await stream(wsUrl(`${path}?token=bad`), 1)).toEqual({ messages: [], close: { code: 1006, reason: '' } })
@@ -676,7 +1000,10 @@ for (const kind of storeKinds) {
       const counts = async () => {
         const out: Record<string, number> = {}
         for (const t of ['table_stats', 'index_stats', 'latest_tables', 'latest_indexes']) {
-          const row = await server.store.driver.get<{ n: number }>(`SELECT COUNT(*) AS n FROM ${t} WHERE database_id = $1`, [db])
+          const row = await server.store.driver.get<{ n: number }>(
+            `SELECT COUNT(*) AS n FROM ${t} WHERE database_id = $1`,
+            [db],
+          )
           out[t] = Number(row?.n)
         }
         return out
@@ -690,7 +1017,12 @@ for (const kind of storeKinds) {
     // Last: it moves the server's clock past every access token issued so far.
     test('WebSocket /active/ws: the stream ends with 1008 once its access token expires', async () => {
       const fresh = await signup(server)
-      const mine = (await server.call('POST', '/api/v1/databases', { token: fresh.token, body: { name: 'mine', engine: 'postgres', host: 'h' } })).body.id
+      const mine = (
+        await server.call('POST', '/api/v1/databases', {
+          token: fresh.token,
+          body: { name: 'mine', engine: 'postgres', host: 'h' },
+        })
+      ).body.id
       const result = await new Promise<StreamResult>((resolve) => {
         const out: StreamResult = { messages: [] }
         const ws = new WebSocket(wsUrl(`/api/v1/databases/${mine}/active/ws?token=${fresh.token}&interval=1`))

@@ -24,7 +24,12 @@ async function readers() {
   const list = await rig.server.call('GET', '/api/v1/databases/health', { token: rig.account.token })
   expect(list.status).toBe(200)
   const row = (list.body as any[]).find((d) => d.id === rig.dbId)
-  const [overview, doctor, configuration, alerts] = await Promise.all([rig.api('/overview'), rig.api('/doctor'), rig.api('/configuration'), rig.api('/alerts')])
+  const [overview, doctor, configuration, alerts] = await Promise.all([
+    rig.api('/overview'),
+    rig.api('/doctor'),
+    rig.api('/configuration'),
+    rig.api('/alerts'),
+  ])
   return { row, overview, doctor, configuration, alerts: alerts as any[] }
 }
 
@@ -61,7 +66,9 @@ test('the list, the overview, the doctor, the configuration page and the alerts 
     await until('the idle session and the invalid index found', async () => {
       await rig.cycle()
       const keys = ((await rig.api('/doctor')).top_issues as any[]).map((f) => f.key)
-      return pid !== 0 && keys.includes(idleKey()) && keys.some((k: string) => k.startsWith('pg_invalid_indexes:')) ? true : undefined
+      return pid !== 0 && keys.includes(idleKey()) && keys.some((k: string) => k.startsWith('pg_invalid_indexes:'))
+        ? true
+        : undefined
     })
 
     // The monitor's pass is the moment: every reader shows the diagnosis its alerts came from.

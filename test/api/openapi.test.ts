@@ -19,7 +19,15 @@ import { type Account, type TestServer, agentAccount, createApiKey, startTestSer
 type Node = Record<string, any>
 
 /** The app's routes that are not API operations: the dashboard's page and files, the reset link's redirect, the docs page's stylesheet. */
-const notOperations = ['GET /', 'HEAD /', 'GET /:file', 'HEAD /:file', 'GET /reset-password', 'GET /accept-invite', 'GET /api/v1/docs.css']
+const notOperations = [
+  'GET /',
+  'HEAD /',
+  'GET /:file',
+  'HEAD /:file',
+  'GET /reset-password',
+  'GET /accept-invite',
+  'GET /api/v1/docs.css',
+]
 
 /**
  * Operations whose answer to a client knowing only the document is not a 2xx, and why. Their answer
@@ -29,7 +37,7 @@ const expectedRefusals: Record<string, [number, string]> = {
   'GET /api/v1/auth/verify-email': [400, 'the token comes from a mail, not from the document'],
   'POST /api/v1/auth/reset-password': [400, 'the token comes from a mail, not from the document'],
   'POST /api/v1/auth/accept-invite': [400, 'the token comes from a mail, not from the document'],
-  'DELETE /api/v1/organization/members/{id}': [409, 'the seeded account is its organization\'s only owner'],
+  'DELETE /api/v1/organization/members/{id}': [409, "the seeded account is its organization's only owner"],
   'POST /api/v1/auth/resend-verification': [409, "the seeded account's address is verified already"],
   'POST /api/v1/agent/actions/{aid}': [404, 'an action takes a result only once an agent took it (running)'],
 }
@@ -38,23 +46,44 @@ let server: TestServer
 let account: Account
 let apiKey: string
 let document: Node
-const ids = { postgres: '', clickhouse: '', spareKey: '', invite: '', action: '', destination: '', route: '', silence: '' }
+const ids = {
+  postgres: '',
+  clickhouse: '',
+  spareKey: '',
+  invite: '',
+  action: '',
+  destination: '',
+  route: '',
+  silence: '',
+}
 const batch = fullBatch('orders-pg', Date.now() - 30_000)
 
 beforeAll(async () => {
   server = await startTestServer('sqlite')
   ;({ account, key: apiKey } = await agentAccount(server))
   ids.spareKey = (await createApiKey(server, account, 'to revoke')).id
-  const invite = await server.call('POST', '/api/v1/organization/invites', { token: account.token, body: { email: 'to-revoke@example.com', role: 'member' } })
+  const invite = await server.call('POST', '/api/v1/organization/invites', {
+    token: account.token,
+    body: { email: 'to-revoke@example.com', role: 'member' },
+  })
   expect(invite.status).toBe(201)
   ids.invite = invite.body.id
-  const destination = await server.call('POST', '/api/v1/organization/alert-destinations', { token: account.token, body: { kind: 'pagerduty', name: 'seeded pager', routing_key: 'seeded-routing-key-0000' } })
+  const destination = await server.call('POST', '/api/v1/organization/alert-destinations', {
+    token: account.token,
+    body: { kind: 'pagerduty', name: 'seeded pager', routing_key: 'seeded-routing-key-0000' },
+  })
   expect(destination.status).toBe(201)
   ids.destination = destination.body.id
-  const route = await server.call('POST', '/api/v1/organization/alert-routes', { token: account.token, body: { name: 'seeded route', destinations: [ids.destination] } })
+  const route = await server.call('POST', '/api/v1/organization/alert-routes', {
+    token: account.token,
+    body: { name: 'seeded route', destinations: [ids.destination] },
+  })
   expect(route.status).toBe(201)
   ids.route = route.body.id
-  const silence = await server.call('POST', '/api/v1/organization/silences', { token: account.token, body: { rule: 'pg_cache_hit_ratio', ends_at: new Date(Date.now() + 3_600_000).toISOString(), comment: 'seeded' } })
+  const silence = await server.call('POST', '/api/v1/organization/silences', {
+    token: account.token,
+    body: { rule: 'pg_cache_hit_ratio', ends_at: new Date(Date.now() + 3_600_000).toISOString(), comment: 'seeded' },
+  })
   expect(silence.status).toBe(201)
   ids.silence = silence.body.id
   for (const [engine, b] of [
@@ -65,7 +94,10 @@ beforeAll(async () => {
     expect(res.status).toBe(200)
     ids[engine] = res.body.database_id
   }
-  const asked = await server.call('POST', `/api/v1/databases/${ids.postgres}/actions`, { token: account.token, body: { kind: 'explain', query_hash: '1', parameters: [] } })
+  const asked = await server.call('POST', `/api/v1/databases/${ids.postgres}/actions`, {
+    token: account.token,
+    body: { kind: 'explain', query_hash: '1', parameters: [] },
+  })
   expect(asked.status).toBe(202)
   ids.action = asked.body.id
   const res = await fetch(`${server.base}/api/v1/openapi.json`)
@@ -80,7 +112,11 @@ afterAll(async () => {
 
 /** Every operation of the document as [method, path, operation]. */
 function operations(): [string, string, Node][] {
-  return Object.entries(document.paths as Node).flatMap(([path, item]) => Object.entries(item as Node).map(([method, op]) => [method.toUpperCase(), path, op as Node] as [string, string, Node]))
+  return Object.entries(document.paths as Node).flatMap(([path, item]) =>
+    Object.entries(item as Node).map(
+      ([method, op]) => [method.toUpperCase(), path, op as Node] as [string, string, Node],
+    ),
+  )
 }
 
 describe('the OpenAPI document', () => {
@@ -94,7 +130,9 @@ describe('the OpenAPI document', () => {
     // Built once: the same text on every request, and equal to a fresh build from the app's routes.
     const again = await (await fetch(`${server.base}/api/v1/openapi.json`)).json()
     expect(again).toEqual(document)
-    expect(buildOpenApi(createApp(server.deps).routes as never, { rateLimitedPaths: Object.keys(rateLimitedPaths) })).toEqual(document as never)
+    expect(
+      buildOpenApi(createApp(server.deps).routes as never, { rateLimitedPaths: Object.keys(rateLimitedPaths) }),
+    ).toEqual(document as never)
   })
 
   test("every route of the app is an operation with a 2xx answer, but the dashboard's files", () => {
@@ -110,7 +148,9 @@ describe('the OpenAPI document', () => {
       }
       expect({ route: key, documented: documented.has(key) }).toEqual({ route: key, documented: true })
       const op = document.paths[openApiPath(route.path)][route.method === 'WS' ? 'get' : route.method.toLowerCase()]
-      const success = Object.keys(op.responses).filter((s) => /^2\d\d$/.test(s) || (s === '101' && route.method === 'WS'))
+      const success = Object.keys(op.responses).filter(
+        (s) => /^2\d\d$/.test(s) || (s === '101' && route.method === 'WS'),
+      )
       expect({ route: key, success: success.length > 0 }).toEqual({ route: key, success: true })
     }
     expect(left.sort()).toEqual([...notOperations].sort())
@@ -127,16 +167,31 @@ describe('the OpenAPI document', () => {
     expect(op('post', '/api/v1/auth/login').security).toEqual([])
     // 403 for an API key without the route's scope (auth/scopes.ts).
     expect(statuses('get', '/api/v1/databases/{id}')).toEqual(['200', '400', '401', '403', '404', '503'])
-    expect(op('get', '/api/v1/databases/{id}').responses['403'].description).toBe("Forbidden: an API key without the 'read' scope this route needs")
+    expect(op('get', '/api/v1/databases/{id}').responses['403'].description).toBe(
+      "Forbidden: an API key without the 'read' scope this route needs",
+    )
     expect(op('get', '/api/v1/databases/{id}').security).toEqual([{ apiKey: [] }, { bearer: [] }, { cookie: [] }])
     expect(op('get', '/api/v1/databases/{id}').operationId).toBe('getDatabasesById')
     expect(statuses('delete', '/api/v1/api-keys/{id}')).toEqual(['204', '400', '401', '403', '404', '503'])
     expect(op('delete', '/api/v1/api-keys/{id}').responses['204'].content).toBeUndefined()
-    expect(op('get', '/metrics').responses['200'].content).toEqual({ 'text/plain': { schema: { type: 'string', description: 'the Prometheus text exposition format' } } })
+    expect(op('get', '/metrics').responses['200'].content).toEqual({
+      'text/plain': { schema: { type: 'string', description: 'the Prometheus text exposition format' } },
+    })
     expect(op('get', '/metrics').security).toEqual([{ apiKey: [] }, { bearer: [] }])
     expect(op('get', '/api/v1/databases/{id}/alerts').parameters).toEqual([
       { name: 'id', in: 'path', required: true, schema: { type: 'string', format: 'uuid' } },
-      { name: 'status', in: 'query', required: false, schema: { anyOf: [{ const: 'open', type: 'string' }, { const: 'resolved', type: 'string' }, { const: 'all', type: 'string' }] } },
+      {
+        name: 'status',
+        in: 'query',
+        required: false,
+        schema: {
+          anyOf: [
+            { const: 'open', type: 'string' },
+            { const: 'resolved', type: 'string' },
+            { const: 'all', type: 'string' },
+          ],
+        },
+      },
       // Read from its digits by the route, documented as what it means to a client: an integer, its default and bound.
       {
         name: 'limit',
@@ -160,18 +215,25 @@ describe('the OpenAPI document', () => {
     const ws = op('get', '/api/v1/databases/{id}/active/ws')
     expect(ws.responses['101'].description).toContain('WebSocket')
     // Titled schemas are components, referenced; no custom `error` keyword or TypeBox internals remain.
-    expect(op('get', '/api/v1/databases').responses['200'].content['application/json'].schema).toEqual({ type: 'array', items: { $ref: '#/components/schemas/Database' } })
+    expect(op('get', '/api/v1/databases').responses['200'].content['application/json'].schema).toEqual({
+      type: 'array',
+      items: { $ref: '#/components/schemas/Database' },
+    })
     expect(document.components.schemas.Database.additionalProperties).toBe(false)
     const text = JSON.stringify(document)
     expect(text).not.toContain('"error":"')
     expect(text).not.toContain('"errorMessage"')
-    expect(document.paths['/api/v1/auth/signup'].post.requestBody.content['application/json'].schema.properties.email).toEqual({ format: 'email', maxLength: 254, type: 'string' })
+    expect(
+      document.paths['/api/v1/auth/signup'].post.requestBody.content['application/json'].schema.properties.email,
+    ).toEqual({ format: 'email', maxLength: 254, type: 'string' })
   })
 })
 
 /** The schema a $ref points to in the document. */
 function resolve(schema: Node): Node {
-  return typeof schema.$ref === 'string' ? document.components.schemas[decodeURIComponent(schema.$ref.split('/').pop()!)] : schema
+  return typeof schema.$ref === 'string'
+    ? document.components.schemas[decodeURIComponent(schema.$ref.split('/').pop()!)]
+    : schema
 }
 
 /** A value for `schema` made from the document alone: its example, else the least its constraints allow. */
@@ -214,8 +276,12 @@ function pathValue(path: string, name: string, engine: 'postgres' | 'clickhouse'
   if (name === 'aid') return ids.action
   if (name === 'hash') return batch.query_stats![0]!.query_hash
   if (name === 'name' && path.includes('/custom-metrics/')) return batch.custom_metrics!.definitions[0]!.name
-  if (before === '{schema}' || name === 'name') return before === 'indexes' || path.includes('/indexes/') ? batch.indexes![0]!.index_name : batch.tables![0]!.table_name
-  if (name === 'schema') return path.includes('/indexes/') ? batch.indexes![0]!.schema_name : batch.tables![0]!.schema_name
+  if (before === '{schema}' || name === 'name')
+    return before === 'indexes' || path.includes('/indexes/')
+      ? batch.indexes![0]!.index_name
+      : batch.tables![0]!.table_name
+  if (name === 'schema')
+    return path.includes('/indexes/') ? batch.indexes![0]!.schema_name : batch.tables![0]!.schema_name
   return 'x'
 }
 
@@ -246,8 +312,9 @@ function matches(schema: Node, body: unknown): string[] {
 
 describe('a client built from the document alone', () => {
   test('calls every operation and each answer is documented and matches its schema', async () => {
-    const calls = operations()
-      .sort(([m1, p1], [m2, p2]) => rank(m1, p1) - rank(m2, p2) || p1.localeCompare(p2) || m1.localeCompare(m2))
+    const calls = operations().sort(
+      ([m1, p1], [m2, p2]) => rank(m1, p1) - rank(m2, p2) || p1.localeCompare(p2) || m1.localeCompare(m2),
+    )
     const results: string[] = []
     for (const [method, path, op] of calls) {
       const key = `${method} ${path}`
@@ -255,7 +322,8 @@ describe('a client built from the document alone', () => {
       for (const engine of ['postgres', 'clickhouse'] as const) {
         let url = path.replace(/\{([^}]+)\}/g, (_, name) => encodeURIComponent(pathValue(path, name, engine)))
         const search = new URLSearchParams()
-        for (const p of (op.parameters ?? []) as Node[]) if (p.in === 'query' && p.required) search.set(p.name, String(sample(p.schema)))
+        for (const p of (op.parameters ?? []) as Node[])
+          if (p.in === 'query' && p.required) search.set(p.name, String(sample(p.schema)))
         if (search.size > 0) url += `?${search}`
         const headers: Record<string, string> = {}
         let body: string | undefined
@@ -263,7 +331,10 @@ describe('a client built from the document alone', () => {
         if (scheme === 'apiKey') headers['x-api-key'] = apiKey
         if (scheme === 'bearer') headers.authorization = `Bearer ${account.token}`
         // An optional body is sent when the client holds what it names (a refresh token).
-        const optionalBody = op.requestBody && !op.requestBody.required && resolve(op.requestBody.content['application/json'].schema).properties?.refresh_token
+        const optionalBody =
+          op.requestBody &&
+          !op.requestBody.required &&
+          resolve(op.requestBody.content['application/json'].schema).properties?.refresh_token
         if (optionalBody) {
           body = JSON.stringify({ refresh_token: account.refreshToken })
           headers['content-type'] = 'application/json'
@@ -273,7 +344,12 @@ describe('a client built from the document alone', () => {
           // The agent's batch: a full one, as the agent sends (the document's schema allows it; a sampled one would be empty).
           let value = path === '/api/v1/ingest' ? { ...batch, batch_id: crypto.randomUUID() } : sample(schema)
           // A silence's window: the example's, moved to now (a fixed date passes, and a silence ends within 90 days).
-          if (path === '/api/v1/organization/silences') value = { ...(value as Node), starts_at: undefined, ends_at: new Date(Date.now() + 3_600_000).toISOString() }
+          if (path === '/api/v1/organization/silences')
+            value = {
+              ...(value as Node),
+              starts_at: undefined,
+              ends_at: new Date(Date.now() + 3_600_000).toISOString(),
+            }
           body = JSON.stringify(value)
           headers['content-type'] = 'application/json'
           expect({ key, errors: matches(schema, value) }).toEqual({ key, errors: [] })
@@ -294,7 +370,11 @@ describe('a client built from the document alone', () => {
           const res = await fetch(server.base + url, { method, headers, body })
           const contentType = (res.headers.get('content-type') ?? '').split(';')[0]!
           const text = await res.text()
-          answer = { status: res.status, contentType, body: contentType === 'application/json' ? JSON.parse(text) : text }
+          answer = {
+            status: res.status,
+            contentType,
+            body: contentType === 'application/json' ? JSON.parse(text) : text,
+          }
         }
         // A route of the other engine's database answers 404 or 400 for this one: try the other.
         if (!path.startsWith('/api/v1/databases/{id}') || ![400, 404].includes(answer.status)) break
@@ -309,7 +389,8 @@ describe('a client built from the document alone', () => {
       expect({ key, contentType: media ? contentType : '' }).toEqual({ key, contentType: media ?? '' })
       if (media) expect({ key, errors: matches(documented.content[media].schema, body) }).toEqual({ key, errors: [] })
       // The client keeps the tokens it is given, as any client of a rotating refresh token must.
-      if (typeof (body as Node | undefined)?.refresh_token === 'string') account.refreshToken = (body as Node).refresh_token
+      if (typeof (body as Node | undefined)?.refresh_token === 'string')
+        account.refreshToken = (body as Node).refresh_token
       results.push(`${key} ${status}`)
     }
     // Each operation once; the deletions last, on the spare key and the seeded databases.
@@ -343,12 +424,18 @@ describe('GET /api/v1/docs', () => {
     expect(css.status).toBe(200)
     expect(css.headers.get('content-type')).toBe('text/css; charset=utf-8')
     for (const [method, path, op] of operations()) {
-      expect(html).toContain(`<span class="method ${method.toLowerCase()}">${method.toLowerCase()}</span> <span class="path">${escapeHtml(path)}</span>`)
+      expect(html).toContain(
+        `<span class="method ${method.toLowerCase()}">${method.toLowerCase()}</span> <span class="path">${escapeHtml(path)}</span>`,
+      )
       if (op.summary) expect(html).toContain(escapeHtml(op.summary))
     }
     // Field lists of a response, with types and descriptions.
-    expect(html).toContain('<code>last_seen_at</code> <span class="type">string (date-time) | null</span> — when the last batch arrived')
-    expect(html).toContain(`<code>status</code> <span class="type">&#34;connected&#34; | &#34;disconnected&#34;</span> — ${escapeHtml('connected while a batch arrived within max(3 × poll interval, 60 s)')}`)
+    expect(html).toContain(
+      '<code>last_seen_at</code> <span class="type">string (date-time) | null</span> — when the last batch arrived',
+    )
+    expect(html).toContain(
+      `<code>status</code> <span class="type">&#34;connected&#34; | &#34;disconnected&#34;</span> — ${escapeHtml('connected while a batch arrived within max(3 × poll interval, 60 s)')}`,
+    )
   })
 
   test('every text from the document is escaped', () => {
@@ -362,8 +449,22 @@ describe('GET /api/v1/docs', () => {
             tags: [hostile],
             operationId: hostile,
             summary: hostile,
-            parameters: [{ name: hostile, in: 'query', required: false, schema: { type: 'string', description: hostile } }],
-            responses: { '200': { description: hostile, content: { 'application/json': { schema: { type: 'object', properties: { [hostile]: { type: 'string', description: hostile, format: hostile } } } } } } },
+            parameters: [
+              { name: hostile, in: 'query', required: false, schema: { type: 'string', description: hostile } },
+            ],
+            responses: {
+              '200': {
+                description: hostile,
+                content: {
+                  'application/json': {
+                    schema: {
+                      type: 'object',
+                      properties: { [hostile]: { type: 'string', description: hostile, format: hostile } },
+                    },
+                  },
+                },
+              },
+            },
             security: [{ [hostile]: [] }],
           },
         },

@@ -39,9 +39,13 @@ test('down → agent killed → agent back (still down) → database up: one unr
     return res.body.database_id as string
   }
   const diagnose = () => monitor.runOnce(server.deps.clock())
-  const alerts = async (id: string) => (await server.call('GET', `/api/v1/databases/${id}/alerts?status=all`, { apiKey: key })).body as any[]
+  const alerts = async (id: string) =>
+    (await server.call('GET', `/api/v1/databases/${id}/alerts?status=all`, { apiKey: key })).body as any[]
   const events = async (id: string) =>
-    server.store.driver.all<{ kind: string; object: string }>("SELECT kind, object FROM events WHERE database_id = $1 AND kind IN ('alert_opened', 'alert_resolved') ORDER BY ts", [id])
+    server.store.driver.all<{ kind: string; object: string }>(
+      "SELECT kind, object FROM events WHERE database_id = $1 AND kind IN ('alert_opened', 'alert_resolved') ORDER BY ts",
+      [id],
+    )
 
   const id = await ingest(pgBatch('orders', server.deps.clock()))
   server.advance(10_000)
@@ -49,7 +53,11 @@ test('down → agent killed → agent back (still down) → database up: one unr
   await ingest(report('orders', { state: 'down', since: downAt, cause: 'refused', message: 'connection refused' }))
   await diagnose()
   const [opened] = await alerts(id)
-  expect(opened).toMatchObject({ rule: 'database_unreachable', title: 'PostgreSQL is unreachable: connection refused', resolved_at: null })
+  expect(opened).toMatchObject({
+    rule: 'database_unreachable',
+    title: 'PostgreSQL is unreachable: connection refused',
+    resolved_at: null,
+  })
 
   // The agent is killed: 5 minutes without a word from it.
   const lastHeard = server.deps.clock()
@@ -58,13 +66,28 @@ test('down → agent killed → agent back (still down) → database up: one unr
   const silent = await alerts(id)
   expect(silent.map((a) => [a.id, a.rule, a.resolved_at])).toEqual([[opened.id, 'database_unreachable', null]])
   expect(silent[0].title).toBe('PostgreSQL is unreachable: connection refused (as last reported; the agent is silent)')
-  expect(silent[0].detail).toContain(`The agent went silent while the database was down: nothing heard from it since ${iso(lastHeard)} (5.0 min)`)
+  expect(silent[0].detail).toContain(
+    `The agent went silent while the database was down: nothing heard from it since ${iso(lastHeard)} (5.0 min)`,
+  )
   const doctor = (await server.call('GET', `/api/v1/databases/${id}/doctor`, { apiKey: key })).body
-  expect(doctor.top_issues.map((f: any) => f.rule).filter((r: string) => r === 'database_unreachable' || r === 'agent_disconnected')).toEqual(['database_unreachable'])
-  expect(doctor.top_issues.find((f: any) => f.rule === 'database_unreachable').metrics).toMatchObject({ agent_silent_s: 300, down_s: 300 })
+  expect(
+    doctor.top_issues
+      .map((f: any) => f.rule)
+      .filter((r: string) => r === 'database_unreachable' || r === 'agent_disconnected'),
+  ).toEqual(['database_unreachable'])
+  expect(doctor.top_issues.find((f: any) => f.rule === 'database_unreachable').metrics).toMatchObject({
+    agent_silent_s: 300,
+    down_s: 300,
+  })
   // /health says why it is disconnected now (the agent is silent) and still since when the database is down.
   const [health] = (await server.call('GET', '/api/v1/databases/health', { apiKey: key })).body
-  expect(health).toMatchObject({ status: 'disconnected', reason: 'agent_silent', down_since: iso(downAt), cause: 'refused', agent_last_heard_at: iso(lastHeard) })
+  expect(health).toMatchObject({
+    status: 'disconnected',
+    reason: 'agent_silent',
+    down_since: iso(downAt),
+    cause: 'refused',
+    agent_last_heard_at: iso(lastHeard),
+  })
 
   // The agent comes back; the database is still down (with another cause now).
   server.advance(10_000)
@@ -89,7 +112,10 @@ test('down → agent killed → agent back (still down) → database up: one unr
 
 test('an agent that stops while the database is up is agent_disconnected, as before', async () => {
   const monitor = createMonitor(server.deps, { retentionDays: 30 })
-  const res = await server.call('POST', '/api/v1/ingest', { apiKey: key, body: { ...pgBatch('billing', server.deps.clock()), availability: { state: 'up', since: server.deps.clock() } } })
+  const res = await server.call('POST', '/api/v1/ingest', {
+    apiKey: key,
+    body: { ...pgBatch('billing', server.deps.clock()), availability: { state: 'up', since: server.deps.clock() } },
+  })
   const id = res.body.database_id as string
   server.advance(5 * 60_000)
   await monitor.runOnce(server.deps.clock())
@@ -99,8 +125,12 @@ test('an agent that stops while the database is up is agent_disconnected, as bef
 
 test('two minutes watched: the 30-day figures start at the registration and say how much time the ratio stands on', async () => {
   const registered = server.deps.clock()
-  const send = async (body: unknown) => expect((await server.call('POST', '/api/v1/ingest', { apiKey: key, body })).status).toBe(200)
-  const res = await server.call('POST', '/api/v1/ingest', { apiKey: key, body: { ...pgBatch('new', registered), availability: { state: 'up', since: registered } } })
+  const send = async (body: unknown) =>
+    expect((await server.call('POST', '/api/v1/ingest', { apiKey: key, body })).status).toBe(200)
+  const res = await server.call('POST', '/api/v1/ingest', {
+    apiKey: key,
+    body: { ...pgBatch('new', registered), availability: { state: 'up', since: registered } },
+  })
   const id = res.body.database_id as string
   // Up for 50 s (a batch every 10 s), then the password is changed: down for 70 s (a report every 10 s).
   for (let i = 1; i <= 4; i++) {
@@ -110,15 +140,30 @@ test('two minutes watched: the 30-day figures start at the registration and say 
   server.advance(10_000)
   const downAt = server.deps.clock()
   for (let i = 0; i <= 7; i++) {
-    await send(report('new', { state: 'down', since: downAt, cause: 'authentication', message: 'password authentication failed' }))
+    await send(
+      report('new', {
+        state: 'down',
+        since: downAt,
+        cause: 'authentication',
+        message: 'password authentication failed',
+      }),
+    )
     if (i < 7) server.advance(10_000)
   }
-  const { total, days } = (await server.call('GET', `/api/v1/databases/${id}/availability?days=30`, { apiKey: key })).body
+  const { total, days } = (await server.call('GET', `/api/v1/databases/${id}/availability?days=30`, { apiKey: key }))
+    .body
   // Nothing before the registration counts, not even as unknown; authentication failures count as down.
   expect(total).toEqual({ up_ms: 50_000, down_ms: 70_000, unknown_ms: 0, watched_ms: 120_000, ratio: 0.4167 })
   expect(days.reduce((sum: number, d: any) => sum + d.up_ms + d.down_ms + d.unknown_ms, 0)).toBe(120_000)
-  const listed = ((await server.call('GET', '/api/v1/databases', { apiKey: key })).body as any[]).find((d) => d.id === id)
-  expect({ ratio: listed.availability_30d, watched: listed.availability_30d_watched_ms }).toEqual({ ratio: 0.4167, watched: 120_000 })
+  const listed = ((await server.call('GET', '/api/v1/databases', { apiKey: key })).body as any[]).find(
+    (d) => d.id === id,
+  )
+  expect({ ratio: listed.availability_30d, watched: listed.availability_30d_watched_ms }).toEqual({
+    ratio: 0.4167,
+    watched: 120_000,
+  })
   const overview = (await server.call('GET', `/api/v1/databases/${id}/overview`, { apiKey: key })).body
-  expect([overview.uptime_30d, overview.uptime_30d_watched_ms, overview.uptime_24h_watched_ms]).toEqual([0.4167, 120_000, 120_000])
+  expect([overview.uptime_30d, overview.uptime_30d_watched_ms, overview.uptime_24h_watched_ms]).toEqual([
+    0.4167, 120_000, 120_000,
+  ])
 })

@@ -9,7 +9,7 @@ import { agentSession, at, iso, pgBatch } from '../support/batches.ts'
 import { storeKinds } from '../support/server.ts'
 
 const SCHEMA = 'we"ird\n*/ schéma'
-const TABLE = "ta'ble\"\n*/ ünï 🐘"
+const TABLE = 'ta\'ble"\n*/ ünï 🐘'
 const PATHS = ['/constraints/invalid', '/bloat', '/connections', '/progress']
 
 const constraint: InvalidConstraint = {
@@ -30,7 +30,13 @@ const estimate = (kind: 'table' | 'index', name: string | null, size: number, bl
   fillfactor: kind === 'table' ? 100 : 90,
   live_rows: 1000,
 })
-const group = (user: string | null, app: string, addr: string | null, state: string | null, count: number): ConnectionGroup => ({
+const group = (
+  user: string | null,
+  app: string,
+  addr: string | null,
+  state: string | null,
+  count: number,
+): ConnectionGroup => ({
   database: 'app',
   user,
   application_name: app,
@@ -52,7 +58,14 @@ const running: ProgressEntry = {
   started_at: at(9),
 }
 /** What /progress says of the waits of an entry from an agent that predates them. */
-const NO_WAITS = { wait_event_type: null, wait_event: null, lockers_done: null, lockers_total: null, current_locker_pid: null, blocker: null }
+const NO_WAITS = {
+  wait_event_type: null,
+  wait_event: null,
+  lockers_done: null,
+  lockers_total: null,
+  current_locker_pid: null,
+  blocker: null,
+}
 
 for (const kind of storeKinds) {
   describe(`${kind} store`, () => {
@@ -66,7 +79,9 @@ for (const kind of storeKinds) {
       const id = await session.ingest(pgBatch('odd-bloat', at(10), { bloat: odd }))
       const res = await session.get(id, '/bloat')
       expect(res.status).toBe(200)
-      expect(res.body.entries.map((e: { index_name: string | null; bloat_ratio: number }) => [e.index_name, e.bloat_ratio])).toEqual([
+      expect(
+        res.body.entries.map((e: { index_name: string | null; bloat_ratio: number }) => [e.index_name, e.bloat_ratio]),
+      ).toEqual([
         [null, 1],
         ['twice', 1],
       ])
@@ -97,25 +112,48 @@ for (const kind of storeKinds) {
         group('report"er\n*/', 'cron ü', null, 'idle in transaction', 1),
         group('app_user', 'worker', '10.0.0.1', 'idle', 3),
       ]
-      const bloat = [estimate('table', null, 100 * 8192, 60 * 8192), estimate('index', 'ix "b"\n*/', 50 * 8192, 40 * 8192), estimate('index', 'packed', 10 * 8192, 0)]
+      const bloat = [
+        estimate('table', null, 100 * 8192, 60 * 8192),
+        estimate('index', 'ix "b"\n*/', 50 * 8192, 40 * 8192),
+        estimate('index', 'packed', 10 * 8192, 0),
+      ]
       const id = await session.ingest(
-        pgBatch('checked', at(10), { invalid_constraints: [constraint], bloat, connections: groups, progress: [running] }),
+        pgBatch('checked', at(10), {
+          invalid_constraints: [constraint],
+          bloat,
+          connections: groups,
+          progress: [running],
+        }),
       )
       expect(await session.ok(id, '/constraints/invalid')).toEqual({
         collected_at: iso(at(10)),
         // Names with a newline are written U&"..." with the character escaped, so the command stays one line.
-        constraints: [{ ...constraint, validate_sql: 'ALTER TABLE U&"we""ird\\000A*/ schéma".U&"ta\'ble""\\000A*/ ünï 🐘" VALIDATE CONSTRAINT U&"ck""\\000A*/ ü";' }],
+        constraints: [
+          {
+            ...constraint,
+            validate_sql:
+              'ALTER TABLE U&"we""ird\\000A*/ schéma".U&"ta\'ble""\\000A*/ ünï 🐘" VALIDATE CONSTRAINT U&"ck""\\000A*/ ü";',
+          },
+        ],
       })
       const bloatBody = await session.ok(id, '/bloat')
       expect(bloatBody.estimated_at).toBe(iso(at(10)))
       expect(bloatBody.method).toContain('Estimated from planner statistics')
-      expect(bloatBody.entries.map((e: { index_name: string | null; bloat_ratio: number }) => [e.index_name, e.bloat_ratio])).toEqual([
+      expect(
+        bloatBody.entries.map((e: { index_name: string | null; bloat_ratio: number }) => [e.index_name, e.bloat_ratio]),
+      ).toEqual([
         [null, 0.6],
         ['ix "b"\n*/', 0.8],
         ['packed', 0],
       ])
-      expect((await session.ok(id, '/bloat?kind=index')).entries.map((e: { index_name: string }) => e.index_name)).toEqual(['ix "b"\n*/', 'packed'])
-      expect((await session.ok(id, `/bloat?min_bytes=${41 * 8192}`)).entries.map((e: { index_name: string | null }) => e.index_name)).toEqual([null])
+      expect(
+        (await session.ok(id, '/bloat?kind=index')).entries.map((e: { index_name: string }) => e.index_name),
+      ).toEqual(['ix "b"\n*/', 'packed'])
+      expect(
+        (await session.ok(id, `/bloat?min_bytes=${41 * 8192}`)).entries.map(
+          (e: { index_name: string | null }) => e.index_name,
+        ),
+      ).toEqual([null])
       expect((await session.ok(id, '/bloat?limit=1')).entries.length).toBe(1)
 
       expect(await session.ok(id, '/connections')).toEqual({
@@ -144,7 +182,10 @@ for (const kind of storeKinds) {
         by_database: [{ value: 'app', count: 13 }],
         groups,
       })
-      expect(await session.ok(id, '/progress')).toEqual({ collected_at: iso(at(10)), operations: [{ ...running, ...NO_WAITS, started_at: iso(at(9)) }] })
+      expect(await session.ok(id, '/progress')).toEqual({
+        collected_at: iso(at(10)),
+        operations: [{ ...running, ...NO_WAITS, started_at: iso(at(9)) }],
+      })
 
       // The next cycle's bloat estimate was skipped (statistics unchanged) and nothing runs any more.
       await session.ingest(pgBatch('checked', at(11), { progress: [], connections: groups.slice(0, 1) }))
@@ -161,7 +202,10 @@ for (const kind of storeKinds) {
     test('connections against max_connections less both reserves, per state, from the settings the agent sent; odd values leave it out', async () => {
       const settings = { max_connections: '20', superuser_reserved_connections: '3', reserved_connections: '2' }
       const groups = [group('app', 'web', null, 'idle', 10), group('app', 'web', null, 'active', 2)]
-      const id = await session.ingest({ ...pgBatch('slots', at(10), { connections: groups }), server_state: { settings_hash: 'a', settings } })
+      const id = await session.ingest({
+        ...pgBatch('slots', at(10), { connections: groups }),
+        server_state: { settings_hash: 'a', settings },
+      })
       expect((await session.ok(id, '/connections')).slots).toEqual({
         max_connections: 20,
         superuser_reserved_connections: 3,
@@ -174,7 +218,10 @@ for (const kind of storeKinds) {
           { value: 'active', count: 2, ratio: 0.1333 },
         ],
       })
-      await session.ingest({ ...pgBatch('slots', at(11), { connections: groups }), server_state: { settings_hash: 'b', settings: { max_connections: '1e9' } } })
+      await session.ingest({
+        ...pgBatch('slots', at(11), { connections: groups }),
+        server_state: { settings_hash: 'b', settings: { max_connections: '1e9' } },
+      })
       expect((await session.ok(id, '/connections')).slots).toBeNull()
     })
 
@@ -183,14 +230,23 @@ for (const kind of storeKinds) {
         ...pgBatch('newer-agent', at(10), { progress: [{ ...running, ...({ delay_time_ms: 12 } as object) }] }),
         ...({ future_section: [{ a: 1 }] } as object),
       } as ReturnType<typeof pgBatch>)
-      expect(await session.ok(id, '/progress')).toEqual({ collected_at: iso(at(10)), operations: [{ ...running, ...NO_WAITS, started_at: iso(at(9)) }] })
+      expect(await session.ok(id, '/progress')).toEqual({
+        collected_at: iso(at(10)),
+        operations: [{ ...running, ...NO_WAITS, started_at: iso(at(9)) }],
+      })
     })
 
     test('bad parameters are 400s naming the field; ClickHouse is refused; other organizations get 404', async () => {
       const id = await session.ingest(pgBatch('params', at(10), { bloat: [] }))
-      expect(await session.get(id, '/bloat?kind=view')).toEqual({ status: 400, body: { error: 'kind must be one of: table, index' } })
+      expect(await session.get(id, '/bloat?kind=view')).toEqual({
+        status: 400,
+        body: { error: 'kind must be one of: table, index' },
+      })
       for (const bad of ['-1', '1.5', 'lots', '']) {
-        expect(await session.get(id, `/bloat?min_bytes=${bad}`)).toEqual({ status: 400, body: { error: 'min_bytes must be a whole number of bytes' } })
+        expect(await session.get(id, `/bloat?min_bytes=${bad}`)).toEqual({
+          status: 400,
+          body: { error: 'min_bytes must be a whole number of bytes' },
+        })
       }
       for (const path of PATHS) {
         expect((await session.get(id, `${path}?limit=0`)).status).toBe(400)
@@ -199,7 +255,10 @@ for (const kind of storeKinds) {
       const ch = pgBatch('ch', at(10))
       ch.database = { name: 'ch', engine: 'clickhouse', engine_version: '24.3', host: 'ch.internal', port: 8123 }
       const chId = await session.ingest(ch)
-      await session.expectEach(chId, PATHS, { status: 400, body: { error: 'this endpoint serves postgres databases; "ch" is a clickhouse database' } })
+      await session.expectEach(chId, PATHS, {
+        status: 400,
+        body: { error: 'this endpoint serves postgres databases; "ch" is a clickhouse database' },
+      })
       await session.expectHiddenFromOtherOrganizations(id, PATHS)
       expect((await session.server.call('GET', `/api/v1/databases/${id}/bloat`)).status).toBe(401)
     })

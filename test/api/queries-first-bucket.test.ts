@@ -8,7 +8,17 @@ import { HOUR, MINUTE, iso, pgBatch, range } from '../support/batches.ts'
 import { type TestServer, agentAccount, startTestServer, storeKinds } from '../support/server.ts'
 
 const statement = (calls: number): Partial<IngestBatch> => ({
-  query_stats: [{ query_hash: 'q1', query_text: 'SELECT * FROM orders', calls, total_time_ms: 2 * calls, rows: calls, shared_blks_hit: 10 * calls, shared_blks_read: 0 }],
+  query_stats: [
+    {
+      query_hash: 'q1',
+      query_text: 'SELECT * FROM orders',
+      calls,
+      total_time_ms: 2 * calls,
+      rows: calls,
+      shared_blks_hit: 10 * calls,
+      shared_blks_read: 0,
+    },
+  ],
 })
 
 for (const kind of storeKinds) {
@@ -29,8 +39,15 @@ for (const kind of storeKinds) {
       const first = hour + 18 * MINUTE
       let id = ''
       // Sent first at :18 and :19 of that hour, then five minutes ago: that batch rolls the hour up.
-      for (const [at, calls] of [[first, 1], [first + MINUTE, 2], [now - 5 * MINUTE, 4]] as const) {
-        const res = await server.call('POST', '/api/v1/ingest', { apiKey: key, body: pgBatch('orders', at, statement(calls)) })
+      for (const [at, calls] of [
+        [first, 1],
+        [first + MINUTE, 2],
+        [now - 5 * MINUTE, 4],
+      ] as const) {
+        const res = await server.call('POST', '/api/v1/ingest', {
+          apiKey: key,
+          body: pgBatch('orders', at, statement(calls)),
+        })
         expect(res.status).toBe(200)
         id = res.body.database_id
       }
@@ -48,8 +65,12 @@ for (const kind of storeKinds) {
       expect(detail.status).toBe(200)
       expect([detail.body.total_calls, detail.body.first_bucket]).toEqual([7, iso(first)])
       // A window from :30 of that hour reads it from minute buckets: its own first minute there.
-      const later = await server.call('GET', `/api/v1/databases/${id}/queries?${range(hour + 30 * MINUTE, now)}`, { apiKey: key })
-      expect(later.body.map((q: any) => [q.total_calls, q.first_bucket])).toEqual([[4, iso(Math.floor((now - 5 * MINUTE) / MINUTE) * MINUTE)]])
+      const later = await server.call('GET', `/api/v1/databases/${id}/queries?${range(hour + 30 * MINUTE, now)}`, {
+        apiKey: key,
+      })
+      expect(later.body.map((q: any) => [q.total_calls, q.first_bucket])).toEqual([
+        [4, iso(Math.floor((now - 5 * MINUTE) / MINUTE) * MINUTE)],
+      ])
     })
   })
 }

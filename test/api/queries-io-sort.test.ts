@@ -17,9 +17,18 @@ for (const kind of storeKinds) {
 
     test('the sum of read and write time over the window, largest first', async () => {
       // a: 5 + 1 = 6 ms of I/O in two cycles; b: 4 ms of writes; c: none but the most total time.
-      await session.ingest(pgBatch('io', at(10, 5), { query_stats: [stat('a', { blk_read_time_ms: 2, total_time_ms: 10 }), stat('c', { total_time_ms: 500 })] }))
+      await session.ingest(
+        pgBatch('io', at(10, 5), {
+          query_stats: [stat('a', { blk_read_time_ms: 2, total_time_ms: 10 }), stat('c', { total_time_ms: 500 })],
+        }),
+      )
       const id = await session.ingest(
-        pgBatch('io', at(11, 5), { query_stats: [stat('a', { blk_read_time_ms: 3, blk_write_time_ms: 1, total_time_ms: 10 }), stat('b', { blk_write_time_ms: 4.5, total_time_ms: 30 })] }),
+        pgBatch('io', at(11, 5), {
+          query_stats: [
+            stat('a', { blk_read_time_ms: 3, blk_write_time_ms: 1, total_time_ms: 10 }),
+            stat('b', { blk_write_time_ms: 4.5, total_time_ms: 30 }),
+          ],
+        }),
       )
       const window = range(at(0), at(30))
       const byIo = await session.ok(id, `/queries?${window}&sort_by=io_time`)
@@ -28,8 +37,14 @@ for (const kind of storeKinds) {
         ['b', 4.5],
         ['c', 0],
       ])
-      expect((await session.ok(id, `/queries?${window}&sort_by=total_time`)).map((q: any) => q.query_hash)).toEqual(['c', 'b', 'a'])
-      expect((await session.ok(id, `/queries?${window}&sort_by=io_time&limit=1`)).map((q: any) => q.query_hash)).toEqual(['a'])
+      expect((await session.ok(id, `/queries?${window}&sort_by=total_time`)).map((q: any) => q.query_hash)).toEqual([
+        'c',
+        'b',
+        'a',
+      ])
+      expect(
+        (await session.ok(id, `/queries?${window}&sort_by=io_time&limit=1`)).map((q: any) => q.query_hash),
+      ).toEqual(['a'])
     })
   })
 }

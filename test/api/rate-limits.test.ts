@@ -19,8 +19,10 @@ const spec = {
   'accept-invite': 10,
 } as const
 
-test('the limits table is the spec\'s', () => {
-  expect(Object.fromEntries(Object.entries(authRateLimits).map(([k, v]) => [k.replaceAll('_', '-'), v.limit]))).toEqual(spec)
+test("the limits table is the spec's", () => {
+  expect(Object.fromEntries(Object.entries(authRateLimits).map(([k, v]) => [k.replaceAll('_', '-'), v.limit]))).toEqual(
+    spec,
+  )
   for (const v of Object.values(authRateLimits)) expect(v.windowMs).toBe(3600_000)
 })
 
@@ -45,7 +47,9 @@ for (const kind of storeKinds) {
         expect(over.body).toEqual({ error: 'too many requests; try again in 3600 s' })
         expect(over.headers.get('retry-after')).toBe('3600')
         // Another address is not affected.
-        expect((await server.call('POST', `/api/v1/auth/${endpoint}`, { ip: '198.51.100.7', body: {} })).status).not.toBe(429)
+        expect(
+          (await server.call('POST', `/api/v1/auth/${endpoint}`, { ip: '198.51.100.7', body: {} })).status,
+        ).not.toBe(429)
       }
     })
 
@@ -85,14 +89,28 @@ test('IPv6 clients are counted per /64: two addresses of one /64 share a budget,
   const server = await startTestServer('sqlite')
   try {
     // forgot-password allows 5 an hour: spent by five forms of addresses in 2001:db8:5:6::/64.
-    const sameNetwork = ['2001:db8:5:6::1', '2001:DB8:5:6::2', '2001:0db8:0005:0006:ffff:0:0:3', '2001:db8:5:6::4%eth0', '[2001:db8:5:6::5]:443']
-    for (const ip of sameNetwork) expect((await server.call('POST', '/api/v1/auth/forgot-password', { ip, body: {} })).status).not.toBe(429)
-    expect((await server.call('POST', '/api/v1/auth/forgot-password', { ip: '2001:db8:5:6:abcd::99', body: {} })).status).toBe(429)
+    const sameNetwork = [
+      '2001:db8:5:6::1',
+      '2001:DB8:5:6::2',
+      '2001:0db8:0005:0006:ffff:0:0:3',
+      '2001:db8:5:6::4%eth0',
+      '[2001:db8:5:6::5]:443',
+    ]
+    for (const ip of sameNetwork)
+      expect((await server.call('POST', '/api/v1/auth/forgot-password', { ip, body: {} })).status).not.toBe(429)
+    expect(
+      (await server.call('POST', '/api/v1/auth/forgot-password', { ip: '2001:db8:5:6:abcd::99', body: {} })).status,
+    ).toBe(429)
     // The neighbouring /64 is another budget, and so is an IPv4 address that an IPv4-mapped form names.
-    expect((await server.call('POST', '/api/v1/auth/forgot-password', { ip: '2001:db8:5:7::1', body: {} })).status).not.toBe(429)
-    for (let i = 0; i < 5; i++) await server.call('POST', '/api/v1/auth/forgot-password', { ip: '::ffff:192.0.2.66', body: {} })
+    expect(
+      (await server.call('POST', '/api/v1/auth/forgot-password', { ip: '2001:db8:5:7::1', body: {} })).status,
+    ).not.toBe(429)
+    for (let i = 0; i < 5; i++)
+      await server.call('POST', '/api/v1/auth/forgot-password', { ip: '::ffff:192.0.2.66', body: {} })
     expect((await server.call('POST', '/api/v1/auth/forgot-password', { ip: '192.0.2.66', body: {} })).status).toBe(429)
-    expect((await server.call('POST', '/api/v1/auth/forgot-password', { ip: '192.0.2.67', body: {} })).status).not.toBe(429)
+    expect((await server.call('POST', '/api/v1/auth/forgot-password', { ip: '192.0.2.67', body: {} })).status).not.toBe(
+      429,
+    )
   } finally {
     await server.stop()
   }
@@ -125,7 +143,11 @@ test('two serve processes on one PostgreSQL store share the limit', async () => 
   const b = await startServe(['bun', 'src/cli.ts'], options(dirs[1]!))
   try {
     const login = (base: string) =>
-      fetch(`${base}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"email":"x@y.z","password":"nope"}' })
+      fetch(`${base}/api/v1/auth/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{"email":"x@y.z","password":"nope"}',
+      })
     const statuses: number[] = []
     for (let i = 0; i < 10; i++) statuses.push((await login(i % 2 ? a.base : b.base)).status)
     expect(statuses).toEqual(Array(10).fill(401))

@@ -31,8 +31,13 @@ test('serve down 5 minutes, then started: no agent_disconnected for agents that 
     return res.body.database_id as string
   }
   const open = async (id: string) =>
-    ((await server.call('GET', `/api/v1/databases/${id}/alerts?status=all`, { apiKey: key })).body as any[]).filter((a) => a.rule === 'agent_disconnected')
-  const findings = async (id: string) => ((await server.call('GET', `/api/v1/databases/${id}/doctor`, { apiKey: key })).body.top_issues as any[]).map((f) => f.rule)
+    ((await server.call('GET', `/api/v1/databases/${id}/alerts?status=all`, { apiKey: key })).body as any[]).filter(
+      (a) => a.rule === 'agent_disconnected',
+    )
+  const findings = async (id: string) =>
+    ((await server.call('GET', `/api/v1/databases/${id}/doctor`, { apiKey: key })).body.top_issues as any[]).map(
+      (f) => f.rule,
+    )
 
   // Long dead before the stop: judged by the serve that ran then (its alert is open).
   const dead = await ingest('dead-before')
@@ -77,14 +82,19 @@ test('serve down 5 minutes, then started: no agent_disconnected for agents that 
   expect(lostAlert).toMatchObject({ resolved_at: null, title: 'The agent has stopped sending data' })
   expect((await open(dead)).map((a) => [a.id, a.resolved_at])).toEqual([[deadAlert.id, null]])
   // No gap recorded for the planned agent: its buffered batches covered the time serve was down.
-  const silences = await server.store.driver.all<{ started_at: number }>('SELECT started_at FROM agent_silences WHERE database_id = $1', [planned])
+  const silences = await server.store.driver.all<{ started_at: number }>(
+    'SELECT started_at FROM agent_silences WHERE database_id = $1',
+    [planned],
+  )
   expect(silences).toEqual([])
 })
 
 test('without a start time (servingSince unset) the silence is judged as before', async () => {
   server.deps.servingSince = undefined
   const monitor = createMonitor(server.deps, { retentionDays: 30 })
-  const id = (await server.call('POST', '/api/v1/ingest', { apiKey: key, body: pgBatch('no-grace', server.deps.clock()) })).body.database_id as string
+  const id = (
+    await server.call('POST', '/api/v1/ingest', { apiKey: key, body: pgBatch('no-grace', server.deps.clock()) })
+  ).body.database_id as string
   server.advance(silentAfterMs(10) + 1_000)
   await monitor.runOnce(server.deps.clock())
   const alerts = (await server.call('GET', `/api/v1/databases/${id}/alerts`, { apiKey: key })).body as any[]

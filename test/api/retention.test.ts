@@ -4,7 +4,12 @@
 // while the answers over such windows stay exactly what they were, read from the hourly buckets.
 import { afterEach, describe, expect, test } from 'bun:test'
 import { createMonitor } from '../../src/server/monitor/index.ts'
-import { KEPT_WITH_DATABASE, RETAINED_TABLES, WITHOUT_ROWID_KEYS, batchDeleteSql } from '../../src/server/store/retention/retention.ts'
+import {
+  KEPT_WITH_DATABASE,
+  RETAINED_TABLES,
+  WITHOUT_ROWID_KEYS,
+  batchDeleteSql,
+} from '../../src/server/store/retention/retention.ts'
 import { type Window, windowRanges } from '../../src/server/store/window.ts'
 import { sqliteDialect } from '../../src/server/store/dialect.ts'
 import type { IngestBatch } from '../../src/shared/wire.ts'
@@ -16,12 +21,55 @@ const DAY = 24 * HOUR
 /** A PostgreSQL batch with every section the server stores, `calls` calls of one statement. */
 function pgFull(name: string, at: number, calls: number): IngestBatch {
   return pgBatch(name, at, {
-    query_stats: [{ query_hash: 'q1', query_text: 'SELECT * FROM orders', calls, total_time_ms: 2 * calls, rows: calls, shared_blks_hit: 10 * calls, shared_blks_read: 0 }],
-    explain_plans: [
-      { query_hash: 'q1', ts: at, plan_json: { Plan: { 'Node Type': 'Seq Scan' } }, plan_hash: 'p1', total_cost: 1, actual_time_ms: null, seq_scans: 1, index_scans: 0, rows_estimated: 1, rows_actual: null, source: 'sampled' },
+    query_stats: [
+      {
+        query_hash: 'q1',
+        query_text: 'SELECT * FROM orders',
+        calls,
+        total_time_ms: 2 * calls,
+        rows: calls,
+        shared_blks_hit: 10 * calls,
+        shared_blks_read: 0,
+      },
     ],
-    activity: [{ pid: 7, query_text: 'SELECT 1', state: 'active', wait_event_type: null, wait_event: null, duration_ms: 5, blocking_pids: [] }],
-    locks: [{ pid: 7, lock_type: 'relation', mode: 'AccessShareLock', relation_name: 'orders', granted: true, blocked_by_pid: null, duration_ms: null, query_text: null }],
+    explain_plans: [
+      {
+        query_hash: 'q1',
+        ts: at,
+        plan_json: { Plan: { 'Node Type': 'Seq Scan' } },
+        plan_hash: 'p1',
+        total_cost: 1,
+        actual_time_ms: null,
+        seq_scans: 1,
+        index_scans: 0,
+        rows_estimated: 1,
+        rows_actual: null,
+        source: 'sampled',
+      },
+    ],
+    activity: [
+      {
+        pid: 7,
+        query_text: 'SELECT 1',
+        state: 'active',
+        wait_event_type: null,
+        wait_event: null,
+        duration_ms: 5,
+        blocking_pids: [],
+      },
+    ],
+    locks: [
+      {
+        pid: 7,
+        lock_type: 'relation',
+        mode: 'AccessShareLock',
+        relation_name: 'orders',
+        granted: true,
+        blocked_by_pid: null,
+        duration_ms: null,
+        query_text: null,
+      },
+    ],
     waits: [{ wait_event_type: 'IO', wait_event: 'DataFileRead', count: calls, total_duration_ms: 10 * calls }],
     tables: [
       {
@@ -43,7 +91,16 @@ function pgFull(name: string, at: number, calls: number): IngestBatch {
         last_autoanalyze: null,
         table_size_bytes: 8192,
         index_size_bytes: 8192,
-        delta: { seq_scan: calls, seq_tup_read: 10, idx_scan: 1, idx_tup_fetch: 1, n_tup_ins: 1, n_tup_upd: 0, n_tup_del: 0, n_tup_hot_upd: 0 },
+        delta: {
+          seq_scan: calls,
+          seq_tup_read: 10,
+          idx_scan: 1,
+          idx_tup_fetch: 1,
+          n_tup_ins: 1,
+          n_tup_upd: 0,
+          n_tup_del: 0,
+          n_tup_hot_upd: 0,
+        },
       },
     ],
     indexes: [
@@ -80,8 +137,29 @@ function pgFull(name: string, at: number, calls: number): IngestBatch {
 /** A ClickHouse batch with every ClickHouse section. */
 function chFull(name: string, at: number): IngestBatch {
   return chBatch(name, at, {
-    query_stats: [{ query_hash: '42', query_text: 'SELECT 1', calls: 1, total_time_ms: 1, rows: 1, shared_blks_hit: 0, shared_blks_read: 0, p99_ms: 1 }],
-    activity: [{ pid: 'q1', query_text: 'SELECT 1', state: 'active', wait_event_type: null, wait_event: null, duration_ms: 5, blocking_pids: [] }],
+    query_stats: [
+      {
+        query_hash: '42',
+        query_text: 'SELECT 1',
+        calls: 1,
+        total_time_ms: 1,
+        rows: 1,
+        shared_blks_hit: 0,
+        shared_blks_read: 0,
+        p99_ms: 1,
+      },
+    ],
+    activity: [
+      {
+        pid: 'q1',
+        query_text: 'SELECT 1',
+        state: 'active',
+        wait_event_type: null,
+        wait_event: null,
+        duration_ms: 5,
+        blocking_pids: [],
+      },
+    ],
     parts: [{ database: 'db', table: 't', partition_id: 'all', active_parts: 3, rows: 10, bytes_on_disk: 100 }],
     merges: [],
     mutations: [],
@@ -107,20 +185,43 @@ const PG_TABLES = [
   'internals_latest',
   'events',
 ]
-const CH_TABLES = ['query_stats', 'query_texts', 'snapshots', 'metric_counters', 'metric_gauges', 'clickhouse_latest', 'events']
-const BUCKET_TABLES = ['query_stats', 'wait_stats', 'table_stats', 'index_stats', 'replication_lag', 'replication_slot_lag', 'metric_counters', 'metric_gauges']
+const CH_TABLES = [
+  'query_stats',
+  'query_texts',
+  'snapshots',
+  'metric_counters',
+  'metric_gauges',
+  'clickhouse_latest',
+  'events',
+]
+const BUCKET_TABLES = [
+  'query_stats',
+  'wait_stats',
+  'table_stats',
+  'index_stats',
+  'replication_lag',
+  'replication_slot_lag',
+  'metric_counters',
+  'metric_gauges',
+]
 
 async function counts(server: TestServer, id: string, tables: string[], where = ''): Promise<Record<string, number>> {
   const result: Record<string, number> = {}
   for (const table of tables) {
-    const row = await server.store.driver.get<{ n: number }>(`SELECT COUNT(*) AS n FROM ${table} WHERE database_id = $1 ${where}`, [id])
+    const row = await server.store.driver.get<{ n: number }>(
+      `SELECT COUNT(*) AS n FROM ${table} WHERE database_id = $1 ${where}`,
+      [id],
+    )
     result[table] = Number(row!.n)
   }
   return result
 }
 
 const each = (tables: string[], n: number) => Object.fromEntries(tables.map((t) => [t, n]))
-const positive = (found: Record<string, number>) => Object.entries(found).filter(([, n]) => n === 0).map(([t]) => t)
+const positive = (found: Record<string, number>) =>
+  Object.entries(found)
+    .filter(([, n]) => n === 0)
+    .map(([t]) => t)
 
 for (const kind of storeKinds) {
   describe(`retention (${kind})`, () => {
@@ -164,7 +265,9 @@ for (const kind of storeKinds) {
       expect((await counts(org.server, id, ['ingest_batches'])).ingest_batches).toBe(2)
 
       await org.monitor.runRetention(now + 25 * HOUR)
-      expect(await counts(org.server, id, [...PG_TABLES, 'ingest_batches'])).toEqual(each([...PG_TABLES, 'ingest_batches'], 0))
+      expect(await counts(org.server, id, [...PG_TABLES, 'ingest_batches'])).toEqual(
+        each([...PG_TABLES, 'ingest_batches'], 0),
+      )
     })
 
     test('verified: kept for DBM_RETENTION_DAYS (minute buckets 48 hours), all gone beyond', async () => {
@@ -179,16 +282,32 @@ for (const kind of storeKinds) {
       // statement statistics, tables and indexes up first: a statement's minute row gains its 10-minute
       // and hourly buckets, a table's and an index's their hourly one.
       await org.monitor.runRetention(now)
-      const rolled = { pg: { ...before.pg, query_stats: 3, table_stats: 2, index_stats: 2 }, ch: { ...before.ch, query_stats: 3 } }
-      expect({ pg: await counts(org.server, pg, PG_TABLES), ch: await counts(org.server, ch, CH_TABLES) }).toEqual(rolled)
+      const rolled = {
+        pg: { ...before.pg, query_stats: 3, table_stats: 2, index_stats: 2 },
+        ch: { ...before.ch, query_stats: 3 },
+      }
+      expect({ pg: await counts(org.server, pg, PG_TABLES), ch: await counts(org.server, ch, CH_TABLES) }).toEqual(
+        rolled,
+      )
 
       // 28 days later (29.25 days old): minute rows compacted, hourly rows and latest sections kept.
       await org.monitor.runRetention(now + 28 * DAY)
-      for (const [id, tables] of [[pg, PG_TABLES], [ch, CH_TABLES]] as const) {
+      for (const [id, tables] of [
+        [pg, PG_TABLES],
+        [ch, CH_TABLES],
+      ] as const) {
         const buckets = BUCKET_TABLES.filter((t) => tables.includes(t))
         expect(await counts(org.server, id, buckets, 'AND resolution IN (60, 600)')).toEqual(each(buckets, 0))
         expect(positive(await counts(org.server, id, buckets, 'AND resolution = 3600'))).toEqual([])
-        expect(positive(await counts(org.server, id, tables.filter((t) => !buckets.includes(t))))).toEqual([])
+        expect(
+          positive(
+            await counts(
+              org.server,
+              id,
+              tables.filter((t) => !buckets.includes(t)),
+            ),
+          ),
+        ).toEqual([])
       }
 
       await org.monitor.runRetention(now + 31 * DAY)
@@ -203,7 +322,13 @@ for (const kind of storeKinds) {
       // an hour between batches (agent silences), and an outage the agent reported at 29 hours, over at 28
       for (const hours of [30, 29, 28]) {
         const batch = pgFull('orders', now - hours * HOUR, 1)
-        if (hours === 29) batch.availability = { state: 'down', since: now - hours * HOUR - MINUTE, cause: 'refused', message: 'connection refused' }
+        if (hours === 29)
+          batch.availability = {
+            state: 'down',
+            since: now - hours * HOUR - MINUTE,
+            cause: 'refused',
+            message: 'connection refused',
+          }
         if (hours === 28) batch.availability = { state: 'up', since: now - hours * HOUR - MINUTE }
         id = await org.ingest(batch)
       }
@@ -225,7 +350,12 @@ for (const kind of storeKinds) {
       const now = org.server.deps.clock()
       const t0 = Math.floor((now - 72 * HOUR) / HOUR) * HOUR
       let id = ''
-      for (const [minutes, calls] of [[10, 1], [70, 2], [130, 4]] as const) id = await org.ingest(pgFull('orders', t0 + minutes * MINUTE, calls))
+      for (const [minutes, calls] of [
+        [10, 1],
+        [70, 2],
+        [130, 4],
+      ] as const)
+        id = await org.ingest(pgFull('orders', t0 + minutes * MINUTE, calls))
       await org.ingest(pgFull('orders', now - 50 * MINUTE, 8))
       await org.ingest(pgFull('orders', now - 20 * MINUTE, 16))
       const old = range(t0, t0 + 3 * HOUR)
@@ -274,7 +404,9 @@ for (const kind of storeKinds) {
       await org.monitor.runRetention(now)
       expect(await minuteRows(`AND bucket < ${t0 + 3 * HOUR}`)).toEqual(each(BUCKET_TABLES, 0))
       expect(positive(await minuteRows(`AND bucket >= ${now - HOUR}`))).toEqual([])
-      expect(positive(await counts(org.server, id, BUCKET_TABLES, `AND resolution = 3600 AND bucket < ${t0 + 3 * HOUR}`))).toEqual([])
+      expect(
+        positive(await counts(org.server, id, BUCKET_TABLES, `AND resolution = 3600 AND bucket < ${t0 + 3 * HOUR}`)),
+      ).toEqual([])
       expect(await answers()).toEqual(before)
     })
   })
@@ -284,7 +416,9 @@ describe('retention coverage and window ranges', () => {
   test('every table with per-database rows is covered by retention', async () => {
     const server = await startTestServer('sqlite')
     try {
-      const tables = await server.store.driver.all<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+      const tables = await server.store.driver.all<{ name: string }>(
+        "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name",
+      )
       const withDatabase: string[] = []
       for (const { name } of tables) {
         const columns = await server.store.driver.all<{ name: string }>(`SELECT name FROM pragma_table_info('${name}')`)
@@ -306,7 +440,10 @@ describe('retention coverage and window ranges', () => {
       for (const table of RETAINED_TABLES) {
         const listed = await driver.get<{ wr: number }>('SELECT wr FROM pragma_table_list WHERE name = $1', [table])
         if (listed?.wr === 1) {
-          const key = await driver.all<{ name: string }>('SELECT name FROM pragma_table_info($1) WHERE pk > 0 ORDER BY pk', [table])
+          const key = await driver.all<{ name: string }>(
+            'SELECT name FROM pragma_table_info($1) WHERE pk > 0 ORDER BY pk',
+            [table],
+          )
           withoutRowid[table] = key.map((c) => c.name)
         }
         // the batch delete's outer search (by the whole key, or by rowid), and whether its pick searches an index
@@ -315,17 +452,24 @@ describe('retention coverage and window ranges', () => {
           ['d'],
         )
         const pick = plan.find((p) => p.parent !== 0)!.detail
-        found[table] = [plan.find((p) => p.parent === 0)!.detail, pick.startsWith(`SEARCH ${table} USING `) ? 'the pick searches an index' : pick]
+        found[table] = [
+          plan.find((p) => p.parent === 0)!.detail,
+          pick.startsWith(`SEARCH ${table} USING `) ? 'the pick searches an index' : pick,
+        ]
       }
       expect(withoutRowid).toEqual(
-        Object.fromEntries(RETAINED_TABLES.filter((t) => t in WITHOUT_ROWID_KEYS).map((t) => [t, [...WITHOUT_ROWID_KEYS[t]!]])),
+        Object.fromEntries(
+          RETAINED_TABLES.filter((t) => t in WITHOUT_ROWID_KEYS).map((t) => [t, [...WITHOUT_ROWID_KEYS[t]!]]),
+        ),
       )
       expect(Object.keys(withoutRowid).sort()).toEqual(Object.keys(WITHOUT_ROWID_KEYS).sort())
       expect(found).toEqual(
         Object.fromEntries(
           RETAINED_TABLES.map((t) => {
             const key = WITHOUT_ROWID_KEYS[t]
-            const outer = key ? `SEARCH ${t} USING PRIMARY KEY (${key.map((k) => `${k}=?`).join(' AND ')})` : `SEARCH ${t} USING INTEGER PRIMARY KEY (rowid=?)`
+            const outer = key
+              ? `SEARCH ${t} USING PRIMARY KEY (${key.map((k) => `${k}=?`).join(' AND ')})`
+              : `SEARCH ${t} USING INTEGER PRIMARY KEY (rowid=?)`
             return [t, [outer, 'the pick searches an index']]
           }),
         ),
@@ -346,7 +490,9 @@ describe('retention coverage and window ranges', () => {
       { resolution: 60, from: h(3), to: h(3) + m(10) },
     ])
     // Entirely before the floor: the hours it overlaps.
-    expect(windowRanges(window(h(0) + m(5), h(3) + m(10), h(10)))).toEqual([{ resolution: 3600, from: h(0), to: h(3) + m(10) }])
+    expect(windowRanges(window(h(0) + m(5), h(3) + m(10), h(10)))).toEqual([
+      { resolution: 3600, from: h(0), to: h(3) + m(10) },
+    ])
     // Across the floor: hours up to it, then the usual ranges from it (an empty minute edge at the floor).
     expect(windowRanges(window(h(0) + m(5), h(3) + m(10), h(2)))).toEqual([
       { resolution: 3600, from: h(0), to: h(2) },
@@ -355,6 +501,8 @@ describe('retention coverage and window ranges', () => {
       { resolution: 60, from: h(3), to: h(3) + m(10) },
     ])
     // After the floor: unchanged.
-    expect(windowRanges(window(h(5) + m(5), h(5) + m(50), h(2)))).toEqual([{ resolution: 60, from: h(5) + m(5), to: h(5) + m(50) }])
+    expect(windowRanges(window(h(5) + m(5), h(5) + m(50), h(2)))).toEqual([
+      { resolution: 60, from: h(5) + m(5), to: h(5) + m(50) },
+    ])
   })
 })

@@ -20,7 +20,15 @@ const UNAVAILABLE = { status: 503, body: { error: 'store unavailable' }, retryAf
 function statsBatch(collectedAt: number, calls: number): IngestBatch {
   return pgBatch('orders', collectedAt, {
     query_stats: [
-      { query_hash: 'q1', query_text: 'SELECT * FROM orders WHERE id = $1', calls, total_time_ms: calls, rows: calls, shared_blks_hit: 0, shared_blks_read: 0 },
+      {
+        query_hash: 'q1',
+        query_text: 'SELECT * FROM orders WHERE id = $1',
+        calls,
+        total_time_ms: calls,
+        rows: calls,
+        shared_blks_hit: 0,
+        shared_blks_read: 0,
+      },
     ],
   })
 }
@@ -61,13 +69,18 @@ describe('serve with its PostgreSQL store stopped and started again', () => {
   }
   const errorLines = () => server.logs.filter((line) => / ERROR /.test(line))
   const totalCalls = async () => {
-    const res = await call('GET', `/api/v1/databases/${databaseId}/queries?since=${iso(at(0))}&until=${iso(at(60))}`, { apiKey: key })
+    const res = await call('GET', `/api/v1/databases/${databaseId}/queries?since=${iso(at(0))}&until=${iso(at(60))}`, {
+      apiKey: key,
+    })
     expect(res.status).toBe(200)
     return res.body.map((q: any) => [q.query_hash, q.total_calls])
   }
 
   test('while the store answers, /healthz is 200 and says so', async () => {
-    expect(await healthz()).toEqual({ status: 200, body: { status: 'ok', version: pkg.version, store: 'ok', signup: 'open' } })
+    expect(await healthz()).toEqual({
+      status: 200,
+      body: { status: 'ok', version: pkg.version, store: 'ok', signup: 'open' },
+    })
     expect(await totalCalls()).toEqual([['q1', 10]])
   })
 
@@ -93,17 +106,27 @@ describe('serve with its PostgreSQL store stopped and started again', () => {
     await blocker.end({ timeout: 1 }).catch(() => {})
     expect(await pending).toEqual(UNAVAILABLE)
 
-    expect(await healthz()).toEqual({ status: 503, body: { status: 'unavailable', version: pkg.version, store: 'unavailable' } })
+    expect(await healthz()).toEqual({
+      status: 503,
+      body: { status: 'unavailable', version: pkg.version, store: 'unavailable' },
+    })
     // With an access token, with an API key, an agent's batch, and an endpoint counted by rate limits.
     expect(await call('GET', '/api/v1/databases', { token: account.token })).toEqual(UNAVAILABLE)
     expect(await call('GET', `/api/v1/databases/${databaseId}/queries`, { apiKey: key })).toEqual(UNAVAILABLE)
     expect(await call('POST', '/api/v1/ingest', { apiKey: key, body: statsBatch(at(2), 7) })).toEqual(UNAVAILABLE)
-    expect(await call('POST', '/api/v1/auth/login', { body: { email: account.email, password: account.password }, ip: uniqueIp() })).toEqual(UNAVAILABLE)
+    expect(
+      await call('POST', '/api/v1/auth/login', {
+        body: { email: account.email, password: account.password },
+        ip: uniqueIp(),
+      }),
+    ).toEqual(UNAVAILABLE)
     expect(await healthz()).toMatchObject({ status: 503 })
 
     const episode = errorLines().slice(errorsBefore)
     expect(episode).toHaveLength(1)
-    expect(episode[0]).toMatch(/ ERROR store unavailable; requests that need it are answered 503 until it answers again code=\S+ cause=/)
+    expect(episode[0]).toMatch(
+      / ERROR store unavailable; requests that need it are answered 503 until it answers again code=\S+ cause=/,
+    )
     expect(server.logs.join('\n')).not.toContain('unhandled error')
     // A request that needs no store still answers.
     expect((await call('GET', '/api/v1/no-such-route')).status).toBe(404)
@@ -111,11 +134,17 @@ describe('serve with its PostgreSQL store stopped and started again', () => {
 
   test('once the server is back, serve answers again by itself; the interrupted batch had left nothing, its retry counts once', async () => {
     await pg.start()
-    expect(await until('/healthz to answer 200', async () => ((await healthz()).status === 200 ? await healthz() : undefined))).toEqual({
+    expect(
+      await until('/healthz to answer 200', async () =>
+        (await healthz()).status === 200 ? await healthz() : undefined,
+      ),
+    ).toEqual({
       status: 200,
       body: { status: 'ok', version: pkg.version, store: 'ok', signup: 'open' },
     })
-    expect(server.logs.filter((line) => / INFO store available again unavailable_for_ms=\d+$/.test(line))).toHaveLength(1)
+    expect(server.logs.filter((line) => / INFO store available again unavailable_for_ms=\d+$/.test(line))).toHaveLength(
+      1,
+    )
 
     // Only the batch applied before the outage is stored: the interrupted one wrote nothing.
     expect(await totalCalls()).toEqual([['q1', 10]])
@@ -126,7 +155,12 @@ describe('serve with its PostgreSQL store stopped and started again', () => {
     const refused = statsBatch(at(2), 7)
     const applied = await call('POST', '/api/v1/ingest', { apiKey: key, body: refused })
     const replayed = await call('POST', '/api/v1/ingest', { apiKey: key, body: refused })
-    expect([applied.status, applied.body.duplicate, replayed.status, replayed.body.duplicate]).toEqual([200, false, 200, true])
+    expect([applied.status, applied.body.duplicate, replayed.status, replayed.body.duplicate]).toEqual([
+      200,
+      false,
+      200,
+      true,
+    ])
     expect(await totalCalls()).toEqual([['q1', 22]])
     expect((await call('GET', '/api/v1/databases', { token: account.token })).status).toBe(200)
     // Still the one error line of the outage.

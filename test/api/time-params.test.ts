@@ -9,12 +9,32 @@ describe('time parameters (sqlite)', () => {
 
   test('days that do not exist, hour 24 and times before 1970 are refused; real ones, leap days and offsets are read', async () => {
     const id = await s.ingest(pgBatch('times', Date.now() - 5_000))
-    for (const since of ['2026-02-30T00:00:00Z', '2026-02-29T00:00:00Z', '2026-04-31T00:00Z', '2026-13-01T00:00Z', '2026-01-01T24:00Z', '2026-01-01T23:60Z', '2026-01-01T00:00:61Z', '2026-01-01T00:00+24:00', '0000-01-01T00:00Z', '1969-12-31T23:59:59Z']) {
+    for (const since of [
+      '2026-02-30T00:00:00Z',
+      '2026-02-29T00:00:00Z',
+      '2026-04-31T00:00Z',
+      '2026-13-01T00:00Z',
+      '2026-01-01T24:00Z',
+      '2026-01-01T23:60Z',
+      '2026-01-01T00:00:61Z',
+      '2026-01-01T00:00+24:00',
+      '0000-01-01T00:00Z',
+      '1969-12-31T23:59:59Z',
+    ]) {
       const res = await s.get(id, `/queries?since=${encodeURIComponent(since)}`)
-      expect([since, res.status, res.body.error]).toEqual([since, 400, 'since must be an RFC 3339 timestamp, like 2026-01-31T12:00:00Z'])
+      expect([since, res.status, res.body.error]).toEqual([
+        since,
+        400,
+        'since must be an RFC 3339 timestamp, like 2026-01-31T12:00:00Z',
+      ])
       expect([since, (await s.get(id, `/active?at=${encodeURIComponent(since)}`)).status]).toEqual([since, 400])
     }
-    for (const since of ['2024-02-29T00:00:00Z', '2026-01-31T23:59:59.999Z', '2026-06-30T12:00:00+05:30', '1970-01-01T00:00:00Z']) {
+    for (const since of [
+      '2024-02-29T00:00:00Z',
+      '2026-01-31T23:59:59.999Z',
+      '2026-06-30T12:00:00+05:30',
+      '1970-01-01T00:00:00Z',
+    ]) {
       expect([since, (await s.get(id, `/queries?since=${encodeURIComponent(since)}`)).status]).toEqual([since, 200])
     }
     const window = await s.get(id, `/active/history?since=${encodeURIComponent('2026-06-30T12:00:00+05:30')}`)

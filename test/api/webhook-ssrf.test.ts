@@ -43,13 +43,20 @@ function closedPort(): number {
 }
 
 /** 50 % of block reads from shared buffers: a critical finding, so an alert (and a webhook POST) opens. */
-const critical = (name: string) => pgBatch(name, Date.now() - 30_000, { database_stats: { blks_hit: 50_000, blks_read: 50_000 } })
+const critical = (name: string) =>
+  pgBatch(name, Date.now() - 30_000, { database_stats: { blks_hit: 50_000, blks_read: 50_000 } })
 
 /** An unverified organization (its alerts go to the webhook only) and calls with its API key. */
 async function organization(server: TestServer) {
   const { account, key } = await agentAccount(server, { verified: false })
   const call = (method: string, path: string, body?: unknown) => server.call(method, path, { apiKey: key, body })
-  return { account, key, call, put: (url: string) => call('PUT', '/api/v1/organization/webhook', { url }), test: () => call('POST', '/api/v1/organization/webhook/test') }
+  return {
+    account,
+    key,
+    call,
+    put: (url: string) => call('PUT', '/api/v1/organization/webhook', { url }),
+    test: () => call('POST', '/api/v1/organization/webhook/test'),
+  }
 }
 
 describe('internal addresses', () => {
@@ -152,7 +159,10 @@ for (const kind of storeKinds) {
         ['http://[::]/', refused('address :: is unspecified')],
         ['http://[::1]:8080/', refused('address ::1 is loopback')],
         ['http://[::ffff:127.0.0.1]/', refused('address ::ffff:7f00:1 is loopback (IPv4 127.0.0.1)')],
-        ['http://[0:0:0:0:0:ffff:a9fe:a9fe]/', refused('address ::ffff:a9fe:a9fe is link-local (IPv4 169.254.169.254)')],
+        [
+          'http://[0:0:0:0:0:ffff:a9fe:a9fe]/',
+          refused('address ::ffff:a9fe:a9fe is link-local (IPv4 169.254.169.254)'),
+        ],
         ['http://[::127.0.0.1]/', refused('address ::7f00:1 is loopback (IPv4 127.0.0.1)')],
         ['http://[64:ff9b::10.0.0.1]/', refused('address 64:ff9b::a00:1 is private (IPv4 10.0.0.1)')],
         ['http://[2002:c0a8:101::1]/', refused('address 2002:c0a8:101::1 is private (IPv4 192.168.1.1)')],
@@ -162,9 +172,15 @@ for (const kind of storeKinds) {
         ['http://[ff02::1]/', refused('address ff02::1 is multicast')],
         // One internal address among public ones is enough.
         // The message leaves out the address a name resolved to (the server's DNS may know internal names).
-        ['https://internal.example.test/hook', refused('internal.example.test resolves to an internal address (private)')],
+        [
+          'https://internal.example.test/hook',
+          refused('internal.example.test resolves to an internal address (private)'),
+        ],
         ['https://v6.example.test/hook', refused('v6.example.test resolves to an internal address (unique-local)')],
-        ['https://mapped.example.test/hook', refused('mapped.example.test resolves to an internal address (link-local)')],
+        [
+          'https://mapped.example.test/hook',
+          refused('mapped.example.test resolves to an internal address (link-local)'),
+        ],
         ['http://localhost:8080/hook', refused('localhost resolves to an internal address (loopback)')], // the system's resolver
         ['ftp://hooks.example.com/x', 'url must be an http:// or https:// URL'],
         ['http://user:pw@hooks.example.com/x', 'url must not contain a user name or password'],
@@ -176,7 +192,12 @@ for (const kind of storeKinds) {
       expect((await org.call('GET', '/api/v1/organization/webhook')).status).toBe(404)
 
       // Public addresses, names resolving only to them, and names that do not resolve (yet) are taken.
-      const taken = [`http://${PUBLIC}:8080/hook`, 'https://public.example.test/hook', 'http://[2001:4860:4860::8888]/hook', 'https://nothing-here.dbm.invalid/hook']
+      const taken = [
+        `http://${PUBLIC}:8080/hook`,
+        'https://public.example.test/hook',
+        'http://[2001:4860:4860::8888]/hook',
+        'https://nothing-here.dbm.invalid/hook',
+      ]
       const statuses: number[] = []
       for (const url of taken) {
         const res = await org.put(url)
@@ -189,14 +210,19 @@ for (const kind of storeKinds) {
     test('an organization may set a URL with a host name 30 times an hour, refused ones included; IP addresses are not counted', async () => {
       const org = await organization(strict)
       for (let i = 0; i < 30; i++) {
-        const res = await org.put(i % 2 === 0 ? `https://internal.example.test/${i}` : `https://nothing-${i}.dbm.invalid/hook`)
+        const res = await org.put(
+          i % 2 === 0 ? `https://internal.example.test/${i}` : `https://nothing-${i}.dbm.invalid/hook`,
+        )
         expect({ i, status: res.status }).toEqual({ i, status: i % 2 === 0 ? 400 : i === 1 ? 201 : 200 })
       }
       const limited = await org.put('https://public.example.test/hook')
       expect(limited.status).toBe(429)
       expect(limited.body.error).toMatch(/^too many requests; try again in \d+ s$/)
       // An address needs no resolving, so tells nothing: still judged.
-      expect((await org.put('http://10.9.9.9/')).body).toEqual({ error: 'url: address 10.9.9.9 is private; set DBM_WEBHOOK_ALLOW_PRIVATE=true on the server to allow internal receivers' })
+      expect((await org.put('http://10.9.9.9/')).body).toEqual({
+        error:
+          'url: address 10.9.9.9 is private; set DBM_WEBHOOK_ALLOW_PRIVATE=true on the server to allow internal receivers',
+      })
       expect((await org.put(`http://${PUBLIC}/hook`)).status).toBe(200)
     })
 
@@ -204,13 +230,20 @@ for (const kind of storeKinds) {
       const location = await freshStoreLocation(kind)
       const receiver = startWebhookReceiver()
       try {
-        const open = (allowPrivate: boolean) => startTestServer(kind, { dataDir: location.dataDir, databaseUrl: location.databaseUrl, webhooks: { allowPrivate } })
+        const open = (allowPrivate: boolean) =>
+          startTestServer(kind, {
+            dataDir: location.dataDir,
+            databaseUrl: location.databaseUrl,
+            webhooks: { allowPrivate },
+          })
         let server = await open(true)
         const org = await organization(server)
         // Calls go to whichever server runs at the time.
         const call = (method: string, path: string) => server.call(method, path, { apiKey: org.key })
         expect((await org.put(`${receiver.url}/hooks/dbm`)).status).toBe(201)
-        expect((await server.call('POST', '/api/v1/ingest', { apiKey: org.key, body: critical('orders') })).status).toBe(200)
+        expect(
+          (await server.call('POST', '/api/v1/ingest', { apiKey: org.key, body: critical('orders') })).status,
+        ).toBe(200)
         await server.stop()
 
         // Restarted without DBM_WEBHOOK_ALLOW_PRIVATE: the alert's POST is refused before any connection.
@@ -219,8 +252,14 @@ for (const kind of storeKinds) {
         expect((await monitor.runOnce()).notifications).toEqual({ sent: 0, failed: 1, given_up: 0 })
         expect(receiver.received).toHaveLength(0)
         const why = `address 127.0.0.1 is loopback; ${ALLOW_PRIVATE_HINT}`
-        expect((await call('GET', '/api/v1/organization/webhook')).body).toMatchObject({ last_success_at: null, last_failure_at: expect.any(String), last_error: why })
-        const warned = server.logs.filter((l) => l.includes(' WARN webhook delivery failed ') && l.includes(`org=${org.account.orgId} `))
+        expect((await call('GET', '/api/v1/organization/webhook')).body).toMatchObject({
+          last_success_at: null,
+          last_failure_at: expect.any(String),
+          last_error: why,
+        })
+        const warned = server.logs.filter(
+          (l) => l.includes(' WARN webhook delivery failed ') && l.includes(`org=${org.account.orgId} `),
+        )
         expect(warned).toHaveLength(1)
         expect(warned[0]).toContain(`target=${receiver.url} attempt=1 cause="${why.replaceAll('"', '\\"')}"`)
         const tested = await call('POST', '/api/v1/organization/webhook/test')
@@ -251,7 +290,8 @@ for (const kind of storeKinds) {
         const attempt = async (what: string, server: TestServer, url: string, viaStore = false) => {
           const org = await organization(server)
           // Refused URLs cannot be PUT: they are stored as a webhook set before this check existed would be.
-          if (viaStore) await server.store.monitor.putWebhook(org.account.orgId, url, 'dbm_whsec_test', server.deps.clock())
+          if (viaStore)
+            await server.store.monitor.putWebhook(org.account.orgId, url, 'dbm_whsec_test', server.deps.clock())
           else expect((await org.put(url)).status).toBe(201)
           const res = await org.test()
           answers[what] = { status: res.status, body: res.body }
@@ -283,7 +323,9 @@ for (const kind of storeKinds) {
         const before = names.count('pinned.example.test')
         expect((await org.test()).body).toEqual({ delivered: true })
         expect(names.count('pinned.example.test') - before).toBe(1)
-        expect(receiver.received.map((r) => [r.path, r.headers.host])).toEqual([['/hook?x=1', `pinned.example.test:${port}`]])
+        expect(receiver.received.map((r) => [r.path, r.headers.host])).toEqual([
+          ['/hook?x=1', `pinned.example.test:${port}`],
+        ])
       } finally {
         receiver.stop()
       }
@@ -308,7 +350,11 @@ describe('pinned deliveries', () => {
       expect(calls).toBe(1)
       expect(receiver.received).toHaveLength(0)
       const second = await send(url, { allowPrivate: false, resolve }, 500)
-      expect(second).toEqual({ status: null, error: `rebind.example.test resolves to an internal address (loopback); ${ALLOW_PRIVATE_HINT}`, duration_ms: expect.any(Number) })
+      expect(second).toEqual({
+        status: null,
+        error: `rebind.example.test resolves to an internal address (loopback); ${ALLOW_PRIVATE_HINT}`,
+        duration_ms: expect.any(Number),
+      })
       expect(calls).toBe(2)
       expect(receiver.received).toHaveLength(0)
     } finally {
@@ -322,7 +368,11 @@ describe('pinned deliveries', () => {
       const port = new URL(receiver.url).port
       // Nothing listens on 127.0.0.2 at the receiver's port.
       const resolve: Resolver = async (name) => (name === 'two.example.test' ? ['127.0.0.2', '127.0.0.1'] : [])
-      expect(await send(`http://two.example.test:${port}/hook`, { allowPrivate: true, resolve })).toEqual({ status: 200, error: null, duration_ms: expect.any(Number) })
+      expect(await send(`http://two.example.test:${port}/hook`, { allowPrivate: true, resolve })).toEqual({
+        status: 200,
+        error: null,
+        duration_ms: expect.any(Number),
+      })
       expect(receiver.received.map((r) => r.headers.host)).toEqual([`two.example.test:${port}`])
       expect(await send(`http://none.example.test:${port}/hook`, { allowPrivate: true, resolve })).toEqual({
         status: null,
@@ -338,7 +388,11 @@ describe('pinned deliveries', () => {
 
   test('redirects are not followed', async () => {
     const target = startWebhookReceiver()
-    const redirecting = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: () => new Response(null, { status: 307, headers: { location: `${target.url}/elsewhere` } }) })
+    const redirecting = Bun.serve({
+      hostname: '127.0.0.1',
+      port: 0,
+      fetch: () => new Response(null, { status: 307, headers: { location: `${target.url}/elsewhere` } }),
+    })
     try {
       expect(await send(`http://127.0.0.1:${redirecting.port}/hook`, { allowPrivate: true })).toEqual({
         status: 307,
@@ -375,8 +429,16 @@ describe('pinned deliveries', () => {
       const ca = certs.map((c) => c.cert).join('')
       const policy = { allowPrivate: true, resolve, ca }
       const port = server.port
-      expect(await send(`https://other.example.test:${port}/hook`, policy)).toEqual({ status: 204, error: null, duration_ms: expect.any(Number) })
-      expect(await send(`https://hooks.example.test:${port}/hook`, policy)).toEqual({ status: 204, error: null, duration_ms: expect.any(Number) })
+      expect(await send(`https://other.example.test:${port}/hook`, policy)).toEqual({
+        status: 204,
+        error: null,
+        duration_ms: expect.any(Number),
+      })
+      expect(await send(`https://hooks.example.test:${port}/hook`, policy)).toEqual({
+        status: 204,
+        error: null,
+        duration_ms: expect.any(Number),
+      })
       expect(hosts).toEqual([`other.example.test:${port}`, `hooks.example.test:${port}`])
       // A name neither certificate is for, and the bare address, fail the certificate check; so does a
       // self-signed receiver without the test's trusted certificates (verification stays on).

@@ -112,7 +112,8 @@ function cycleThrough(graph: Map<string, string[]>, component: string[]): string
 
 describe('import cycles', () => {
   test('type-only imports count: they are rewritten as plain ones', () => {
-    const text = "import type { A } from './a'\nimport { type B, C } from './b'\nexport type { D } from './d'\nimport type * as E from './e'"
+    const text =
+      "import type { A } from './a'\nimport { type B, C } from './b'\nexport type { D } from './d'\nimport type * as E from './e'"
     const paths = new Bun.Transpiler({ loader: 'ts' }).scanImports(withTypeImportsAsValues(text)).map((i) => i.path)
     expect(paths).toEqual(['./a', './b', './d', './e'])
   })

@@ -17,7 +17,9 @@ afterAll(() => rmSync(tmpRoot, { recursive: true, force: true }))
 
 /** `dbm version` of a build: version, stamped commit and date, the Bun runtime, the platform. */
 const stampedVersion = (platform: string) =>
-  new RegExp(`^dbm ${pkg.version.replaceAll('.', '\\.')}\\ncommit: {3}[0-9a-f]{40}(-dirty)?\\nbuilt: {4}\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ\\nbun: {6}${Bun.version.replaceAll('.', '\\.')}\\nplatform: ${platform}\\n$`)
+  new RegExp(
+    `^dbm ${pkg.version.replaceAll('.', '\\.')}\\ncommit: {3}[0-9a-f]{40}(-dirty)?\\nbuilt: {4}\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ\\nbun: {6}${Bun.version.replaceAll('.', '\\.')}\\nplatform: ${platform}\\n$`,
+  )
 
 describe('release archive names', () => {
   test('one archive per target: dbm-<version>-<os>-<arch>.tar.gz, .zip for Windows', () => {
@@ -42,7 +44,14 @@ describe.skipIf(host?.archive !== 'tar.gz')('the host archive from dist/dbm', ()
   beforeAll(async () => {
     binary = await builtBinary()
     // Level 1: this checks the packaging, not the compression ratio (level 6 takes 2.5 times as long).
-    archive = await packageTarget({ binary, target: host!, version: pkg.version, stamp: await buildStamp(), outDir, gzipLevel: 1 })
+    archive = await packageTarget({
+      binary,
+      target: host!,
+      version: pkg.version,
+      stamp: await buildStamp(),
+      outDir,
+      gzipLevel: 1,
+    })
     await writeChecksums(outDir)
   }, 180_000)
 
@@ -59,10 +68,13 @@ describe.skipIf(host?.archive !== 'tar.gz')('the host archive from dist/dbm', ()
     expect(archive).toBe(join(outDir, `${stem}.tar.gz`))
     const listing = await runCommand(['tar', '-tvzf', archive])
     expect(listing.exitCode).toBe(0)
-    const entries = listing.stdout.trim().split('\n').map((line) => {
-      const [mode, owner, , , , name] = line.split(/\s+/)
-      return `${mode} ${owner} ${name}`
-    })
+    const entries = listing.stdout
+      .trim()
+      .split('\n')
+      .map((line) => {
+        const [mode, owner, , , , name] = line.split(/\s+/)
+        return `${mode} ${owner} ${name}`
+      })
     const units = ['dbm-agent.service', 'dbm-serve.service', 'dbm.sysusers.conf', 'dbm.tmpfiles.conf']
     expect(entries.sort()).toEqual(
       [

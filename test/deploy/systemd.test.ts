@@ -8,7 +8,19 @@
 // wrote in its state directory or /tmp, every socket of the allowed families. There is no systemd as PID
 // 1 here to run the units themselves, so this is how "the binary works under them" is shown.
 import { afterAll, describe, expect, test } from 'bun:test'
-import { chmodSync, chownSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import {
+  chmodSync,
+  chownSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { builtBinary } from '../support/binary.ts'
@@ -127,7 +139,8 @@ describe('deploy/systemd units (structure; no tools needed)', () => {
       expect(single(unit, 'EnvironmentFile')).toBe(spec.environmentFile)
       expect(single(unit, 'Restart')).toBe('on-failure')
       expect(seconds(single(unit, 'TimeoutStopSec'))).toBeGreaterThanOrEqual(spec.minStopSeconds)
-      for (const [key, value] of Object.entries(hardening)) expect({ key, value: single(unit, key) }).toEqual({ key, value })
+      for (const [key, value] of Object.entries(hardening))
+        expect({ key, value: single(unit, key) }).toEqual({ key, value })
       expect(unit.get('Service')!.get('SystemCallFilter')).toEqual(['@system-service', '~@privileged'])
       // JavaScriptCore's JIT maps its code memory writable and executable (the strace test below sees it).
       expect(unit.get('Service')!.has('MemoryDenyWriteExecute')).toBe(false)
@@ -162,51 +175,73 @@ describe('deploy/systemd units (structure; no tools needed)', () => {
 const has = (tool: string) => Bun.which(tool) !== null
 
 describe('deploy/systemd with systemd tools', () => {
-  test.skipIf(!has('systemd-analyze'))('systemd-analyze verify (needs systemd-analyze): both units pass with ExecStart on the built binary, and fail naming it when it is missing; exposure at most 2.0', async () => {
-    const binary = await builtBinary()
-    const dir = tempDir('dbm-systemd-verify-')
-    const names = units.map((u) => u.file)
-    for (const name of names) writeFileSync(join(dir, name), readFileSync(join(unitDir, name), 'utf8').replaceAll('/usr/local/bin/dbm', binary))
-    const verified = await runCommand(['systemd-analyze', 'verify', ...names], { cwd: dir, timeoutMs: 20_000 })
-    expect(verified).toEqual({ exitCode: 0, stdout: '', stderr: '' })
-    // As shipped the binary is /usr/local/bin/dbm, absent here: verify does check ExecStart.
-    if (!existsSync('/usr/local/bin/dbm')) {
-      const missing = await runCommand(['systemd-analyze', 'verify', join(unitDir, 'dbm-serve.service')], { timeoutMs: 20_000 })
-      expect(missing.exitCode).not.toBe(0)
-      expect(missing.stderr).toContain('Command /usr/local/bin/dbm is not executable')
-    }
-    for (const name of names) {
-      const security = await runCommand(['systemd-analyze', 'security', '--offline=yes', name], { cwd: dir, timeoutMs: 20_000 })
-      const level = /Overall exposure level for \S+: ([\d.]+)/.exec(security.stdout + security.stderr)
-      expect({ name, found: level !== null }).toEqual({ name, found: true })
-      expect(Number(level![1])).toBeLessThanOrEqual(2.0)
-    }
-  }, 60_000)
+  test.skipIf(!has('systemd-analyze'))(
+    'systemd-analyze verify (needs systemd-analyze): both units pass with ExecStart on the built binary, and fail naming it when it is missing; exposure at most 2.0',
+    async () => {
+      const binary = await builtBinary()
+      const dir = tempDir('dbm-systemd-verify-')
+      const names = units.map((u) => u.file)
+      for (const name of names)
+        writeFileSync(
+          join(dir, name),
+          readFileSync(join(unitDir, name), 'utf8').replaceAll('/usr/local/bin/dbm', binary),
+        )
+      const verified = await runCommand(['systemd-analyze', 'verify', ...names], { cwd: dir, timeoutMs: 20_000 })
+      expect(verified).toEqual({ exitCode: 0, stdout: '', stderr: '' })
+      // As shipped the binary is /usr/local/bin/dbm, absent here: verify does check ExecStart.
+      if (!existsSync('/usr/local/bin/dbm')) {
+        const missing = await runCommand(['systemd-analyze', 'verify', join(unitDir, 'dbm-serve.service')], {
+          timeoutMs: 20_000,
+        })
+        expect(missing.exitCode).not.toBe(0)
+        expect(missing.stderr).toContain('Command /usr/local/bin/dbm is not executable')
+      }
+      for (const name of names) {
+        const security = await runCommand(['systemd-analyze', 'security', '--offline=yes', name], {
+          cwd: dir,
+          timeoutMs: 20_000,
+        })
+        const level = /Overall exposure level for \S+: ([\d.]+)/.exec(security.stdout + security.stderr)
+        expect({ name, found: level !== null }).toEqual({ name, found: true })
+        expect(Number(level![1])).toBeLessThanOrEqual(2.0)
+      }
+    },
+    60_000,
+  )
 
-  test.skipIf(!has('systemd-sysusers') || !has('systemd-tmpfiles') || process.getuid?.() !== 0)('systemd-sysusers and systemd-tmpfiles (need both, and root to set owners) create the dbm user with no shell and /etc/dbm root:dbm 0750 in an empty root', async () => {
-    const root = tempDir('dbm-systemd-root-')
-    mkdirSync(join(root, 'etc'))
-    mkdirSync(join(root, 'usr/lib/sysusers.d'), { recursive: true })
-    mkdirSync(join(root, 'usr/lib/tmpfiles.d'), { recursive: true })
-    cpSync(join(unitDir, 'dbm.sysusers.conf'), join(root, 'usr/lib/sysusers.d/dbm.conf'))
-    cpSync(join(unitDir, 'dbm.tmpfiles.conf'), join(root, 'usr/lib/tmpfiles.d/dbm.conf'))
-    expect((await runCommand(['systemd-sysusers', `--root=${root}`])).exitCode).toBe(0)
-    const passwd = readFileSync(join(root, 'etc/passwd'), 'utf8').trim().split(':')
-    const group = readFileSync(join(root, 'etc/group'), 'utf8').trim().split(':')
-    expect([passwd[0], passwd[4], passwd[5], passwd[6]]).toEqual(['dbm', 'dbm monitoring', '/var/lib/dbm', '/usr/sbin/nologin'])
-    expect(Number(passwd[2])).toBeLessThan(1000) // a system user
-    expect([group[0], group[2]]).toEqual(['dbm', passwd[3]])
-    // A config file an operator left readable by everyone is put right by tmpfiles (at boot too).
-    mkdirSync(join(root, 'etc/dbm'))
-    writeFileSync(join(root, 'etc/dbm/agent.yaml'), 'api: {}\n', { mode: 0o644 })
-    expect((await runCommand(['systemd-tmpfiles', `--root=${root}`, '--create', 'dbm.conf'])).exitCode).toBe(0)
-    const mode = (path: string) => {
-      const s = statSync(join(root, path))
-      return { mode: (s.mode & 0o7777).toString(8), uid: s.uid, gid: s.gid }
-    }
-    expect(mode('etc/dbm')).toEqual({ mode: '750', uid: 0, gid: Number(passwd[3]) })
-    expect(mode('etc/dbm/agent.yaml')).toEqual({ mode: '640', uid: 0, gid: Number(passwd[3]) })
-  }, 30_000)
+  test.skipIf(!has('systemd-sysusers') || !has('systemd-tmpfiles') || process.getuid?.() !== 0)(
+    'systemd-sysusers and systemd-tmpfiles (need both, and root to set owners) create the dbm user with no shell and /etc/dbm root:dbm 0750 in an empty root',
+    async () => {
+      const root = tempDir('dbm-systemd-root-')
+      mkdirSync(join(root, 'etc'))
+      mkdirSync(join(root, 'usr/lib/sysusers.d'), { recursive: true })
+      mkdirSync(join(root, 'usr/lib/tmpfiles.d'), { recursive: true })
+      cpSync(join(unitDir, 'dbm.sysusers.conf'), join(root, 'usr/lib/sysusers.d/dbm.conf'))
+      cpSync(join(unitDir, 'dbm.tmpfiles.conf'), join(root, 'usr/lib/tmpfiles.d/dbm.conf'))
+      expect((await runCommand(['systemd-sysusers', `--root=${root}`])).exitCode).toBe(0)
+      const passwd = readFileSync(join(root, 'etc/passwd'), 'utf8').trim().split(':')
+      const group = readFileSync(join(root, 'etc/group'), 'utf8').trim().split(':')
+      expect([passwd[0], passwd[4], passwd[5], passwd[6]]).toEqual([
+        'dbm',
+        'dbm monitoring',
+        '/var/lib/dbm',
+        '/usr/sbin/nologin',
+      ])
+      expect(Number(passwd[2])).toBeLessThan(1000) // a system user
+      expect([group[0], group[2]]).toEqual(['dbm', passwd[3]])
+      // A config file an operator left readable by everyone is put right by tmpfiles (at boot too).
+      mkdirSync(join(root, 'etc/dbm'))
+      writeFileSync(join(root, 'etc/dbm/agent.yaml'), 'api: {}\n', { mode: 0o644 })
+      expect((await runCommand(['systemd-tmpfiles', `--root=${root}`, '--create', 'dbm.conf'])).exitCode).toBe(0)
+      const mode = (path: string) => {
+        const s = statSync(join(root, path))
+        return { mode: (s.mode & 0o7777).toString(8), uid: s.uid, gid: s.gid }
+      }
+      expect(mode('etc/dbm')).toEqual({ mode: '750', uid: 0, gid: Number(passwd[3]) })
+      expect(mode('etc/dbm/agent.yaml')).toEqual({ mode: '640', uid: 0, gid: Number(passwd[3]) })
+    },
+    30_000,
+  )
 })
 
 // ---- The binary under strace ----
@@ -244,11 +279,42 @@ interface Traced {
   namespaceOrPersonality: string[]
 }
 
-const writingCalls = new Set(['mkdir', 'mkdirat', 'unlink', 'unlinkat', 'rmdir', 'rename', 'renameat', 'renameat2', 'link', 'linkat', 'symlink', 'symlinkat', 'chmod', 'fchmodat', 'chown', 'lchown', 'fchownat', 'truncate', 'mknod', 'mknodat', 'utimensat', 'utime', 'utimes'])
+const writingCalls = new Set([
+  'mkdir',
+  'mkdirat',
+  'unlink',
+  'unlinkat',
+  'rmdir',
+  'rename',
+  'renameat',
+  'renameat2',
+  'link',
+  'linkat',
+  'symlink',
+  'symlinkat',
+  'chmod',
+  'fchmodat',
+  'chown',
+  'lchown',
+  'fchownat',
+  'truncate',
+  'mknod',
+  'mknodat',
+  'utimensat',
+  'utime',
+  'utimes',
+])
 
 /** Reads an `strace -f -y -s 0` log. Relative paths are resolved against `cwd` (the test checks there was no chdir). */
 function readTrace(text: string, cwd: string): Traced {
-  const traced: Traced = { calls: new Map(), firstLine: new Map(), writes: new Set(), socketFamilies: new Set(), writableExecutableMappings: 0, namespaceOrPersonality: [] }
+  const traced: Traced = {
+    calls: new Map(),
+    firstLine: new Map(),
+    writes: new Set(),
+    socketFamilies: new Set(),
+    writableExecutableMappings: 0,
+    namespaceOrPersonality: [],
+  }
   const resolve = (dirfd: string | undefined, path: string) => {
     if (path.startsWith('/')) return path
     // -y shows a dirfd's path, AT_FDCWD's too (AT_FDCWD</var/lib/dbm>); calls without one use the cwd.
@@ -264,17 +330,31 @@ function readTrace(text: string, cwd: string): Traced {
     if (!traced.firstLine.has(name)) traced.firstLine.set(name, line)
     const args = line.slice(line.indexOf('(') + 1)
     if (name === 'open' || name === 'openat' || name === 'openat2' || name === 'creat') {
-      const open = name === 'open' || name === 'creat' ? /^()"([^"]*)",\s*([\w|]+)/.exec(args) : /^([^,]+),\s*"([^"]*)",\s*(?:\{flags=)?([\w|]+)/.exec(args)
+      const open =
+        name === 'open' || name === 'creat'
+          ? /^()"([^"]*)",\s*([\w|]+)/.exec(args)
+          : /^([^,]+),\s*"([^"]*)",\s*(?:\{flags=)?([\w|]+)/.exec(args)
       if (!open) throw new Error(`cannot read: ${line}`)
-      if (name === 'creat' || /O_WRONLY|O_RDWR|O_CREAT|O_TRUNC/.test(open[3]!)) traced.writes.add(resolve(open[1] || undefined, open[2]!))
+      if (name === 'creat' || /O_WRONLY|O_RDWR|O_CREAT|O_TRUNC/.test(open[3]!))
+        traced.writes.add(resolve(open[1] || undefined, open[2]!))
     } else if (writingCalls.has(name)) {
       // Every path argument: "path" strings, each after its dirfd for the *at calls.
-      for (const m of args.matchAll(/(?:(AT_FDCWD(?:<[^>]*>)?|\d+<[^>]*>),\s*)?"([^"]*)"/g)) traced.writes.add(resolve(m[1], m[2]!))
+      for (const m of args.matchAll(/(?:(AT_FDCWD(?:<[^>]*>)?|\d+<[^>]*>),\s*)?"([^"]*)"/g))
+        traced.writes.add(resolve(m[1], m[2]!))
     } else if (name === 'socket' || name === 'socketpair') {
       traced.socketFamilies.add(args.split(',')[0]!.trim())
-    } else if ((name === 'mmap' || name === 'mprotect' || name === 'pkey_mprotect') && /PROT_WRITE/.test(args) && /PROT_EXEC/.test(args)) {
+    } else if (
+      (name === 'mmap' || name === 'mprotect' || name === 'pkey_mprotect') &&
+      /PROT_WRITE/.test(args) &&
+      /PROT_EXEC/.test(args)
+    ) {
       traced.writableExecutableMappings++
-    } else if (name === 'unshare' || name === 'setns' || name === 'personality' || ((name === 'clone' || name === 'clone3') && /CLONE_NEW/.test(args))) {
+    } else if (
+      name === 'unshare' ||
+      name === 'setns' ||
+      name === 'personality' ||
+      ((name === 'clone' || name === 'clone3') && /CLONE_NEW/.test(args))
+    ) {
       traced.namespaceOrPersonality.push(line)
     }
   }
@@ -314,18 +394,48 @@ describe('the strace reader (no tools needed)', () => {
       ].join('\n'),
       '/srv/state',
     )
-    expect(Object.fromEntries(trace.calls)).toEqual({ openat: 3, open: 1, rename: 1, futex: 1, mount: 1, socket: 1, mmap: 1, unshare: 1 })
-    expect([...trace.writes].sort()).toEqual(['/etc/dbm/agent.yaml', '/srv/other/x.db', '/srv/state/dbm.sqlite', '/srv/state/final.json', '/srv/state/rel.tmp'])
+    expect(Object.fromEntries(trace.calls)).toEqual({
+      openat: 3,
+      open: 1,
+      rename: 1,
+      futex: 1,
+      mount: 1,
+      socket: 1,
+      mmap: 1,
+      unshare: 1,
+    })
+    expect([...trace.writes].sort()).toEqual([
+      '/etc/dbm/agent.yaml',
+      '/srv/other/x.db',
+      '/srv/state/dbm.sqlite',
+      '/srv/state/final.json',
+      '/srv/state/rel.tmp',
+    ])
     expect([...trace.socketFamilies]).toEqual(['AF_NETLINK'])
     expect(trace.writableExecutableMappings).toBe(1)
     expect(trace.namespaceOrPersonality).toEqual(['100 unshare(CLONE_NEWNS) = -1 EPERM (Operation not permitted)'])
-    const writes = new Set([...trace.writes, '/tmp/bun-x', '/dev/null', '/proc/self/oom_score_adj', '/proc/sys/vm/x', '/tmp/t/etc/agent.yaml', '/tmp/t/other-state/a'])
-    expect(outsideAllowed(writes, '/srv/state', '/tmp/t').sort()).toEqual(['/etc/dbm/agent.yaml', '/proc/sys/vm/x', '/srv/other/x.db', '/tmp/t/etc/agent.yaml', '/tmp/t/other-state/a'])
+    const writes = new Set([
+      ...trace.writes,
+      '/tmp/bun-x',
+      '/dev/null',
+      '/proc/self/oom_score_adj',
+      '/proc/sys/vm/x',
+      '/tmp/t/etc/agent.yaml',
+      '/tmp/t/other-state/a',
+    ])
+    expect(outsideAllowed(writes, '/srv/state', '/tmp/t').sort()).toEqual([
+      '/etc/dbm/agent.yaml',
+      '/proc/sys/vm/x',
+      '/srv/other/x.db',
+      '/tmp/t/etc/agent.yaml',
+      '/tmp/t/other-state/a',
+    ])
   })
 })
 
 /** strace present and allowed to trace here (a container may forbid ptrace). */
-const canStrace = has('strace') && has('systemd-analyze') && Bun.spawnSync(['strace', '-o', '/dev/null', 'true']).exitCode === 0
+const canStrace =
+  has('strace') && has('systemd-analyze') && Bun.spawnSync(['strace', '-o', '/dev/null', 'true']).exitCode === 0
 const asRoot = process.getuid?.() === 0
 
 describe('dist/dbm under strace', () => {
@@ -361,7 +471,14 @@ describe('dist/dbm under strace', () => {
         chmodSync(program, 0o755)
       }
 
-      const traced: { name: string; trace: string; cwd: string; proc: ReturnType<typeof Bun.spawn>; stderr: () => string; pid: () => number }[] = []
+      const traced: {
+        name: string
+        trace: string
+        cwd: string
+        proc: ReturnType<typeof Bun.spawn>
+        stderr: () => string
+        pid: () => number
+      }[] = []
       const run = (name: string, args: string[], env: Record<string, string>, cwd: string) => {
         const trace = join(root, `${name}.strace`)
         const proc = Bun.spawn(['strace', '-f', '-qq', '-s', '0', '-y', '-o', trace, ...asUser, program, ...args], {
@@ -388,9 +505,13 @@ describe('dist/dbm under strace', () => {
         const port = await freePort()
         const base = `http://127.0.0.1:${port}`
         const serve = run('serve', ['serve'], { DBM_DATA_DIR: serveState, DBM_LISTEN: `127.0.0.1:${port}` }, serveState)
-        await until('serve under strace to answer /healthz', async () => ((await fetch(`${base}/healthz`).catch(() => undefined))?.status === 200 ? true : undefined), {
-          timeoutMs: 20_000,
-        }).catch((e) => {
+        await until(
+          'serve under strace to answer /healthz',
+          async () => ((await fetch(`${base}/healthz`).catch(() => undefined))?.status === 200 ? true : undefined),
+          {
+            timeoutMs: 20_000,
+          },
+        ).catch((e) => {
           throw new Error(`${e.message}\n${serve.stderr()}`)
         })
 
@@ -399,9 +520,15 @@ describe('dist/dbm under strace', () => {
         })
         expect(signup.status).toBe(201)
         // Verified (the link from serve's log, as without SMTP), so the organization may watch two databases.
-        const token = await until('the verification link in the log', async () => /verify\?token=([\w-]+)/.exec(serve.stderr())?.[1])
+        const token = await until(
+          'the verification link in the log',
+          async () => /verify\?token=([\w-]+)/.exec(serve.stderr())?.[1],
+        )
         expect((await request(base, 'GET', `/api/v1/auth/verify-email?token=${token}`)).status).toBe(200)
-        const key = await request(base, 'POST', '/api/v1/api-keys', { token: signup.body.access_token, body: { name: 'agent' } })
+        const key = await request(base, 'POST', '/api/v1/api-keys', {
+          token: signup.body.access_token,
+          body: { name: 'agent' },
+        })
         expect(key.status).toBe(201)
         const apiKey: string = key.body.key
 
@@ -434,19 +561,39 @@ describe('dist/dbm under strace', () => {
         const health = await fetch(`http://127.0.0.1:${healthPort}/healthz`)
         expect(health.status).toBe(200)
         // The dashboard's reads, the doctor's diagnosis worker among them.
-        const orders = (await request(base, 'GET', '/api/v1/databases', { apiKey })).body.find((d: { name: string }) => d.name === 'orders')
-        for (const path of ['overview', 'doctor', 'queries']) expect({ path, status: (await request(base, 'GET', `/api/v1/databases/${orders.id}/${path}`, { apiKey })).status }).toEqual({ path, status: 200 })
+        const orders = (await request(base, 'GET', '/api/v1/databases', { apiKey })).body.find(
+          (d: { name: string }) => d.name === 'orders',
+        )
+        for (const path of ['overview', 'doctor', 'queries'])
+          expect({
+            path,
+            status: (await request(base, 'GET', `/api/v1/databases/${orders.id}/${path}`, { apiKey })).status,
+          }).toEqual({ path, status: 200 })
 
         // Hot reload: a second database in the file, then SIGHUP as `systemctl reload` sends it.
-        writeFileSync(config, yaml([['orders', dsn], ['billing', dsn2]]))
+        writeFileSync(
+          config,
+          yaml([
+            ['orders', dsn],
+            ['billing', dsn2],
+          ]),
+        )
         process.kill(agent.pid(), 'SIGHUP')
-        await until('the reload', async () => (agent.stderr().includes('config reloaded started=billing') ? true : undefined), { timeoutMs: 15_000 })
+        await until(
+          'the reload',
+          async () => (agent.stderr().includes('config reloaded started=billing') ? true : undefined),
+          { timeoutMs: 15_000 },
+        )
         await batchesOf('billing', 2)
 
         // SIGTERM stops serve with exit 0 (strace exits with its tracee's status); the agent then buffers.
         process.kill(serve.pid(), 'SIGTERM')
         expect(await serve.proc.exited).toBe(0)
-        await until('a buffered batch', async () => (readdirSync(agentState).some((f) => /^service_buffer_.+\.db$/.test(f)) ? true : undefined), { timeoutMs: 15_000 })
+        await until(
+          'a buffered batch',
+          async () => (readdirSync(agentState).some((f) => /^service_buffer_.+\.db$/.test(f)) ? true : undefined),
+          { timeoutMs: 15_000 },
+        )
         process.kill(agent.pid(), 'SIGTERM')
         expect(await agent.proc.exited).toBe(0)
       } finally {
@@ -459,28 +606,68 @@ describe('dist/dbm under strace', () => {
         const ownState = t.name === 'serve' ? serveState : agentState
         console.log(
           `${t.name}: ${[...trace.calls.values()].reduce((a, b) => a + b, 0)} calls of ${trace.calls.size} kinds (${[...trace.calls.keys()].sort().join(' ')}); ` +
-            `wrote ${[...trace.writes].map((p) => p.replace(ownState, '<state>')).sort().join(' ')}; sockets ${[...trace.socketFamilies].join(' ')}; W+X mappings ${trace.writableExecutableMappings}`,
+            `wrote ${[...trace.writes]
+              .map((p) => p.replace(ownState, '<state>'))
+              .sort()
+              .join(
+                ' ',
+              )}; sockets ${[...trace.socketFamilies].join(' ')}; W+X mappings ${trace.writableExecutableMappings}`,
         )
-        expect({ process: t.name, chdir: trace.calls.get('chdir') ?? 0, fchdir: trace.calls.get('fchdir') ?? 0 }).toEqual({ process: t.name, chdir: 0, fchdir: 0 })
+        expect({
+          process: t.name,
+          chdir: trace.calls.get('chdir') ?? 0,
+          fchdir: trace.calls.get('fchdir') ?? 0,
+        }).toEqual({ process: t.name, chdir: 0, fchdir: 0 })
         // strace names a number no system call has as syscall_0x<number>; one such call (syscall_0x590b, the
         // result not kept) was seen once in eleven runs, never again. The kernel answers ENOSYS to a number it
         // does not have (x86_64 stops below 0x200; x32's have bit 30 set, refused by SystemCallArchitectures=)
         // and the filter EPERM, so the units change nothing for it but the error number: logged, not failed.
-        const unknown = [...trace.calls.keys()].filter((c) => /^syscall_0x[0-9a-f]+$/.test(c) && Number.parseInt(c.slice(10), 16) >= 0x400)
-        if (unknown.length > 0) console.log(`${t.name}: numbers no system call has: ${unknown.map((c) => trace.firstLine.get(c)).join(' | ')}`)
-        expect({ process: t.name, outsideFilter: [...trace.calls.keys()].filter((c) => !allowed.has(c) && !unknown.includes(c)).sort().map((c) => trace.firstLine.get(c)) }).toEqual({ process: t.name, outsideFilter: [] })
-        expect({ process: t.name, writesOutside: outsideAllowed(trace.writes, ownState, root) }).toEqual({ process: t.name, writesOutside: [] })
+        const unknown = [...trace.calls.keys()].filter(
+          (c) => /^syscall_0x[0-9a-f]+$/.test(c) && Number.parseInt(c.slice(10), 16) >= 0x400,
+        )
+        if (unknown.length > 0)
+          console.log(
+            `${t.name}: numbers no system call has: ${unknown.map((c) => trace.firstLine.get(c)).join(' | ')}`,
+          )
+        expect({
+          process: t.name,
+          outsideFilter: [...trace.calls.keys()]
+            .filter((c) => !allowed.has(c) && !unknown.includes(c))
+            .sort()
+            .map((c) => trace.firstLine.get(c)),
+        }).toEqual({ process: t.name, outsideFilter: [] })
+        expect({ process: t.name, writesOutside: outsideAllowed(trace.writes, ownState, root) }).toEqual({
+          process: t.name,
+          writesOutside: [],
+        })
         // It did write its state there (the store, or the buffer and the baselines).
-        const names = [...trace.writes].filter((p) => p.startsWith(`${ownState}/`)).map((p) => p.slice(ownState.length + 1))
-        if (t.name === 'serve') expect(names).toEqual(expect.arrayContaining(['dbm.sqlite', 'dbm.sqlite-wal', 'dbm.sqlite.lock', 'jwt-secret']))
-        else expect(names.some((n) => /^service_buffer_.+\.db$/.test(n)) && names.some((n) => /^service_state_orders\.json/.test(n))).toBe(true)
-        expect({ process: t.name, families: [...trace.socketFamilies].filter((f) => !['AF_INET', 'AF_INET6', 'AF_UNIX'].includes(f)) }).toEqual({ process: t.name, families: [] })
-        expect({ process: t.name, namespaceOrPersonality: trace.namespaceOrPersonality }).toEqual({ process: t.name, namespaceOrPersonality: [] })
+        const names = [...trace.writes]
+          .filter((p) => p.startsWith(`${ownState}/`))
+          .map((p) => p.slice(ownState.length + 1))
+        if (t.name === 'serve')
+          expect(names).toEqual(
+            expect.arrayContaining(['dbm.sqlite', 'dbm.sqlite-wal', 'dbm.sqlite.lock', 'jwt-secret']),
+          )
+        else
+          expect(
+            names.some((n) => /^service_buffer_.+\.db$/.test(n)) &&
+              names.some((n) => /^service_state_orders\.json/.test(n)),
+          ).toBe(true)
+        expect({
+          process: t.name,
+          families: [...trace.socketFamilies].filter((f) => !['AF_INET', 'AF_INET6', 'AF_UNIX'].includes(f)),
+        }).toEqual({ process: t.name, families: [] })
+        expect({ process: t.name, namespaceOrPersonality: trace.namespaceOrPersonality }).toEqual({
+          process: t.name,
+          namespaceOrPersonality: [],
+        })
         // Why the units leave MemoryDenyWriteExecute out: the JIT's writable and executable code memory.
         expect(trace.writableExecutableMappings).toBeGreaterThan(0)
       }
       // The state directories stay the service user's alone, and their files are that user's (nobody as root).
-      if (asRoot) for (const file of [join(serveState, 'dbm.sqlite'), join(agentState, 'service_state_orders.json')]) expect(statSync(file).uid).toBe(65534)
+      if (asRoot)
+        for (const file of [join(serveState, 'dbm.sqlite'), join(agentState, 'service_state_orders.json')])
+          expect(statSync(file).uid).toBe(65534)
       for (const dir of [serveState, agentState]) expect((statSync(dir).mode & 0o777).toString(8)).toBe('700')
       console.log(`strace workload: ${Date.now() - started} ms`)
     },

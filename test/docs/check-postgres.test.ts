@@ -9,15 +9,68 @@ import { collectorNames } from '../../src/shared/collectors.ts'
 
 /** check_postgres 2.25's actions that run against one server (its action list, as its --help names them). */
 const ACTIONS = [
-  'archive_ready', 'autovac_freeze', 'backends', 'bloat', 'checkpoint', 'cluster_id', 'commitratio', 'connection', 'custom_query',
-  'database_size', 'dbstats', 'disabled_triggers', 'disk_space', 'fsm_pages', 'fsm_relations', 'hitratio', 'hot_standby_delay',
-  'index_size', 'indexes_size', 'table_size', 'relation_size', 'total_relation_size', 'last_analyze', 'last_autoanalyze',
-  'last_vacuum', 'last_autovacuum', 'listener', 'locks', 'lockwait', 'logfile', 'new_version_bc', 'new_version_box',
-  'new_version_cp', 'new_version_pg', 'new_version_tnm', 'pgagent_jobs', 'pgb_pool_cl_active', 'pgb_pool_cl_waiting',
-  'pgb_pool_maxwait', 'pgb_pool_sv_active', 'pgb_pool_sv_idle', 'pgb_pool_sv_login', 'pgb_pool_sv_tested', 'pgb_pool_sv_used',
-  'pgbouncer_backends', 'pgbouncer_checksum', 'pgbouncer_maxwait', 'prepared_txns', 'query_runtime', 'query_time',
-  'replicate_row', 'replication_slots', 'same_schema', 'sequence', 'settings_checksum', 'slony_status', 'timesync', 'txn_idle',
-  'txn_time', 'txn_wraparound', 'version', 'wal_files',
+  'archive_ready',
+  'autovac_freeze',
+  'backends',
+  'bloat',
+  'checkpoint',
+  'cluster_id',
+  'commitratio',
+  'connection',
+  'custom_query',
+  'database_size',
+  'dbstats',
+  'disabled_triggers',
+  'disk_space',
+  'fsm_pages',
+  'fsm_relations',
+  'hitratio',
+  'hot_standby_delay',
+  'index_size',
+  'indexes_size',
+  'table_size',
+  'relation_size',
+  'total_relation_size',
+  'last_analyze',
+  'last_autoanalyze',
+  'last_vacuum',
+  'last_autovacuum',
+  'listener',
+  'locks',
+  'lockwait',
+  'logfile',
+  'new_version_bc',
+  'new_version_box',
+  'new_version_cp',
+  'new_version_pg',
+  'new_version_tnm',
+  'pgagent_jobs',
+  'pgb_pool_cl_active',
+  'pgb_pool_cl_waiting',
+  'pgb_pool_maxwait',
+  'pgb_pool_sv_active',
+  'pgb_pool_sv_idle',
+  'pgb_pool_sv_login',
+  'pgb_pool_sv_tested',
+  'pgb_pool_sv_used',
+  'pgbouncer_backends',
+  'pgbouncer_checksum',
+  'pgbouncer_maxwait',
+  'prepared_txns',
+  'query_runtime',
+  'query_time',
+  'replicate_row',
+  'replication_slots',
+  'same_schema',
+  'sequence',
+  'settings_checksum',
+  'slony_status',
+  'timesync',
+  'txn_idle',
+  'txn_time',
+  'txn_wraparound',
+  'version',
+  'wal_files',
 ]
 
 const page = readFileSync(join(import.meta.dir, '../../docs/check-postgres.md'), 'utf8')
@@ -41,8 +94,12 @@ test('each row names rules or collectors that exist, or says none with a reason'
       expect({ action, reason: notes!.length > 10 }).toEqual({ action, reason: true })
       continue
     }
-    expect({ action, named: named.length > 0 && named.length === dbm!.split(', ').length }).toEqual({ action, named: true })
-    for (const name of named) expect({ action, name, known: ruleIds.has(name) || collectors.has(name) }).toEqual({ action, name, known: true })
+    expect({ action, named: named.length > 0 && named.length === dbm!.split(', ').length }).toEqual({
+      action,
+      named: true,
+    })
+    for (const name of named)
+      expect({ action, name, known: ruleIds.has(name) || collectors.has(name) }).toEqual({ action, name, known: true })
   }
 })
 
@@ -52,7 +109,8 @@ const CATALOG_NAMES = new Set(['pg_wal'])
 test('every rule id named in the notes exists too', () => {
   for (const [action, , notes] of rows) {
     for (const name of backticked(notes!)) {
-      if (/^(pg|ch)_[a-z_]+$/.test(name) && !CATALOG_NAMES.has(name)) expect({ action, name, rule: ruleIds.has(name) }).toEqual({ action, name, rule: true })
+      if (/^(pg|ch)_[a-z_]+$/.test(name) && !CATALOG_NAMES.has(name))
+        expect({ action, name, rule: ruleIds.has(name) }).toEqual({ action, name, rule: true })
     }
   }
 })

@@ -34,7 +34,12 @@ function anchorsOf(markdown: string): Set<string> {
   return anchors
 }
 
-const files = ['README.md', ...readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)]
+const files = [
+  'README.md',
+  ...readdirSync(join(ROOT, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `docs/${f}`),
+]
 
 test('anchors are made as GitHub makes them', () => {
   expect(anchorOf('PostgreSQL setup')).toBe('postgresql-setup')
@@ -58,7 +63,8 @@ test('every relative link and anchor in README.md and docs/ resolves', () => {
         broken.push(`${file}: ${target} (no file ${relative(ROOT, to)})`)
         continue
       }
-      if (anchor !== undefined && to.endsWith('.md') && !anchorsOf(readFileSync(to, 'utf8')).has(anchor)) broken.push(`${file}: ${target} (no such heading)`)
+      if (anchor !== undefined && to.endsWith('.md') && !anchorsOf(readFileSync(to, 'utf8')).has(anchor))
+        broken.push(`${file}: ${target} (no such heading)`)
     }
   }
   expect(broken).toEqual([])

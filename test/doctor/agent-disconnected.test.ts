@@ -22,7 +22,11 @@ test('connected: no finding; silent past the threshold: critical with the silenc
   // The health status rule: disconnected after max(3 × poll interval, 60 s); move the server's clock.
   rig.server.advance(3 * 3600_000 + 1000)
   const [finding] = await rig.findings('agent_disconnected')
-  expect(finding).toMatchObject({ severity: 'critical', title: 'The agent has stopped sending data', metrics: { poll_interval_seconds: 3600 } })
+  expect(finding).toMatchObject({
+    severity: 'critical',
+    title: 'The agent has stopped sending data',
+    metrics: { poll_interval_seconds: 3600 },
+  })
   expect(finding.metrics.last_seen_s_ago).toBeGreaterThanOrEqual(3 * 3600 + 1)
   expect((await rig.api('/doctor')).status).toBe('unhealthy')
   rig.server.advance(-(3 * 3600_000 + 1000))

@@ -21,14 +21,23 @@ async function logInserts(query: string, times: number, rows: number) {
   const at = new Date(Date.now() + 1)
   await seedQueryLog(
     rig.ch,
-    Array.from({ length: times }, () => ({ event_time: at, query, query_kind: 'Insert', query_duration_ms: 2, written_rows: rows })),
+    Array.from({ length: times }, () => ({
+      event_time: at,
+      query,
+      query_kind: 'Insert',
+      query_duration_ms: 2,
+      written_rows: rows,
+    })),
   )
 }
 
 test('the target of an INSERT statement, in the forms ClickHouse accepts', () => {
   expect(insertTarget('INSERT INTO events FORMAT JSONEachRow')).toEqual({ table: 'events' })
   expect(insertTarget('  insert into TABLE db.events (p, id) VALUES')).toEqual({ database: 'db', table: 'events' })
-  expect(insertTarget('/* batch */ -- writer\nINSERT INTO `my db`.`we``ird` VALUES (1)')).toEqual({ database: 'my db', table: 'we`ird' })
+  expect(insertTarget('/* batch */ -- writer\nINSERT INTO `my db`.`we``ird` VALUES (1)')).toEqual({
+    database: 'my db',
+    table: 'we`ird',
+  })
   expect(insertTarget('INSERT INTO "d\\"q" . "t\\\\x" SELECT 1')).toEqual({ database: 'd"q', table: 't\\x' })
   expect(insertTarget('INSERT INTO `*/ünï\ncode` VALUES')).toEqual({ table: '*/ünï\ncode' })
   expect(insertTarget("INSERT INTO FUNCTION s3('x') SELECT 1")).toBeUndefined()
@@ -38,14 +47,24 @@ test('the target of an INSERT statement, in the forms ClickHouse accepts', () =>
   expect(insertTarget('INSERTINTO t')).toBeUndefined()
   expect(insertTarget('INSERT INTO `unterminated')).toBeUndefined()
   // Every name as chTable writes it (the findings' own quoting) reads back exact: escapes and UTF-8 bytes.
-  for (const name of ['plain', 'with space', 'new\nline\ttab', 'back\\slash`tick\'quote', '*/ ünï 𝄞', 'nul\u0000bidi\u202e', '']) {
+  for (const name of [
+    'plain',
+    'with space',
+    'new\nline\ttab',
+    "back\\slash`tick'quote",
+    '*/ ünï 𝄞',
+    'nul\u0000bidi\u202e',
+    '',
+  ]) {
     const text = `INSERT INTO ${chTable('db', name || 'x')} VALUES`
     expect(insertTarget(text)).toEqual({ database: 'db', table: name || 'x' })
   }
 })
 
 test("a partition's parts name the INSERT that writes them; small INSERTs are a finding of their own", async () => {
-  await rig.ch.command('CREATE TABLE events (p UInt8, id UInt64) ENGINE = MergeTree PARTITION BY p ORDER BY id SETTINGS parts_to_delay_insert = 20, parts_to_throw_insert = 40')
+  await rig.ch.command(
+    'CREATE TABLE events (p UInt8, id UInt64) ENGINE = MergeTree PARTITION BY p ORDER BY id SETTINGS parts_to_delay_insert = 20, parts_to_throw_insert = 40',
+  )
   await rig.ch.command('SYSTEM STOP MERGES events')
   for (let i = 0; i < 12; i++) await rig.ch.insert('events', [{ p: 1, id: i }])
   // What query_log says of the writers: 240 single-row INSERTs into events, and a well-batched writer
@@ -55,12 +74,19 @@ test("a partition's parts name the INSERT that writes them; small INSERTs are a 
   await rig.cycle()
 
   const [parts] = await rig.findings('ch_parts_per_partition')
-  expect(parts).toMatchObject({ key: 'ch_parts_per_partition:default.events:1', metrics: { active_parts: 12, inserting_statements: 1, top_inserts_last_hour: 240, top_rows_per_insert: 1 } })
+  expect(parts).toMatchObject({
+    key: 'ch_parts_per_partition:default.events:1',
+    metrics: { active_parts: 12, inserting_statements: 1, top_inserts_last_hour: 240, top_rows_per_insert: 1 },
+  })
   const hash = parts.metrics.top_insert_hash
   expect(hash).toMatch(/^\d+$/)
-  expect(parts.detail).toContain(`Written by statement ${hash} (INSERT INTO events FORMAT JSONEachRow): 240 INSERTs in the last `)
+  expect(parts.detail).toContain(
+    `Written by statement ${hash} (INSERT INTO events FORMAT JSONEachRow): 240 INSERTs in the last `,
+  )
   expect(parts.detail).toContain(', 1 row each.')
-  expect(parts.how_to_investigate.at(-1)).toStartWith(`SELECT user, client_hostname, http_user_agent, count() AS inserts, avg(written_rows) AS rows_per_insert, countIf(Settings['async_insert'] = '1') AS async FROM system.query_log WHERE normalized_query_hash = ${hash} AND`)
+  expect(parts.how_to_investigate.at(-1)).toStartWith(
+    `SELECT user, client_hostname, http_user_agent, count() AS inserts, avg(written_rows) AS rows_per_insert, countIf(Settings['async_insert'] = '1') AS async FROM system.query_log WHERE normalized_query_hash = ${hash} AND`,
+  )
 
   const small = await rig.findings('ch_small_inserts')
   expect(small).toHaveLength(1)
@@ -77,13 +103,17 @@ test("a partition's parts name the INSERT that writes them; small INSERTs are a 
   expect(finding.metrics.inserts_per_second).toBeLessThanOrEqual(4)
   expect(finding.title).toStartWith('Small INSERTs into events: ')
   expect(finding.title).toEndWith(' a second, 1 row each')
-  expect(finding.detail).toContain('table events (the statements do not name its database) received 240 INSERTs of 1 row on average')
-  expect(finding.how_to_fix[0]).toStartWith('ALTER USER <the inserting user> SETTINGS async_insert = 1, wait_for_async_insert = 1;')
+  expect(finding.detail).toContain(
+    'table events (the statements do not name its database) received 240 INSERTs of 1 row on average',
+  )
+  expect(finding.how_to_fix[0]).toStartWith(
+    'ALTER USER <the inserting user> SETTINGS async_insert = 1, wait_for_async_insert = 1;',
+  )
 })
 
 test('ten small INSERTs a second into a table with a hostile name are critical; the name stays text and quoted in SQL', async () => {
-  const name = 'we`ird\'t */ ünï'
-  await logInserts('INSERT INTO `default`.`we\\`ird\'t */ ünï` (id) VALUES', 2400, 3)
+  const name = "we`ird't */ ünï"
+  await logInserts("INSERT INTO `default`.`we\\`ird't */ ünï` (id) VALUES", 2400, 3)
   await rig.cycle()
   const small = await rig.findings('ch_small_inserts')
   const finding = small.find((f) => f.objects[0] === `default.${name}`)

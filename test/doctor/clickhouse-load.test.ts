@@ -7,7 +7,8 @@ import { agentSession, chBatch } from '../support/batches.ts'
 
 describe('from recorded rows', () => {
   const session = agentSession('sqlite')
-  const findingsOf = async (id: string, rule: string) => ((await session.ok(id, '/doctor')).top_issues as any[]).filter((f) => f.rule === rule)
+  const findingsOf = async (id: string, rule: string) =>
+    ((await session.ok(id, '/doctor')).top_issues as any[]).filter((f) => f.rule === rule)
   const query = (n: number, user: string) => ({
     pid: `q${n}`,
     query_text: 'SELECT sleep(3)',
@@ -50,14 +51,23 @@ describe('from recorded rows', () => {
       '80 queries are running (80.0 % of max_concurrent_queries 100; a warning from 80 %, critical from 95 %). At the limit ClickHouse refuses new queries with TOO_MANY_SIMULTANEOUS_QUERIES. The most by user: dashboards 60, etl 20.',
     )
     await ingest(95, 100)
-    expect((await findingsOf(id, 'ch_running_queries')).map((f) => [f.severity, f.metrics.ratio])).toEqual([['critical', 0.95]])
+    expect((await findingsOf(id, 'ch_running_queries')).map((f) => [f.severity, f.metrics.ratio])).toEqual([
+      ['critical', 0.95],
+    ])
     await ingest(5000, null) // no known limit (an older server, or 0: none)
     expect(await findingsOf(id, 'ch_running_queries')).toEqual([])
   })
 
   test('connections of every protocol against max_connections: the sum judged, each protocol named', async () => {
-    const ingest = (metrics: Record<string, number>) => session.ingest(chBatch('connected', Date.now(), { server_metrics: metrics }))
-    const protocols = { tcp_connections: 2000, http_connections: 1200, mysql_connections: 50, postgresql_connections: 25, interserver_connections: 1 }
+    const ingest = (metrics: Record<string, number>) =>
+      session.ingest(chBatch('connected', Date.now(), { server_metrics: metrics }))
+    const protocols = {
+      tcp_connections: 2000,
+      http_connections: 1200,
+      mysql_connections: 50,
+      postgresql_connections: 25,
+      interserver_connections: 1,
+    }
     const id = await ingest({ ...protocols, max_connections: 4096 }) // 3,276 of 4,096: 79.98 %
     expect(await findingsOf(id, 'ch_connections')).toEqual([])
     await ingest({ ...protocols, interserver_connections: 2, max_connections: 4096 }) // 3,277: 80.0 %
@@ -69,9 +79,13 @@ describe('from recorded rows', () => {
       title: '3,277 connections open of 4,096 allowed',
       metrics: { connections: 3277, max_connections: 4096, ratio: 0.8, ...protocols, interserver_connections: 2 },
     })
-    expect(warning.detail).toStartWith('3,277 connections are open (2,000 native TCP, 1,200 HTTP, 50 MySQL, 25 PostgreSQL, 2 interserver): 80.0 % of max_connections 4,096')
+    expect(warning.detail).toStartWith(
+      '3,277 connections are open (2,000 native TCP, 1,200 HTTP, 50 MySQL, 25 PostgreSQL, 2 interserver): 80.0 % of max_connections 4,096',
+    )
     await ingest({ tcp_connections: 3900, http_connections: 2, max_connections: 4096 }) // 3,902: 95.3 %
-    expect((await findingsOf(id, 'ch_connections')).map((f) => [f.severity, f.metrics.connections])).toEqual([['critical', 3902]])
+    expect((await findingsOf(id, 'ch_connections')).map((f) => [f.severity, f.metrics.connections])).toEqual([
+      ['critical', 3902],
+    ])
     await ingest({ tcp_connections: 3900, http_connections: 2 }) // max_connections unknown
     expect(await findingsOf(id, 'ch_connections')).toEqual([])
     const { runningQueries, connections } = await import('../../src/server/doctor/rules/clickhouse/load.ts')

@@ -22,8 +22,10 @@ async function insertParts(table: string, n: number, p = 1) {
   for (let i = 0; i < n; i++) await rig.ch.insert(table, [{ p, id: i }])
 }
 
-test('parts per partition against the table\'s own thresholds; delayed then refused inserts; merging cures both', async () => {
-  await rig.ch.command('CREATE TABLE events (p UInt8, id UInt64) ENGINE = MergeTree PARTITION BY p ORDER BY id SETTINGS parts_to_delay_insert = 20, parts_to_throw_insert = 40')
+test("parts per partition against the table's own thresholds; delayed then refused inserts; merging cures both", async () => {
+  await rig.ch.command(
+    'CREATE TABLE events (p UInt8, id UInt64) ENGINE = MergeTree PARTITION BY p ORDER BY id SETTINGS parts_to_delay_insert = 20, parts_to_throw_insert = 40',
+  )
   await rig.ch.command('SYSTEM STOP MERGES events')
   await insertParts('events', 9)
   await rig.cycle()
@@ -42,7 +44,9 @@ test('parts per partition against the table\'s own thresholds; delayed then refu
   })
   expect(warning.detail).toContain('Partition 1 of default.events has 10 active parts (10 rows')
   expect(warning.detail).toContain('50 % of parts_to_delay_insert (20)')
-  expect(warning.how_to_fix).toContain("OPTIMIZE TABLE default.events PARTITION ID '1' FINAL;   -- merges the partition now: rewrites it whole (heavy I/O, needs free disk for a copy), so off-peak and only once inserts are batched")
+  expect(warning.how_to_fix).toContain(
+    "OPTIMIZE TABLE default.events PARTITION ID '1' FINAL;   -- merges the partition now: rewrites it whole (heavy I/O, needs free disk for a copy), so off-peak and only once inserts are batched",
+  )
   expect(warning.how_to_investigate[0]).toContain("WHERE active AND database = 'default' AND table = 'events'")
   expect(await rig.findings('ch_delayed_inserts')).toEqual([])
 
@@ -50,7 +54,10 @@ test('parts per partition against the table\'s own thresholds; delayed then refu
   await insertParts('events', 11)
   await rig.cycle()
   expect(await rig.findings('ch_parts_per_partition')).toEqual([
-    expect.objectContaining({ severity: 'critical', metrics: expect.objectContaining({ active_parts: 21, delay_ratio: 1.05 }) }),
+    expect.objectContaining({
+      severity: 'critical',
+      metrics: expect.objectContaining({ active_parts: 21, delay_ratio: 1.05 }),
+    }),
   ])
   const [delayed] = await rig.findings('ch_delayed_inserts')
   expect(delayed).toMatchObject({
@@ -60,27 +67,41 @@ test('parts per partition against the table\'s own thresholds; delayed then refu
     objects: ['default.events:1'],
     metrics: { delayed_inserts: 1, rejected_inserts: 0 },
   })
-  expect(delayed.detail).toStartWith("In the last 5 minutes ClickHouse slowed down 1 INSERT, because a partition had reached its table's parts_to_delay_insert. ")
+  expect(delayed.detail).toStartWith(
+    "In the last 5 minutes ClickHouse slowed down 1 INSERT, because a partition had reached its table's parts_to_delay_insert. ",
+  )
   expect(delayed.detail).toContain('default.events partition 1 (21 parts; delay from 20, refused from 40)')
 
   // A tighter table: the third insert is delayed, the fourth refused ("Too many parts").
-  await rig.ch.command('CREATE TABLE tight (p UInt8, id UInt64) ENGINE = MergeTree ORDER BY id SETTINGS parts_to_delay_insert = 2, parts_to_throw_insert = 3')
+  await rig.ch.command(
+    'CREATE TABLE tight (p UInt8, id UInt64) ENGINE = MergeTree ORDER BY id SETTINGS parts_to_delay_insert = 2, parts_to_throw_insert = 3',
+  )
   await rig.ch.command('SYSTEM STOP MERGES tight')
   await insertParts('tight', 3)
   const quiet = rig.ch.createClient({ log: { level: ClickHouseLogLevel.OFF } })
-  expect(await quiet.insert({ table: 'tight', values: [{ p: 1, id: 9 }], format: 'JSONEachRow' }).catch((e) => e.type)).toBe('TOO_MANY_PARTS')
+  expect(
+    await quiet.insert({ table: 'tight', values: [{ p: 1, id: 9 }], format: 'JSONEachRow' }).catch((e) => e.type),
+  ).toBe('TOO_MANY_PARTS')
   await rig.cycle()
   const [refused] = await rig.findings('ch_delayed_inserts')
-  expect(refused).toMatchObject({ severity: 'critical', title: '1 INSERT refused for too many parts', metrics: { delayed_inserts: 2, rejected_inserts: 1 } })
+  expect(refused).toMatchObject({
+    severity: 'critical',
+    title: '1 INSERT refused for too many parts',
+    metrics: { delayed_inserts: 2, rejected_inserts: 1 },
+  })
   expect(refused.objects).toEqual(['default.tight:all', 'default.events:1'])
-  expect(refused.detail).toStartWith('In the last 5 minutes ClickHouse refused 1 INSERT ("Too many parts") and slowed down 2 INSERTs, because')
+  expect(refused.detail).toStartWith(
+    'In the last 5 minutes ClickHouse refused 1 INSERT ("Too many parts") and slowed down 2 INSERTs, because',
+  )
   // The doctor lists findings of one severity and rule by key.
   const partitions = await rig.findings('ch_parts_per_partition')
   expect(partitions.map((f) => [f.key, f.severity, f.metrics.active_parts])).toEqual([
     ['ch_parts_per_partition:default.events:1', 'critical', 21],
     ['ch_parts_per_partition:default.tight:all', 'critical', 3],
   ])
-  expect(partitions[1].detail).toContain('it has reached parts_to_throw_insert (3): INSERTs into it fail with "Too many parts"')
+  expect(partitions[1].detail).toContain(
+    'it has reached parts_to_throw_insert (3): INSERTs into it fail with "Too many parts"',
+  )
   expect((await rig.api('/doctor')).status).toBe('unhealthy')
   // Judged over the last minutes: past the window the counts are gone though the partitions are still full.
   rig.server.advance(5 * 60_000 + 60_000)
@@ -105,22 +126,37 @@ test('total active parts on the server: warning, then critical; dropping the tab
   await rig.ch.command('CREATE TABLE many (p UInt16, id UInt64) ENGINE = MergeTree PARTITION BY p ORDER BY id')
   await rig.ch.command('SYSTEM STOP MERGES many')
   // One INSERT touching 45 partitions writes 45 parts.
-  await rig.ch.insert('many', Array.from({ length: 45 }, (_, p) => ({ p, id: 1 })))
-  const activeParts = async () => Number((await rig.ch.query<{ n: string }>('SELECT count() AS n FROM system.parts WHERE active'))[0]!.n)
+  await rig.ch.insert(
+    'many',
+    Array.from({ length: 45 }, (_, p) => ({ p, id: 1 })),
+  )
+  const activeParts = async () =>
+    Number((await rig.ch.query<{ n: string }>('SELECT count() AS n FROM system.parts WHERE active'))[0]!.n)
   await rig.cycle()
   const total = await activeParts()
   expect(total).toBeGreaterThanOrEqual(45)
   expect(total).toBeLessThan(80)
   const [warning] = await rig.findings('ch_total_parts')
-  expect(warning).toMatchObject({ key: 'ch_total_parts', severity: 'warning', category: 'capacity', title: 'Too many active parts on the server', metrics: { active_parts: total } })
+  expect(warning).toMatchObject({
+    key: 'ch_total_parts',
+    severity: 'warning',
+    category: 'capacity',
+    title: 'Too many active parts on the server',
+    metrics: { active_parts: total },
+  })
   expect(warning.objects[0]).toBe('default.many')
   expect(warning.detail).toContain(`The server has ${total} active parts`)
   expect(warning.detail).toContain('The most: default.many (45 parts in 45 partitions)')
   expect(warning.how_to_fix[0]).toStartWith('OPTIMIZE TABLE default.many FINAL;')
 
-  await rig.ch.insert('many', Array.from({ length: 40 }, (_, p) => ({ p, id: 2 })))
+  await rig.ch.insert(
+    'many',
+    Array.from({ length: 40 }, (_, p) => ({ p, id: 2 })),
+  )
   await rig.cycle()
-  expect(await rig.findings('ch_total_parts')).toEqual([expect.objectContaining({ severity: 'critical', metrics: expect.objectContaining({ active_parts: total + 40 }) })])
+  expect(await rig.findings('ch_total_parts')).toEqual([
+    expect.objectContaining({ severity: 'critical', metrics: expect.objectContaining({ active_parts: total + 40 }) }),
+  ])
 
   await rig.ch.command('DROP TABLE many SYNC')
   await rig.cycle()
@@ -131,18 +167,28 @@ test('detached parts: DETACH PART raises a warning, two are critical (lowered th
   await rig.ch.command('CREATE TABLE kept (id UInt64) ENGINE = MergeTree ORDER BY id')
   await rig.ch.command('SYSTEM STOP MERGES kept')
   for (let i = 0; i < 2; i++) await rig.ch.insert('kept', [{ id: i }])
-  const names = (await rig.ch.query<{ name: string }>("SELECT name FROM system.parts WHERE table = 'kept' AND active ORDER BY name")).map((r) => r.name)
+  const names = (
+    await rig.ch.query<{ name: string }>("SELECT name FROM system.parts WHERE table = 'kept' AND active ORDER BY name")
+  ).map((r) => r.name)
   expect(names).toHaveLength(2)
 
   await rig.ch.command(`ALTER TABLE kept DETACH PART '${names[0]}'`)
   await rig.cycle()
   const [warning] = await rig.findings('ch_detached_parts')
-  expect(warning).toMatchObject({ key: 'ch_detached_parts', severity: 'warning', category: 'reliability', title: '1 detached part', metrics: { detached_parts: 1 } })
+  expect(warning).toMatchObject({
+    key: 'ch_detached_parts',
+    severity: 'warning',
+    category: 'reliability',
+    title: '1 detached part',
+    metrics: { detached_parts: 1 },
+  })
   expect(warning.how_to_investigate[0]).toContain('FROM system.detached_parts')
 
   await rig.ch.command(`ALTER TABLE kept DETACH PART '${names[1]}'`)
   await rig.cycle()
-  expect(await rig.findings('ch_detached_parts')).toEqual([expect.objectContaining({ severity: 'critical', title: '2 detached parts', metrics: { detached_parts: 2 } })])
+  expect(await rig.findings('ch_detached_parts')).toEqual([
+    expect.objectContaining({ severity: 'critical', title: '2 detached parts', metrics: { detached_parts: 2 } }),
+  ])
 
   for (const name of names) await rig.ch.command(`ALTER TABLE kept ATTACH PART '${name}'`)
   await rig.cycle()

@@ -32,7 +32,10 @@ beforeAll(async () => {
       ${user('app', `<password_sha256_hex>${sha256('app secret')}</password_sha256_hex>`, '<ip>10.0.0.0/8</ip>')}
     </users></clickhouse>`,
   )
-  writeFileSync(join(dir, 'config.xml'), `<clickhouse><user_directories><users_xml><path>${join(dir, 'users.xml')}</path></users_xml></user_directories></clickhouse>`)
+  writeFileSync(
+    join(dir, 'config.xml'),
+    `<clickhouse><user_directories><users_xml><path>${join(dir, 'users.xml')}</path></users_xml></user_directories></clickhouse>`,
+  )
   ch = await startClickHouse({ configFile: join(dir, 'config.xml') })
   rig = await watchDatabase(ch.dsn)
 })
@@ -46,7 +49,11 @@ afterAll(async () => {
 describe('ClickHouse users', () => {
   test('without a password: critical when open to every network, a warning when restricted; with the users.xml fix', async () => {
     const snapshot = await rig.server.store.latestSnapshot(rig.dbId, 'clickhouse_users')
-    const users = (snapshot!.payload as { users: { name: string; auth_type: string[]; host_ip: string[]; host_names: string[]; storage: string }[] }).users
+    const users = (
+      snapshot!.payload as {
+        users: { name: string; auth_type: string[]; host_ip: string[]; host_names: string[]; storage: string }[]
+      }
+    ).users
     // A loopback address is this machine: ClickHouse shows it as the host name localhost.
     expect(users.map((u) => [u.name, u.auth_type, u.host_ip, u.host_names, u.storage])).toEqual([
       ['app', ['sha256_password'], ['10.0.0.0/8'], [], 'users_xml'],
@@ -61,12 +68,16 @@ describe('ClickHouse users', () => {
       ['warning', '1 ClickHouse user without a password: reporter', ['user reporter']],
     ])
     expect(findings[0].category).toBe('security')
-    expect(findings[0].detail).toStartWith('default (users_xml, from ::/0) logs in without a password: and from every network')
+    expect(findings[0].detail).toStartWith(
+      'default (users_xml, from ::/0) logs in without a password: and from every network',
+    )
     expect(findings[0].how_to_fix).toEqual([
-      '-- users.xml: in <users><default>, replace <no_password/> or the empty <password> with <password_sha256_hex> of a new password (echo -n \'<new password>\' | sha256sum), then restart or wait for the reload',
+      "-- users.xml: in <users><default>, replace <no_password/> or the empty <password> with <password_sha256_hex> of a new password (echo -n '<new password>' | sha256sum), then restart or wait for the reload",
       "-- users.xml: in <users><default><networks>, replace ::/0 with the clients' networks (<ip>10.0.0.0/8</ip>, <host>app.example.com</host>)",
     ])
-    expect(findings[1].detail).toContain('reporter (users_xml, from localhost) logs in without a password: only from the hosts listed')
+    expect(findings[1].detail).toContain(
+      'reporter (users_xml, from localhost) logs in without a password: only from the hosts listed',
+    )
   })
 
   test('with a password but open to every network: a note naming the user quoted, the one restricted user left out', async () => {
@@ -78,6 +89,8 @@ describe('ClickHouse users', () => {
       objects: ['user `ops.ü-admin`'],
       metrics: { users: 1 },
     })
-    expect(finding.how_to_fix).toEqual(["-- users.xml: in <users><ops.ü-admin><networks>, replace ::/0 with the clients' networks (<ip>10.0.0.0/8</ip>, <host>app.example.com</host>)"])
+    expect(finding.how_to_fix).toEqual([
+      "-- users.xml: in <users><ops.ü-admin><networks>, replace ::/0 with the clients' networks (<ip>10.0.0.0/8</ip>, <host>app.example.com</host>)",
+    ])
   })
 })

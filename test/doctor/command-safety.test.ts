@@ -67,7 +67,12 @@ function hostile(name: string, payload: string): Variant {
 
 /** Names that are keywords: bare they would fail to parse or name something else (`current_user`). */
 const keywords: Variant = { name: 'keywords', text: (role) => `${role}_select`, schema: 'user', user: 'current_user' }
-const clickhouseKeywords: Variant = { name: 'keywords', text: (role) => `${role}_select`, schema: 'select', user: 'default' }
+const clickhouseKeywords: Variant = {
+  name: 'keywords',
+  text: (role) => `${role}_select`,
+  schema: 'select',
+  user: 'default',
+}
 
 /** PostgreSQL's quote_ident(), as pg_get_indexdef() writes names: never U&"...". */
 const quoteIdent = (s: string) => (pgIdent(s) === s ? s : `"${s.replaceAll('"', '""')}"`)
@@ -104,7 +109,16 @@ function postgresBatches(v: Variant, now: number): IngestBatch[] {
     delta: null,
     ...extra,
   })
-  const seqDelta = { seq_scan: 1000, seq_tup_read: 50_000_000, idx_scan: 0, idx_tup_fetch: 0, n_tup_ins: 0, n_tup_upd: 0, n_tup_del: 0, n_tup_hot_upd: 0 }
+  const seqDelta = {
+    seq_scan: 1000,
+    seq_tup_read: 50_000_000,
+    idx_scan: 0,
+    idx_tup_fetch: 0,
+    n_tup_ins: 0,
+    n_tup_upd: 0,
+    n_tup_del: 0,
+    n_tup_hot_upd: 0,
+  }
   const index = (name: string, tableRole: string, columns: string[], extra: Record<string, unknown> = {}) => {
     const unique = extra.is_unique === true
     return {
@@ -160,7 +174,12 @@ function postgresBatches(v: Variant, now: number): IngestBatch[] {
     shared_blks_read: 10,
     temp_blks_written: tempBlocks,
   })
-  const seqScan = (relation: string, filter: string | null) => ({ 'Node Type': 'Seq Scan', 'Relation Name': relation, ...(filter ? { Filter: filter } : {}), 'Plan Rows': 10 })
+  const seqScan = (relation: string, filter: string | null) => ({
+    'Node Type': 'Seq Scan',
+    'Relation Name': relation,
+    ...(filter ? { Filter: filter } : {}),
+    'Plan Rows': 10,
+  })
   const plan = (hash: string, ts: number, cost: number, node: Record<string, unknown>) => ({
     query_hash: t('stmt1').slice(0, 64),
     ts,
@@ -221,7 +240,13 @@ function postgresBatches(v: Variant, now: number): IngestBatch[] {
     fillfactor: 100,
     live_rows: 1000,
   })
-  const slot = (role: string, lag: number) => ({ slot_name: t(role), slot_type: t('physical'), active: false, lag_bytes: lag, wal_status: 'extended' })
+  const slot = (role: string, lag: number) => ({
+    slot_name: t(role),
+    slot_type: t('physical'),
+    active: false,
+    lag_bytes: lag,
+    wal_status: 'extended',
+  })
   return [
     // Three hours before: stmt1 at a tenth of its mean now (pg_statement_regressed, with its plan change).
     pgBatch(t('database'), now - 3 * HOUR, { query_stats: [statement('stmt1', 100, 20_000, 0)] }, v.text('16.4', 200)),
@@ -229,11 +254,23 @@ function postgresBatches(v: Variant, now: number): IngestBatch[] {
     pgBatch(
       t('database'),
       now - 20 * MINUTE,
-      { server_state: { started_at: now - 24 * HOUR, settings: { synchronous_commit: 'on', archive_library: v.text('archive_library', 1000), max_connections: '100' } } },
+      {
+        server_state: {
+          started_at: now - 24 * HOUR,
+          settings: {
+            synchronous_commit: 'on',
+            archive_library: v.text('archive_library', 1000),
+            max_connections: '100',
+          },
+        },
+      },
       v.text('16.4', 200),
     ),
     pgBatch(t('database'), now - 5 * MINUTE, {
-      server_state: { started_at: now - 6 * MINUTE, settings: { synchronous_commit: 'off', archive_library: '', max_connections: '50' } },
+      server_state: {
+        started_at: now - 6 * MINUTE,
+        settings: { synchronous_commit: 'off', archive_library: '', max_connections: '50' },
+      },
       database_stats: {
         blks_hit: 50_000,
         blks_read: 50_000,
@@ -278,13 +315,38 @@ function postgresBatches(v: Variant, now: number): IngestBatch[] {
       },
       // A user trigger and a foreign key's internal trigger switched off (pg_disabled_triggers), hostile names.
       disabled_triggers: [
-        { schema_name: s, table_name: t('trg_table'), trigger_name: t('trg'), internal: false, constraint_name: null, constraint_schema: null, constraint_table: null },
-        { schema_name: s, table_name: t('trg_parent'), trigger_name: t('trg_fk'), internal: true, constraint_name: t('trg_fkey'), constraint_schema: s, constraint_table: t('trg_child') },
+        {
+          schema_name: s,
+          table_name: t('trg_table'),
+          trigger_name: t('trg'),
+          internal: false,
+          constraint_name: null,
+          constraint_schema: null,
+          constraint_table: null,
+        },
+        {
+          schema_name: s,
+          table_name: t('trg_parent'),
+          trigger_name: t('trg_fk'),
+          internal: true,
+          constraint_name: t('trg_fkey'),
+          constraint_schema: s,
+          constraint_table: t('trg_child'),
+        },
       ],
       query_stats: [statement('stmt1', 100, 200_000, 100_000), statement('stmt2', 100, 150_000, 50_000)],
       explain_plans: [
-        plan('plan_old', now - 40 * MINUTE, 100, { 'Node Type': 'Index Scan', 'Relation Name': t('seq1'), 'Plan Rows': 10 }),
-        plan('plan_new', now - 10 * MINUTE, 1000, seqScan(t('seq1'), `(${quoteIdent(t('customer_id'))} = ${pgString(t('value'))})`)),
+        plan('plan_old', now - 40 * MINUTE, 100, {
+          'Node Type': 'Index Scan',
+          'Relation Name': t('seq1'),
+          'Plan Rows': 10,
+        }),
+        plan(
+          'plan_new',
+          now - 10 * MINUTE,
+          1000,
+          seqScan(t('seq1'), `(${quoteIdent(t('customer_id'))} = ${pgString(t('value'))})`),
+        ),
       ],
       activity: [
         active(101, 'active', 400),
@@ -301,8 +363,18 @@ function postgresBatches(v: Variant, now: number): IngestBatch[] {
       locks: [lock(302, false), lock(402, false), lock(502, false), lock(301, true)],
       tables: [
         // Vacuumed after the holders began: VACUUM could not clean them (the holders below are named).
-        table('dead1', { n_dead_tup: 60_000, n_live_tup: 10_000, autovacuum_enabled: true, last_autovacuum: now - 6 * MINUTE }),
-        table('dead2', { n_dead_tup: 50_000, n_live_tup: 10_000, autovacuum_enabled: false, last_vacuum: now - 6 * MINUTE }),
+        table('dead1', {
+          n_dead_tup: 60_000,
+          n_live_tup: 10_000,
+          autovacuum_enabled: true,
+          last_autovacuum: now - 6 * MINUTE,
+        }),
+        table('dead2', {
+          n_dead_tup: 50_000,
+          n_live_tup: 10_000,
+          autovacuum_enabled: false,
+          last_vacuum: now - 6 * MINUTE,
+        }),
         table('av1', { autovacuum_enabled: false, table_size_bytes: 9 * 1024 * 1024 }),
         table('av2', { autovacuum_enabled: false }),
         table('nopk1', { has_primary_key: false, table_size_bytes: 9 * 1024 * 1024 }),
@@ -339,8 +411,26 @@ function postgresBatches(v: Variant, now: number): IngestBatch[] {
           query_text: v.text('holder_query', 1000),
           database: t('db'),
         },
-        { kind: 'slot', xmin_age: 20_000_000, catalog_xmin_age: null, since: now - 30 * MINUTE, slot_name: t('slot1'), slot_type: 'physical', active: false, pid: null, database: null },
-        { kind: 'prepared', xmin_age: 10_000_000, since: now - 30 * MINUTE, gid: t('gid'), owner: v.user, database: t('db'), prepared_at: now - 120 * MINUTE },
+        {
+          kind: 'slot',
+          xmin_age: 20_000_000,
+          catalog_xmin_age: null,
+          since: now - 30 * MINUTE,
+          slot_name: t('slot1'),
+          slot_type: 'physical',
+          active: false,
+          pid: null,
+          database: null,
+        },
+        {
+          kind: 'prepared',
+          xmin_age: 10_000_000,
+          since: now - 30 * MINUTE,
+          gid: t('gid'),
+          owner: v.user,
+          database: t('db'),
+          prepared_at: now - 120 * MINUTE,
+        },
       ],
       // What the security advisors judge: a second superuser, an expiring password, MD5, a SECURITY
       // DEFINER function, a schema open to PUBLIC, a trust line, ssl off on every interface, no checksums.
@@ -352,12 +442,30 @@ function postgresBatches(v: Variant, now: number): IngestBatch[] {
         roles: [
           { name: 'postgres', superuser: true, bootstrap: true, can_login: true, valid_until: null },
           { name: t('su'), superuser: true, bootstrap: false, can_login: true, valid_until: null },
-          { name: t('expiring'), superuser: false, bootstrap: false, can_login: true, valid_until: now + 2 * 24 * HOUR },
+          {
+            name: t('expiring'),
+            superuser: false,
+            bootstrap: false,
+            can_login: true,
+            valid_until: now + 2 * 24 * HOUR,
+          },
         ],
         md5_roles: [t('md5role')],
-        definer_functions: [{ schema: v.schema, name: t('fn'), args: `${t('arg')} integer, text`, owner: v.user, owner_superuser: true }],
+        definer_functions: [
+          { schema: v.schema, name: t('fn'), args: `${t('arg')} integer, text`, owner: v.user, owner_superuser: true },
+        ],
         public_create_schemas: [v.schema],
-        hba_rules: [{ line_number: 90, type: 'host', database: [t('hbadb')], user_name: [v.user], address: t('addr'), netmask: t('mask'), auth_method: 'trust' }],
+        hba_rules: [
+          {
+            line_number: 90,
+            type: 'host',
+            database: [t('hbadb')],
+            user_name: [v.user],
+            address: t('addr'),
+            netmask: t('mask'),
+            auth_method: 'trust',
+          },
+        ],
       },
       sequences: [sequence('seqa', 0.95), sequence('seqb', 0.8)],
       unindexed_foreign_keys: [foreignKey('fk1'), foreignKey('fk2')],
@@ -392,9 +500,36 @@ function postgresBatches(v: Variant, now: number): IngestBatch[] {
         checked_at: now - MINUTE,
         error: v.text('backup_error', 1000),
         backups: [
-          { label: v.text('backup_failed', 200), type: 'incr', started_at: now - 2 * HOUR, finished_at: now - HOUR, size_bytes: 1, stored_bytes: 1, stanza: v.text('stanza', 1000), ok: false },
-          { label: v.text('backup_old', 200), type: 'diff', started_at: now - 80 * HOUR, finished_at: now - 80 * HOUR, size_bytes: 1, stored_bytes: 1, stanza: v.text('stanza', 1000), ok: true },
-          { label: v.text('backup_full', 200), type: 'full', started_at: now - 10 * 24 * HOUR, finished_at: now - 10 * 24 * HOUR, size_bytes: 1, stored_bytes: 1, stanza: v.text('stanza', 1000), ok: true },
+          {
+            label: v.text('backup_failed', 200),
+            type: 'incr',
+            started_at: now - 2 * HOUR,
+            finished_at: now - HOUR,
+            size_bytes: 1,
+            stored_bytes: 1,
+            stanza: v.text('stanza', 1000),
+            ok: false,
+          },
+          {
+            label: v.text('backup_old', 200),
+            type: 'diff',
+            started_at: now - 80 * HOUR,
+            finished_at: now - 80 * HOUR,
+            size_bytes: 1,
+            stored_bytes: 1,
+            stanza: v.text('stanza', 1000),
+            ok: true,
+          },
+          {
+            label: v.text('backup_full', 200),
+            type: 'full',
+            started_at: now - 10 * 24 * HOUR,
+            finished_at: now - 10 * 24 * HOUR,
+            size_bytes: 1,
+            stored_bytes: 1,
+            stanza: v.text('stanza', 1000),
+            ok: true,
+          },
         ],
       },
       host: hostSection(v),
@@ -403,8 +538,19 @@ function postgresBatches(v: Variant, now: number): IngestBatch[] {
       // archive failure, each with hostile names and texts; most counted but not sent whole (dropped).
       log_events: logSection(
         [
-          logEntry('error', now - 3 * MINUTE, { severity: 'error', sqlstate: '23505', message: v.text('error_message', 8000), statement: v.text('error_statement', 8000), user: v.text('error_user', 1000) }),
-          logEntry('auth_failed', now - 3 * MINUTE, { severity: 'fatal', message: v.text('auth_message', 8000), user: v.text('auth_user', 1000), client: v.text('auth_client', 1000) }),
+          logEntry('error', now - 3 * MINUTE, {
+            severity: 'error',
+            sqlstate: '23505',
+            message: v.text('error_message', 8000),
+            statement: v.text('error_statement', 8000),
+            user: v.text('error_user', 1000),
+          }),
+          logEntry('auth_failed', now - 3 * MINUTE, {
+            severity: 'fatal',
+            message: v.text('auth_message', 8000),
+            user: v.text('auth_user', 1000),
+            client: v.text('auth_client', 1000),
+          }),
           ...[1, 2, 3].map((i) =>
             logEntry('autovacuum_cancelled', now - (3 + i) * MINUTE, {
               severity: 'error',
@@ -414,13 +560,31 @@ function postgresBatches(v: Variant, now: number): IngestBatch[] {
               fields: { table: `${v.text('db', 200)}.${s}.${t('dead1')}`.slice(0, 8000), blocker_pid: 4343 },
             }),
           ),
-          logEntry('out_of_memory', now - 4 * MINUTE, { severity: 'error', message: v.text('oom_message', 8000), statement: v.text('oom_statement', 8000) }),
+          logEntry('out_of_memory', now - 4 * MINUTE, {
+            severity: 'error',
+            message: v.text('oom_message', 8000),
+            statement: v.text('oom_statement', 8000),
+          }),
           // The host swaps, so out of memory is host_memory_pressure's evidence: pg_log_resource_faults fires on this.
           logEntry('could_not_fork', now - 4 * MINUTE, { severity: 'log', message: v.text('fork_message', 8000) }),
-          ...[0, 1, 2, 3].map((i) => logEntry('checkpoint', now - (2 + 5 * i) * MINUTE, { fields: { reason: 'wal', distance_bytes: GB } })),
-          logEntry('temp_file', now - 2 * MINUTE, { message: v.text('temp_message', 8000), statement: v.text('temp_statement', 8000), fields: { size_bytes: 300 * 1024 ** 2, path: v.text('temp_path', 8000) } }),
-          logEntry('deadlock', now - 2 * MINUTE, { severity: 'error', message: 'deadlock detected', fields: { statements: [v.text('deadlock_a', 8000), v.text('deadlock_b', 8000)] } }),
-          logEntry('archive_failed', now - 2 * MINUTE, { severity: 'warning', message: v.text('archive_message', 8000), fields: { exit_code: 1, wal_file: v.text('walfail', 8000) } }),
+          ...[0, 1, 2, 3].map((i) =>
+            logEntry('checkpoint', now - (2 + 5 * i) * MINUTE, { fields: { reason: 'wal', distance_bytes: GB } }),
+          ),
+          logEntry('temp_file', now - 2 * MINUTE, {
+            message: v.text('temp_message', 8000),
+            statement: v.text('temp_statement', 8000),
+            fields: { size_bytes: 300 * 1024 ** 2, path: v.text('temp_path', 8000) },
+          }),
+          logEntry('deadlock', now - 2 * MINUTE, {
+            severity: 'error',
+            message: 'deadlock detected',
+            fields: { statements: [v.text('deadlock_a', 8000), v.text('deadlock_b', 8000)] },
+          }),
+          logEntry('archive_failed', now - 2 * MINUTE, {
+            severity: 'warning',
+            message: v.text('archive_message', 8000),
+            fields: { exit_code: 1, wal_file: v.text('walfail', 8000) },
+          }),
         ],
         [
           ...Array.from({ length: 60 }, () => logEntry('error', now - 3 * MINUTE, { severity: 'error' })),
@@ -524,11 +688,51 @@ function clickhouseBatches(v: Variant, now: number): IngestBatch[] {
         ? {
             clickhouse_users: {
               users: [
-                { name: t('user_open'), storage: 'users_xml', auth_type: ['no_password'], host_ip: ['::/0'], host_names: [], host_names_regexp: [], host_names_like: [] },
-                { name: t('user_sql_open'), storage: 'local_directory', auth_type: ['no_password'], host_ip: [], host_names: [], host_names_regexp: ['.*'], host_names_like: [] },
-                { name: t('user_local'), storage: 'local_directory', auth_type: ['no_password'], host_ip: ['127.0.0.1'], host_names: [t('host', 200)], host_names_regexp: [], host_names_like: [] },
-                { name: t('user_any'), storage: 'local_directory', auth_type: ['sha256_password'], host_ip: [], host_names: [], host_names_regexp: [], host_names_like: ['%'] },
-                { name: t('user_xml_any'), storage: 'users_xml', auth_type: ['plaintext_password'], host_ip: ['::/0'], host_names: [], host_names_regexp: [], host_names_like: [] },
+                {
+                  name: t('user_open'),
+                  storage: 'users_xml',
+                  auth_type: ['no_password'],
+                  host_ip: ['::/0'],
+                  host_names: [],
+                  host_names_regexp: [],
+                  host_names_like: [],
+                },
+                {
+                  name: t('user_sql_open'),
+                  storage: 'local_directory',
+                  auth_type: ['no_password'],
+                  host_ip: [],
+                  host_names: [],
+                  host_names_regexp: ['.*'],
+                  host_names_like: [],
+                },
+                {
+                  name: t('user_local'),
+                  storage: 'local_directory',
+                  auth_type: ['no_password'],
+                  host_ip: ['127.0.0.1'],
+                  host_names: [t('host', 200)],
+                  host_names_regexp: [],
+                  host_names_like: [],
+                },
+                {
+                  name: t('user_any'),
+                  storage: 'local_directory',
+                  auth_type: ['sha256_password'],
+                  host_ip: [],
+                  host_names: [],
+                  host_names_regexp: [],
+                  host_names_like: ['%'],
+                },
+                {
+                  name: t('user_xml_any'),
+                  storage: 'users_xml',
+                  auth_type: ['plaintext_password'],
+                  host_ip: ['::/0'],
+                  host_names: [],
+                  host_names_regexp: [],
+                  host_names_like: [],
+                },
               ],
             },
           }
@@ -538,7 +742,14 @@ function clickhouseBatches(v: Variant, now: number): IngestBatch[] {
         ? {
             log_events: {
               ...logSection([
-                logEntry('error', now - 2 * MINUTE, { severity: 'error', sqlstate: 'UNKNOWN_TABLE', count: 100, message: t('ch_error_message', 8000), fingerprint: t('ch_error_pattern', 512), fields: { code: 60, remote: false } }),
+                logEntry('error', now - 2 * MINUTE, {
+                  severity: 'error',
+                  sqlstate: 'UNKNOWN_TABLE',
+                  count: 100,
+                  message: t('ch_error_message', 8000),
+                  fingerprint: t('ch_error_pattern', 512),
+                  fields: { code: 60, remote: false },
+                }),
               ]),
               source: 'system_tables' as const,
             },
@@ -547,7 +758,16 @@ function clickhouseBatches(v: Variant, now: number): IngestBatch[] {
       parts: [part('parts1', 1200, 1000), part('parts2', 600, 1000), part('many', 9000, 100_000)],
       merges: [merge('merge1', false), merge('merge2', true)],
       // A table with 100 mutations queued, young and none failing (ch_queued_mutations).
-      mutations: [mutation('mutation1', true), mutation('mutation2', false), ...Array.from({ length: 100 }, (_, i) => ({ ...mutation('queued', false), mutation_id: `mutation_${i + 1}.txt`, create_time: now - 60_000, stuck: false }))],
+      mutations: [
+        mutation('mutation1', true),
+        mutation('mutation2', false),
+        ...Array.from({ length: 100 }, (_, i) => ({
+          ...mutation('queued', false),
+          mutation_id: `mutation_${i + 1}.txt`,
+          create_time: now - 60_000,
+          stuck: false,
+        })),
+      ],
       activity: [query('query1', 4000), query('query2', 3000)],
       query_stats: [
         {
@@ -620,7 +840,11 @@ function clickhouseBatches(v: Variant, now: number): IngestBatch[] {
 const ONE_EACH: Record<string, Record<string, number>> = Object.fromEntries(
   rules.map((rule) => [
     rule.id,
-    Object.fromEntries(Object.keys(rule.thresholds).filter((k) => ['max_findings', 'max_slots', 'max_replicas', 'max_statements'].includes(k)).map((k) => [k, 1])),
+    Object.fromEntries(
+      Object.keys(rule.thresholds)
+        .filter((k) => ['max_findings', 'max_slots', 'max_replicas', 'max_statements'].includes(k))
+        .map((k) => [k, 1]),
+    ),
   ]),
 )
 
@@ -637,11 +861,25 @@ async function findingsOf(v: Variant, engine: 'postgres' | 'clickhouse'): Promis
   // The operator's own check (custom_metric_threshold), judged on its latest sample (a minute old at most):
   // a label value and a description from the database and the config, hostile, in one more batch.
   const latest = batches.reduce((a, b) => (b.collected_at > a.collected_at ? b : a))
-  const own: IngestBatch = { batch_id: crypto.randomUUID(), collected_at: Math.max(latest.collected_at + 1, now - 20_000), interval_seconds: 60, agent_version: latest.agent_version, database: { ...latest.database } }
+  const own: IngestBatch = {
+    batch_id: crypto.randomUUID(),
+    collected_at: Math.max(latest.collected_at + 1, now - 20_000),
+    interval_seconds: 60,
+    agent_version: latest.agent_version,
+    database: { ...latest.database },
+  }
   batches.push(own)
   own.custom_metrics = {
     definitions: [
-      { name: 'outbox_rows', kind: 'gauge', labels: ['queue'], values: ['n'], interval_seconds: 60, description: v.text('description', 500), alert: { op: 'above', threshold: 10, for_seconds: 0, severity: 'warning' } },
+      {
+        name: 'outbox_rows',
+        kind: 'gauge',
+        labels: ['queue'],
+        values: ['n'],
+        interval_seconds: 60,
+        description: v.text('description', 500),
+        alert: { op: 'above', threshold: 10, for_seconds: 0, severity: 'warning' },
+      },
     ],
     samples: [{ name: 'outbox_rows', column: 'n', labels: { queue: v.text('queue', 200) }, value: 11 }],
     errors: [],
@@ -667,13 +905,24 @@ async function findingsOf(v: Variant, engine: 'postgres' | 'clickhouse'): Promis
   expect({ variant: v.name, failed_rules: diagnosis.failed_rules }).toEqual({ variant: v.name, failed_rules: [] })
   if (engine === 'clickhouse') {
     // ch_log_error_rate stays quiet while ch_failed_queries names the errors (one finding per cause): its own commands come from a diagnosis where queries do not fail.
-    const quiet = await diagnose({ ...deps, doctorThresholds: { ...ONE_EACH, ch_failed_queries: { min_queries: Number.MAX_SAFE_INTEGER } } }, db, Date.now())
+    const quiet = await diagnose(
+      { ...deps, doctorThresholds: { ...ONE_EACH, ch_failed_queries: { min_queries: Number.MAX_SAFE_INTEGER } } },
+      db,
+      Date.now(),
+    )
     diagnosis.findings.push(...quiet.findings.filter((f) => f.rule === 'ch_log_error_rate'))
   }
   // A database that never sent a batch, under a hostile name of at most 200 characters (the name's limit).
   const silentDb = await server.store.createDatabase(
     account.orgId,
-    { name: `${engine} ${v.text('never')}`.slice(0, 200), engine, host: 'db.internal', port: 5432, tags: {}, engine_version: null },
+    {
+      name: `${engine} ${v.text('never')}`.slice(0, 200),
+      engine,
+      host: 'db.internal',
+      port: 5432,
+      tags: {},
+      engine_version: null,
+    },
     now,
   )
   if (silentDb === 'limit') throw new Error('database limit')
@@ -706,14 +955,29 @@ async function findingsOf(v: Variant, engine: 'postgres' | 'clickhouse'): Promis
 // ---- commands ----
 
 /** Commands that are not SQL: shell commands and API calls, recognised by their first word. */
-const NOT_SQL = ['GET', 'curl', 'dbm', 'journalctl', 'systemctl', 'vacuumdb', 'grep', 'kubectl', 'pgbackrest', 'wal-g', 'free', 'ps', 'pg_isready']
+const NOT_SQL = [
+  'GET',
+  'curl',
+  'dbm',
+  'journalctl',
+  'systemctl',
+  'vacuumdb',
+  'grep',
+  'kubectl',
+  'pgbackrest',
+  'wal-g',
+  'free',
+  'ps',
+  'pg_isready',
+]
 const isSql = (command: string) => !NOT_SQL.includes(command.split(' ')[0]!) && !command.startsWith('#/')
 
 /** Characters a command never carries: line breaks, controls, and the hidden characters (bidi marks, invisible format and tag characters). */
 const UNSAFE = new RegExp(`[\\u0000-\\u001f\\u007f-\\u009f${HIDDEN_CHARACTERS}]`, 'u')
 
 /** The command with each `<placeholder>` filled in: a statement where it names one, else an identifier. */
-const filled = (command: string) => command.replace(/<[A-Za-z][^<>'"`\n]*>/g, (p) => (/statement|query/.test(p) ? 'SELECT 1' : 'x'))
+const filled = (command: string) =>
+  command.replace(/<[A-Za-z][^<>'"`\n]*>/g, (p) => (/statement|query/.test(p) ? 'SELECT 1' : 'x'))
 
 interface Parsed {
   /** The statements' kinds, in order. */
@@ -750,12 +1014,21 @@ function parsePostgres(command: string): Parsed {
       return 'comment'
     }
     // Anything else (keywords, operators, punctuation) is the rule's own text: never the monitored text.
-    expect({ command, token: token.text, marked: token.text.toLowerCase().includes(MARK) || token.text.includes('victim') }).toEqual({ command, token: token.text, marked: false })
+    expect({
+      command,
+      token: token.text,
+      marked: token.text.toLowerCase().includes(MARK) || token.text.includes('victim'),
+    }).toEqual({ command, token: token.text, marked: false })
     return token.text.toUpperCase()
   })
   // Every constant the scanner saw means the same with standard_conforming_strings off: no backslash outside the E'' form.
   for (const token of tokens) {
-    if (token.tokenType === 261 && !/^[eE]'/.test(token.text)) expect({ command, constant: token.text, backslash: token.text.includes('\\') }).toEqual({ command, constant: token.text, backslash: false })
+    if (token.tokenType === 261 && !/^[eE]'/.test(token.text))
+      expect({ command, constant: token.text, backslash: token.text.includes('\\') }).toEqual({
+        command,
+        constant: token.text,
+        backslash: false,
+      })
   }
   return { kinds: (stmts ?? []).map((s) => Object.keys(s.stmt ?? {})[0]!), shape }
 }
@@ -818,13 +1091,32 @@ function lexClickHouse(sql: string, names: Set<string>): Lexed {
       if (names.has(token)) shape.push('identifier')
       else if (/^[0-9]/.test(token)) shape.push('constant')
       else {
-        expect({ sql, token, marked: token.toLowerCase().includes(MARK) || token.includes('victim') }).toEqual({ sql, token, marked: false })
+        expect({ sql, token, marked: token.toLowerCase().includes(MARK) || token.includes('victim') }).toEqual({
+          sql,
+          token,
+          marked: false,
+        })
         shape.push(token.toUpperCase())
       }
     }
   }
-  if (sql.slice(start).replace(/--[^\n]*/g, '').trim() !== '') statements.push(sql.slice(start))
-  return { statements: statements.filter((s) => s.replace(/--[^\n]*/g, '').replace(/;\s*$/, '').trim() !== ''), shape }
+  if (
+    sql
+      .slice(start)
+      .replace(/--[^\n]*/g, '')
+      .trim() !== ''
+  )
+    statements.push(sql.slice(start))
+  return {
+    statements: statements.filter(
+      (s) =>
+        s
+          .replace(/--[^\n]*/g, '')
+          .replace(/;\s*$/, '')
+          .trim() !== '',
+    ),
+    shape,
+  }
 }
 
 /** The kind of a statement as ClickHouse's parser reads it (the root of EXPLAIN AST), or the parser's error. */
@@ -849,24 +1141,42 @@ interface CommandReport {
 }
 
 /** Parses every command of every finding; checks what holds for any run; returns them by finding. */
-async function commandsOf(findings: Finding[], engine: 'postgres' | 'clickhouse', names: Set<string>): Promise<Map<string, CommandReport[][]>> {
+async function commandsOf(
+  findings: Finding[],
+  engine: 'postgres' | 'clickhouse',
+  names: Set<string>,
+): Promise<Map<string, CommandReport[][]>> {
   const byRule = new Map<string, CommandReport[][]>()
   for (const f of findings) {
     const reports: CommandReport[] = []
     for (const field of ['how_to_investigate', 'how_to_fix'] as const) {
       for (const [index, command] of f[field].entries()) {
         // One line, no control or bidirectional character: what is shown is what is pasted.
-        expect({ rule: f.rule, command, unsafe: UNSAFE.test(command) }).toEqual({ rule: f.rule, command, unsafe: false })
+        expect({ rule: f.rule, command, unsafe: UNSAFE.test(command) }).toEqual({
+          rule: f.rule,
+          command,
+          unsafe: false,
+        })
         if (!isSql(command) || f.rule === 'agent_disconnected') {
           // Shell and API commands: monitored text only after a shell comment, and URLs percent-encoded.
           let [code] = command.split(/\s+#\s|\s{3}--\s/)
           // An API call, or a page of the dashboard (`#/databases/<id>/queries/<hash>`): the path percent-encoded.
           if (command.startsWith('GET ') || command.startsWith('#/')) {
             const path = command.startsWith('#/') ? code!.slice(1) : code!.split(' ')[1]!
-            expect({ rule: f.rule, path, encoded: /^[A-Za-z0-9\-._~%/?=&<>]+$/.test(path) }).toEqual({ rule: f.rule, path, encoded: true })
-            code = code!.replace(/\/databases\/[^/\s]+/, '/databases/<db>').replace(/\/queries\/[^/\s?]+/, '/queries/<id>')
+            expect({ rule: f.rule, path, encoded: /^[A-Za-z0-9\-._~%/?=&<>]+$/.test(path) }).toEqual({
+              rule: f.rule,
+              path,
+              encoded: true,
+            })
+            code = code!
+              .replace(/\/databases\/[^/\s]+/, '/databases/<db>')
+              .replace(/\/queries\/[^/\s?]+/, '/queries/<id>')
           }
-          expect({ rule: f.rule, code, marked: code!.toLowerCase().includes(MARK) }).toEqual({ rule: f.rule, code, marked: false })
+          expect({ rule: f.rule, code, marked: code!.toLowerCase().includes(MARK) }).toEqual({
+            rule: f.rule,
+            code,
+            marked: false,
+          })
           reports.push({ rule: f.rule, field, index, sql: false, kinds: [], shape: [code!] })
           continue
         }
@@ -875,21 +1185,35 @@ async function commandsOf(findings: Finding[], engine: 'postgres' | 'clickhouse'
           try {
             parsed = parsePostgres(command)
           } catch (e) {
-            throw new Error(`${f.rule} ${field}[${index}] does not parse: ${(e as Error).message}\n${command.slice(0, 500)}`)
+            throw new Error(
+              `${f.rule} ${field}[${index}] does not parse: ${(e as Error).message}\n${command.slice(0, 500)}`,
+            )
           }
           reports.push({ rule: f.rule, field, index, sql: true, ...parsed })
         } else {
           const lexed = lexClickHouse(filled(command), names)
           const kinds = await Promise.all(lexed.statements.map(clickhouseKind))
-          expect({ rule: f.rule, command: command.slice(0, 300), errors: kinds.filter((k) => k.startsWith('error')) }).toEqual({ rule: f.rule, command: command.slice(0, 300), errors: [] })
+          expect({
+            rule: f.rule,
+            command: command.slice(0, 300),
+            errors: kinds.filter((k) => k.startsWith('error')),
+          }).toEqual({ rule: f.rule, command: command.slice(0, 300), errors: [] })
           reports.push({ rule: f.rule, field, index, sql: true, kinds, shape: lexed.shape })
         }
       }
     }
     // remediation_sql is the fix commands one per line: parsed together they are the same statements.
-    if (engine === 'postgres' && f.how_to_fix.length > 0 && f.how_to_fix.every((c) => isSql(c) && !c.includes('\\gexec')) && f.rule !== 'agent_disconnected') {
+    if (
+      engine === 'postgres' &&
+      f.how_to_fix.length > 0 &&
+      f.how_to_fix.every((c) => isSql(c) && !c.includes('\\gexec')) &&
+      f.rule !== 'agent_disconnected'
+    ) {
       const together = parsePostgres(f.how_to_fix.join('\n'))
-      expect({ rule: f.rule, kinds: together.kinds }).toEqual({ rule: f.rule, kinds: reports.filter((r) => r.field === 'how_to_fix').flatMap((r) => r.kinds) })
+      expect({ rule: f.rule, kinds: together.kinds }).toEqual({
+        rule: f.rule,
+        kinds: reports.filter((r) => r.field === 'how_to_fix').flatMap((r) => r.kinds),
+      })
     }
     byRule.set(f.rule, [...(byRule.get(f.rule) ?? []), reports])
   }
@@ -898,7 +1222,12 @@ async function commandsOf(findings: Finding[], engine: 'postgres' | 'clickhouse'
 
 /** What a run must show: every rule of the engine (and the engine-independent ones) fired. */
 function expectEveryRuleFired(byRule: Map<string, unknown>, engine: 'postgres' | 'clickhouse', variant: string) {
-  const expected = [...rules.filter((r) => r.engine === 'any'), ...(engine === 'postgres' ? postgresRules : clickhouseRules)].map((r) => r.id).sort()
+  const expected = [
+    ...rules.filter((r) => r.engine === 'any'),
+    ...(engine === 'postgres' ? postgresRules : clickhouseRules),
+  ]
+    .map((r) => r.id)
+    .sort()
   expect({ variant, fired: [...byRule.keys()].sort() }).toEqual({ variant, fired: expected })
 }
 
@@ -913,7 +1242,12 @@ function expectSessionsMatched(findings: Finding[]) {
       if (!/pg_(terminate|cancel)_backend/.test(command)) continue
       const bare = /pg_(terminate|cancel)_backend\(\s*\d/.test(command)
       const targeted = /\(pid\) FROM pg_stat_activity WHERE pid = \d/.test(command)
-      expect({ rule: f.rule, command, bare, unmatched: targeted && !/ (backend|xact|query)_start /.test(command) }).toEqual({ rule: f.rule, command, bare: false, unmatched: false })
+      expect({
+        rule: f.rule,
+        command,
+        bare,
+        unmatched: targeted && !/ (backend|xact|query)_start /.test(command),
+      }).toEqual({ rule: f.rule, command, bare: false, unmatched: false })
     }
   }
 }
@@ -932,7 +1266,24 @@ afterAll(async () => {
 function namesOf(findings: Finding[], v: Variant): Set<string> {
   const names = new Set([v.schema, v.user])
   for (const f of findings) for (const o of f.objects) for (const part of o.split(/[.:]/)) names.add(part)
-  for (const role of ['parts1', 'parts2', 'many', 'merge1', 'merge2', 'mutation1', 'mutation2', 'parts1_partition', 'mutation1_id', 'queued', 'user_open', 'user_sql_open', 'user_local', 'user_any', 'user_xml_any']) names.add(v.text(role))
+  for (const role of [
+    'parts1',
+    'parts2',
+    'many',
+    'merge1',
+    'merge2',
+    'mutation1',
+    'mutation2',
+    'parts1_partition',
+    'mutation1_id',
+    'queued',
+    'user_open',
+    'user_sql_open',
+    'user_local',
+    'user_any',
+    'user_xml_any',
+  ])
+    names.add(v.text(role))
   return names
 }
 
@@ -941,7 +1292,9 @@ for (const engine of ['postgres', 'clickhouse'] as const) {
     let meant: Map<string, CommandReport[][]>
     const variants = [
       ...Object.entries(PAYLOADS).map(([name, payload]) => hostile(name, payload)),
-      ...(engine === 'clickhouse' ? Object.entries(CLICKHOUSE_PAYLOADS).map(([name, payload]) => hostile(name, payload)) : []),
+      ...(engine === 'clickhouse'
+        ? Object.entries(CLICKHOUSE_PAYLOADS).map(([name, payload]) => hostile(name, payload))
+        : []),
       engine === 'postgres' ? keywords : clickhouseKeywords,
     ]
 
@@ -959,8 +1312,15 @@ for (const engine of ['postgres', 'clickhouse'] as const) {
         const got = await commandsOf(findings, engine, namesOf(findings, v))
         expectEveryRuleFired(got, engine, v.name)
         for (const [rule, findingsOfRule] of meant) {
-          const strip = (list: CommandReport[][]) => list.map((reports) => reports.map(({ field, index, sql, kinds, shape }) => ({ field, index, sql, kinds, shape })))
-          expect({ variant: v.name, rule, commands: strip(got.get(rule)!) }).toEqual({ variant: v.name, rule, commands: strip(findingsOfRule) })
+          const strip = (list: CommandReport[][]) =>
+            list.map((reports) =>
+              reports.map(({ field, index, sql, kinds, shape }) => ({ field, index, sql, kinds, shape })),
+            )
+          expect({ variant: v.name, rule, commands: strip(got.get(rule)!) }).toEqual({
+            variant: v.name,
+            rule,
+            commands: strip(findingsOfRule),
+          })
         }
       }, 120_000)
     }
@@ -968,7 +1328,13 @@ for (const engine of ['postgres', 'clickhouse'] as const) {
 }
 
 describe('the quoting functions against the engines themselves', () => {
-  const values = [...Object.values(PAYLOADS).map((p) => `name${p}`.slice(0, 300)), 'user', 'current_user', 'Mixed', 'plain_name']
+  const values = [
+    ...Object.values(PAYLOADS).map((p) => `name${p}`.slice(0, 300)),
+    'user',
+    'current_user',
+    'Mixed',
+    'plain_name',
+  ]
 
   test('PostgreSQL reads back every string constant, with standard_conforming_strings on and off, and every identifier', async () => {
     const pg = await sharedPostgres(17)
@@ -994,7 +1360,9 @@ describe('the quoting functions against the engines themselves', () => {
 
   test('ClickHouse reads back every string literal and identifier', async () => {
     for (const value of [...values, ...Object.values(CLICKHOUSE_PAYLOADS)]) {
-      const [row] = await clickhouse.query<Record<string, string>>(`SELECT ${chString(value)} AS ${chIdent(`c${value}`)}`)
+      const [row] = await clickhouse.query<Record<string, string>>(
+        `SELECT ${chString(value)} AS ${chIdent(`c${value}`)}`,
+      )
       expect({ value, row }).toEqual({ value, row: { [`c${value}`]: value } })
     }
   }, 60_000)
@@ -1007,8 +1375,10 @@ describe('the quoting functions against the engines themselves', () => {
     expect(pgIndexDefinition('CREATE INDEX i ON public.t USING btree (a\n)')).toBeUndefined()
     expect(pgIndexDefinition('CREATE INDEX i ON public.t USING btree ((a)')).toBeUndefined()
     expect(pgIndexDefinition('DROP TABLE public.victim')).toBeUndefined()
-    expect(pgIndexDefinition('CREATE INDEX "i\n" ON public."t\'" USING btree (a) WHERE (b = \'x\\\')', { concurrently: true })).toBe(
-      `CREATE INDEX CONCURRENTLY U&"i\\000A" ON public."t'" USING btree (a) WHERE (b = E'x\\\\')`,
-    )
+    expect(
+      pgIndexDefinition('CREATE INDEX "i\n" ON public."t\'" USING btree (a) WHERE (b = \'x\\\')', {
+        concurrently: true,
+      }),
+    ).toBe(`CREATE INDEX CONCURRENTLY U&"i\\000A" ON public."t'" USING btree (a) WHERE (b = E'x\\\\')`)
   })
 })

@@ -20,7 +20,14 @@ const finding: Finding = {
   how_to_investigate: ['SELECT 1'],
   how_to_fix: ['VACUUM public.orders;'],
   objects: ['public.orders'],
-  metrics: { dead_ratio: Number.NaN, growth: Number.POSITIVE_INFINITY, dead: 12, last_autovacuum: Date.UTC(2026, 10, 26, 14, 3), table: 'public.orders', none: null },
+  metrics: {
+    dead_ratio: Number.NaN,
+    growth: Number.POSITIVE_INFINITY,
+    dead: 12,
+    last_autovacuum: Date.UTC(2026, 10, 26, 14, 3),
+    table: 'public.orders',
+    none: null,
+  },
   as_of: Date.UTC(2026, 10, 26, 14, 5),
 }
 
@@ -29,11 +36,21 @@ test('a finding as the API answers it matches the Finding schema, non-finite met
   const verified = findingView(finding, true)
   expect(verified).toEqual({
     ...finding,
-    metrics: { dead_ratio: null, growth: null, dead: 12, last_autovacuum: '2026-11-26T14:03:00.000Z', table: 'public.orders', none: null },
+    metrics: {
+      dead_ratio: null,
+      growth: null,
+      dead: 12,
+      last_autovacuum: '2026-11-26T14:03:00.000Z',
+      table: 'public.orders',
+      none: null,
+    },
     as_of: '2026-11-26T14:05:00.000Z',
   })
   expect([...check.Errors(verified)].map((e) => e.path)).toEqual([])
   const locked = findingView(finding, false)
-  expect({ how_to_fix: locked.how_to_fix, how_to_fix_locked: (locked as { how_to_fix_locked?: string }).how_to_fix_locked }).toEqual({ how_to_fix: [], how_to_fix_locked: LOCKED_FIX })
+  expect({
+    how_to_fix: locked.how_to_fix,
+    how_to_fix_locked: (locked as { how_to_fix_locked?: string }).how_to_fix_locked,
+  }).toEqual({ how_to_fix: [], how_to_fix_locked: LOCKED_FIX })
   expect(check.Check(locked)).toBe(true)
 })

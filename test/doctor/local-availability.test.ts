@@ -46,19 +46,29 @@ const down = (mode: 'local' | 'serve', name: string, since: number) => ({
   interval_seconds: 10,
   agent_version: 'test',
   database: { name, engine: 'postgres', host: 'localhost', port: 5432 },
-  availability: { state: 'down', since, cause: 'authentication', message: 'password authentication failed for user "me"' },
+  availability: {
+    state: 'down',
+    since,
+    cause: 'authentication',
+    message: 'password authentication failed for user "me"',
+  },
 })
 
 describe('dbm local', () => {
   test('a database with no data yet: start dbm local with its DSN, read its start line', async () => {
     const { server, key } = servers.local
-    const res = await server.call('POST', '/api/v1/databases', { apiKey: key, body: { name: 'localhost:5432/app', engine: 'postgres', host: 'localhost', port: 5432 } })
+    const res = await server.call('POST', '/api/v1/databases', {
+      apiKey: key,
+      body: { name: 'localhost:5432/app', engine: 'postgres', host: 'localhost', port: 5432 },
+    })
     expect(res.status).toBe(201)
     const [f] = await findings('local', res.body.id, 'agent_disconnected')
     expect(f).toMatchObject({ severity: 'warning', title: 'No data from the agent yet' })
     expect(texts(f)).not.toMatch(AGENT_ONLY)
-    expect(f.recommendation).toContain("dbm local watches the databases whose DSNs are on its command line")
-    expect(f.how_to_fix).toEqual(['dbm local postgres://<user>@localhost:5432/app   # with the DSNs of the other databases you watch'])
+    expect(f.recommendation).toContain('dbm local watches the databases whose DSNs are on its command line')
+    expect(f.how_to_fix).toEqual([
+      'dbm local postgres://<user>@localhost:5432/app   # with the DSNs of the other databases you watch',
+    ])
     expect(f.how_to_investigate[0]).toStartWith('the lines dbm local printed at start')
   })
 
@@ -68,8 +78,10 @@ describe('dbm local', () => {
     const [f] = await findings('local', id, 'agent_disconnected')
     expect(f).toMatchObject({ severity: 'critical', title: 'The agent has stopped sending data' })
     expect(texts(f)).not.toMatch(AGENT_ONLY)
-    expect(f.recommendation).toContain('Restart dbm local (Ctrl-C, then the command) with this database\'s DSN')
-    expect(f.how_to_fix).toEqual(['dbm local postgres://<user>@db.internal:5432/orders   # with the DSNs of the other databases you watch'])
+    expect(f.recommendation).toContain("Restart dbm local (Ctrl-C, then the command) with this database's DSN")
+    expect(f.how_to_fix).toEqual([
+      'dbm local postgres://<user>@db.internal:5432/orders   # with the DSNs of the other databases you watch',
+    ])
   })
 
   test('unreachable: check the DSN and role given to dbm local; restart it once its agent is silent', async () => {
@@ -79,8 +91,12 @@ describe('dbm local', () => {
     expect(f).toMatchObject({ severity: 'critical', title: 'PostgreSQL is unreachable: authentication failed' })
     expect(texts(f)).not.toMatch(AGENT_ONLY)
     expect(f.recommendation).toContain("check the DSN's user and password")
-    expect(f.recommendation).toContain('The DSN and role are those given to dbm local on its command line (a password may come from PGPASSWORD or ~/.pgpass')
-    expect(f.how_to_investigate).toContain('psql "<the DSN given to dbm local>" -c "SELECT 1"   # the same DSN, user and password (PGPASSWORD or ~/.pgpass)')
+    expect(f.recommendation).toContain(
+      'The DSN and role are those given to dbm local on its command line (a password may come from PGPASSWORD or ~/.pgpass',
+    )
+    expect(f.how_to_investigate).toContain(
+      'psql "<the DSN given to dbm local>" -c "SELECT 1"   # the same DSN, user and password (PGPASSWORD or ~/.pgpass)',
+    )
     server.advance(5 * 60_000)
     ;[f] = await findings('local', id, 'database_unreachable')
     expect(f.title).toEndWith('(as last reported; the agent is silent)')
@@ -92,7 +108,7 @@ describe('dbm local', () => {
 })
 
 describe('dbm serve', () => {
-  test('the same states keep the agent operator\'s advice', async () => {
+  test("the same states keep the agent operator's advice", async () => {
     const { server } = servers.serve
     const silent = await ingest('serve', pgBatch('orders', server.deps.clock()))
     const unreachable = await ingest('serve', down('serve', 'shop', server.deps.clock()))

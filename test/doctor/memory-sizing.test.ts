@@ -24,7 +24,9 @@ describe('memory advice', () => {
       "ALTER SYSTEM SET shared_buffers = '4GB';   -- 25 % of the host's 16.0 GB, now 128MB; takes effect after a restart",
       "ALTER SYSTEM SET effective_cache_size = '12GB';   -- 75 % of the host's 16.0 GB, now 4GB; SELECT pg_reload_conf() applies it",
     ])
-    expect(advice.text).toBe("Sized to the host's 16.0 GB of memory: shared_buffers 4GB (25 % of the host's 16.0 GB; now 128MB), and effective_cache_size 12GB (75 %; now 4GB).")
+    expect(advice.text).toBe(
+      "Sized to the host's 16.0 GB of memory: shared_buffers 4GB (25 % of the host's 16.0 GB; now 128MB), and effective_cache_size 12GB (75 %; now 4GB).",
+    )
   })
 
   test('a 64 GB host whose settings are already there: no command, and the text says memory is not the fix', () => {

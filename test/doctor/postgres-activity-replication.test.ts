@@ -11,7 +11,8 @@ import { type Standby, startStandby } from '../support/replica.ts'
 import { until as waitUntil } from '../support/wait.ts'
 
 /** Polls through errors: the standby refuses connections while it starts. */
-const until = <T>(what: string, probe: () => Promise<T | undefined>) => waitUntil(what, probe, { ignoreErrors: true, timeoutMs: 25_000 })
+const until = <T>(what: string, probe: () => Promise<T | undefined>) =>
+  waitUntil(what, probe, { ignoreErrors: true, timeoutMs: 25_000 })
 
 const MB = 1024 ** 2
 
@@ -51,7 +52,12 @@ test('replay paused: the replica is critical by bytes, the primary warns by repl
   })
   watchers.push(onReplica)
   const onPrimary = await watchReplication(primary.url(), {
-    pg_replication_lag: { warning_seconds: 1, critical_seconds: 3600, warning_bytes: 1024 * MB, critical_bytes: 2048 * MB },
+    pg_replication_lag: {
+      warning_seconds: 1,
+      critical_seconds: 3600,
+      warning_bytes: 1024 * MB,
+      critical_bytes: 2048 * MB,
+    },
   })
   watchers.push(onPrimary)
   await Promise.all([onReplica.cycle(), onPrimary.cycle()])
@@ -69,12 +75,18 @@ test('replay paused: the replica is critical by bytes, the primary warns by repl
     const [row] = await replicaSql`SELECT pg_get_wal_replay_pause_state() AS state`
     return row?.state === 'paused' ? true : undefined
   })
-  const [{ before }] = (await primarySql`SELECT pg_current_wal_lsn()::text AS before`) as unknown as [{ before: string }]
+  const [{ before }] = (await primarySql`SELECT pg_current_wal_lsn()::text AS before`) as unknown as [
+    { before: string },
+  ]
   await primarySql`CREATE TABLE filler AS SELECT g, repeat('x', 200) AS pad FROM generate_series(1, 20000) g`
-  const [{ written }] = (await primarySql`SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), ${before}::pg_lsn)::float8 AS written`) as unknown as [{ written: number }]
+  const [{ written }] =
+    (await primarySql`SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), ${before}::pg_lsn)::float8 AS written`) as unknown as [
+      { written: number },
+    ]
   expect(written).toBeGreaterThan(MB)
   await until('the standby to receive it', async () => {
-    const [row] = await replicaSql`SELECT pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())::float8 AS waiting`
+    const [row] =
+      await replicaSql`SELECT pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())::float8 AS waiting`
     return row!.waiting >= written ? true : undefined
   })
 
@@ -90,7 +102,9 @@ test('replay paused: the replica is critical by bytes, the primary warns by repl
   expect(onStandby.metrics.replication_lag_bytes).toBeGreaterThanOrEqual(written)
   expect(onStandby.metrics.replication_lag_seconds).toBeGreaterThan(0)
   expect(onStandby.detail).toContain('from 127.0.0.1 but not replayed yet')
-  expect(onStandby.how_to_fix).toContain("SELECT pg_wal_replay_resume();   -- on the replica, when pg_get_wal_replay_pause_state() says 'paused'")
+  expect(onStandby.how_to_fix).toContain(
+    "SELECT pg_wal_replay_resume();   -- on the replica, when pg_get_wal_replay_pause_state() says 'paused'",
+  )
 
   // The primary measures the replica's replay lag from its replies; it grows while replay stays paused.
   const [onPrimaryFinding] = await until('the primary to see the replay lag', async () => {

@@ -17,14 +17,22 @@ afterEach(async () => {
 
 test('a low hit ratio caused by sequential scans of one table names it and leads with its fix', async () => {
   rig = await postgresDoctorRig(17, {
-    thresholds: { pg_sequential_scans: { warning_table_bytes: 1024 * 1024 }, pg_cache_hit_ratio: { min_block_accesses: 1_000 } },
+    thresholds: {
+      pg_sequential_scans: { warning_table_bytes: 1024 * 1024 },
+      pg_cache_hit_ratio: { min_block_accesses: 1_000 },
+    },
   })
   await rig.sql`CREATE EXTENSION pg_buffercache`
   await workload(rig.dsn, async (sql) => {
     await sql`CREATE TABLE orders (id int PRIMARY KEY, note text, filler text)`
     await sql`INSERT INTO orders SELECT g, 'n' || g, repeat('x', 20) FROM generate_series(1, 30000) g`
   })
-  await settled(rig, 'the inserts counted', "SELECT n_live_tup::int FROM pg_stat_user_tables WHERE relname = 'orders'", 30_000)
+  await settled(
+    rig,
+    'the inserts counted',
+    "SELECT n_live_tup::int FROM pg_stat_user_tables WHERE relname = 'orders'",
+    30_000,
+  )
   await rig.sql`ANALYZE orders`
   // The baseline: the first sample of the counters carries no deltas.
   await rig.cycle()
@@ -35,7 +43,12 @@ test('a low hit ratio caused by sequential scans of one table names it and leads
                 WHERE relfilenode = pg_relation_filenode('orders') AND reldatabase = (SELECT oid FROM pg_database WHERE datname = current_database())`
     }
   })
-  await settled(rig, 'the scans counted', "SELECT seq_scan >= 120 FROM pg_stat_user_tables WHERE relname = 'orders'", true)
+  await settled(
+    rig,
+    'the scans counted',
+    "SELECT seq_scan >= 120 FROM pg_stat_user_tables WHERE relname = 'orders'",
+    true,
+  )
   await rig.cycle()
 
   const [scans] = await rig.findings('pg_sequential_scans')
@@ -43,7 +56,11 @@ test('a low hit ratio caused by sequential scans of one table names it and leads
   const [cache] = await rig.findings('pg_cache_hit_ratio')
   expect(cache).toBeDefined()
   expect(cache.metrics.cache_hit_ratio).toBeLessThan(0.9)
-  expect(cache).toMatchObject({ severity: 'critical', title: 'Low buffer cache hit ratio: public.orders read by sequential scans', objects: ['public.orders'] })
+  expect(cache).toMatchObject({
+    severity: 'critical',
+    title: 'Low buffer cache hit ratio: public.orders read by sequential scans',
+    objects: ['public.orders'],
+  })
   expect(cache.metrics.cause_table).toBe('public.orders')
   expect(cache.detail).toContain('The likely cause: public.orders was read whole 120 times by sequential scans')
   expect(cache.recommendation.startsWith('Fix the cause first: public.orders, give its scans an index')).toBe(true)
@@ -55,7 +72,10 @@ test('a low hit ratio caused by sequential scans of one table names it and leads
   const total = host?.status.memory?.total_bytes
   const memoryFix = cache.how_to_fix.slice(1).join('\n')
   if (total) {
-    expect(cache.metrics).toMatchObject({ host_memory_bytes: total, advised_shared_buffers: roundedSetting(total * 0.25) })
+    expect(cache.metrics).toMatchObject({
+      host_memory_bytes: total,
+      advised_shared_buffers: roundedSetting(total * 0.25),
+    })
     expect(memoryFix).toContain(`ALTER SYSTEM SET shared_buffers = '${roundedSetting(total * 0.25)}'`)
   } else {
     expect(cache.metrics).toMatchObject({ host_memory_bytes: null, advised_shared_buffers: null })

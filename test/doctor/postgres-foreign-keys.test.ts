@@ -51,5 +51,7 @@ test('unindexed foreign keys: warning for a large table, note for a small one, n
 
   await rig.sql.unsafe(orders.how_to_fix[0])
   await rig.cycle()
-  expect((await rig.findings('pg_unindexed_foreign_keys')).map((f) => f.key)).toEqual(['pg_unindexed_foreign_keys:public.notes.notes_customer_id_fkey'])
+  expect((await rig.findings('pg_unindexed_foreign_keys')).map((f) => f.key)).toEqual([
+    'pg_unindexed_foreign_keys:public.notes.notes_customer_id_fkey',
+  ])
 })

@@ -21,13 +21,22 @@ describe('pg_dead_tuples', () => {
   test('tables with autovacuum off and most rows deleted: critical past 50 % dead, warning past 20 %, none under 10,000 dead rows; VACUUM cures', async () => {
     rig = await postgresDoctorRig(17)
     await workload(rig.dsn, async (sql) => {
-      for (const [table, rows, deleted] of [['orders', 50_000, 45_000], ['events', 50_000, 15_000], ['small', 5_000, 4_000]] as const) {
+      for (const [table, rows, deleted] of [
+        ['orders', 50_000, 45_000],
+        ['events', 50_000, 15_000],
+        ['small', 5_000, 4_000],
+      ] as const) {
         await sql.unsafe(`CREATE TABLE ${table} (id int PRIMARY KEY, note text) WITH (autovacuum_enabled = false)`)
         await sql.unsafe(`INSERT INTO ${table} SELECT g, 'note ' || g FROM generate_series(1, ${rows}) g`)
         await sql.unsafe(`DELETE FROM ${table} WHERE id <= ${deleted}`)
       }
     })
-    await settled(rig, 'the deletes in pg_stat_user_tables', "SELECT sum(n_dead_tup)::int FROM pg_stat_user_tables WHERE relname IN ('orders', 'events', 'small')", 64_000)
+    await settled(
+      rig,
+      'the deletes in pg_stat_user_tables',
+      "SELECT sum(n_dead_tup)::int FROM pg_stat_user_tables WHERE relname IN ('orders', 'events', 'small')",
+      64_000,
+    )
     await rig.cycle()
 
     const findings = await rig.findings('pg_dead_tuples')
@@ -54,7 +63,12 @@ describe('pg_dead_tuples', () => {
 
     // The cure: the finding's own commands (the VACUUM, and autovacuum turned back on).
     for (const f of findings) for (const command of f.how_to_fix.slice(0, 2)) await rig.sql.unsafe(command)
-    await settled(rig, 'the vacuums in pg_stat_user_tables', "SELECT sum(n_dead_tup)::int FROM pg_stat_user_tables WHERE relname IN ('orders', 'events')", 0)
+    await settled(
+      rig,
+      'the vacuums in pg_stat_user_tables',
+      "SELECT sum(n_dead_tup)::int FROM pg_stat_user_tables WHERE relname IN ('orders', 'events')",
+      0,
+    )
     await rig.cycle()
     expect(await rig.findings('pg_dead_tuples')).toEqual([])
   })
@@ -78,12 +92,22 @@ describe('pg_autovacuum_disabled with pg_dead_tuples', () => {
       // Other storage parameters leave autovacuum on.
       await sql`CREATE TABLE plain (id int PRIMARY KEY, note text) WITH (autovacuum_vacuum_scale_factor = 0.05, autovacuum_enabled = on)`
     })
-    await settled(rig, 'the deletes in pg_stat_user_tables', "SELECT n_dead_tup::int FROM pg_stat_user_tables WHERE relname = 'ledger'", 30_000)
+    await settled(
+      rig,
+      'the deletes in pg_stat_user_tables',
+      "SELECT n_dead_tup::int FROM pg_stat_user_tables WHERE relname = 'ledger'",
+      30_000,
+    )
     await rig.cycle()
 
-    const autovacuum = async () => Object.fromEntries(((await rig!.api('/tables')) as any[]).map((t) => [t.table_name, t.autovacuum_enabled]))
+    const autovacuum = async () =>
+      Object.fromEntries(((await rig!.api('/tables')) as any[]).map((t) => [t.table_name, t.autovacuum_enabled]))
     expect(await autovacuum()).toEqual({ ledger: false, Counters: false, blobs: false, plain: true })
-    expect(await rig.api('/tables/public/ledger')).toMatchObject({ table_name: 'ledger', n_dead_tup: 30_000, autovacuum_enabled: false })
+    expect(await rig.api('/tables/public/ledger')).toMatchObject({
+      table_name: 'ledger',
+      n_dead_tup: 30_000,
+      autovacuum_enabled: false,
+    })
     expect((await rig.api('/tables/public/plain')).autovacuum_enabled).toBe(true)
 
     const dead = await rig.findings('pg_dead_tuples')
@@ -116,7 +140,9 @@ describe('pg_autovacuum_disabled with pg_dead_tuples', () => {
       metrics: { n_live_tup: 1000, n_dead_tup: 0, last_vacuum: null, last_analyze: null },
       how_to_fix: ['ALTER TABLE public."Counters" RESET (autovacuum_enabled, toast.autovacuum_enabled);'],
     })
-    expect(counters.detail).toContain('autovacuum neither vacuums nor analyzes it, except against transaction ID wraparound. Last vacuumed never, last analyzed never.')
+    expect(counters.detail).toContain(
+      'autovacuum neither vacuums nor analyzes it, except against transaction ID wraparound. Last vacuumed never, last analyzed never.',
+    )
     // The investigation shows where the setting is: the table's own parameters, or its TOAST table's.
     const [countersOptions] = await rig.sql.unsafe(counters.how_to_investigate[0])
     expect({ ...countersOptions }).toEqual({ reloptions: ['autovacuum_enabled=off'], toast_reloptions: null })
@@ -137,7 +163,12 @@ describe('pg_autovacuum_disabled with pg_dead_tuples', () => {
     // The cure: the findings' own commands (the dead-rows finding's VACUUM and RESET, the notes' RESET).
     for (const command of ledger.how_to_fix.slice(0, 2)) await rig.sql.unsafe(command)
     for (const f of disabled) await rig.sql.unsafe(f.how_to_fix[0])
-    await settled(rig, 'the vacuum in pg_stat_user_tables', "SELECT n_dead_tup::int FROM pg_stat_user_tables WHERE relname = 'ledger'", 0)
+    await settled(
+      rig,
+      'the vacuum in pg_stat_user_tables',
+      "SELECT n_dead_tup::int FROM pg_stat_user_tables WHERE relname = 'ledger'",
+      0,
+    )
     await rig.cycle()
     expect(await autovacuum()).toEqual({ ledger: true, Counters: true, blobs: true, plain: true })
     expect(await rig.findings('pg_dead_tuples')).toEqual([])
@@ -147,14 +178,17 @@ describe('pg_autovacuum_disabled with pg_dead_tuples', () => {
 
 describe('pg_unused_indexes', () => {
   test('never-scanned indexes over 1 MB, the largest named (warning from the size threshold) and the rest summed; drop and use cure', async () => {
-    rig = await postgresDoctorRig(17, { thresholds: { pg_unused_indexes: { warning_bytes: 2 * 1024 * 1024, max_findings: 1 } } })
+    rig = await postgresDoctorRig(17, {
+      thresholds: { pg_unused_indexes: { warning_bytes: 2 * 1024 * 1024, max_findings: 1 } },
+    })
     await rig.sql`CREATE TABLE docs (id int PRIMARY KEY, code text NOT NULL, payload text NOT NULL)`
     await rig.sql`INSERT INTO docs SELECT g, 'c' || g, md5(g::text) FROM generate_series(1, 40000) g`
     await rig.sql`CREATE INDEX docs_payload_idx ON docs (payload)` // about 2.3 MB
     await rig.sql`CREATE INDEX docs_id_code_idx ON docs (id, code)` // about 1.2 MB
     await rig.sql`CREATE UNIQUE INDEX docs_code_key ON docs (code)` // unique: never "unused"
     await rig.sql`CREATE INDEX docs_recent_idx ON docs (id) WHERE id > 39000` // under 1 MB
-    const [sizes] = await rig.sql`SELECT pg_relation_size('docs_payload_idx')::int AS payload, pg_relation_size('docs_id_code_idx')::int AS id_code`
+    const [sizes] =
+      await rig.sql`SELECT pg_relation_size('docs_payload_idx')::int AS payload, pg_relation_size('docs_id_code_idx')::int AS id_code`
     await rig.cycle()
 
     const findings = await rig.findings('pg_unused_indexes')
@@ -168,14 +202,26 @@ describe('pg_unused_indexes', () => {
       title: 'Unused index public.docs_payload_idx',
       objects: ['public.docs_payload_idx', 'public.docs'],
       metrics: { size_bytes: sizes!.payload, idx_scan: 0 },
-      how_to_fix: ['DROP INDEX CONCURRENTLY public.docs_payload_idx;', '-- to recreate it: CREATE INDEX CONCURRENTLY docs_payload_idx ON public.docs USING btree (payload);'],
+      how_to_fix: [
+        'DROP INDEX CONCURRENTLY public.docs_payload_idx;',
+        '-- to recreate it: CREATE INDEX CONCURRENTLY docs_payload_idx ON public.docs USING btree (payload);',
+      ],
     })
-    expect(payload.detail).toContain('public.docs_payload_idx on public.docs (2.3 MB) has not been scanned once (idx_scan 0)')
+    expect(payload.detail).toContain(
+      'public.docs_payload_idx on public.docs (2.3 MB) has not been scanned once (idx_scan 0)',
+    )
     expect(payload.detail).toContain('since the statistics were last reset')
     expect(payload.detail).toContain('on a replica')
-    expect(rest).toMatchObject({ title: '1 more unused indexes', objects: ['public.docs_id_code_idx'], metrics: { indexes: 1, size_bytes: sizes!.id_code } })
+    expect(rest).toMatchObject({
+      title: '1 more unused indexes',
+      objects: ['public.docs_id_code_idx'],
+      metrics: { indexes: 1, size_bytes: sizes!.id_code },
+    })
     // The same indexes as the spec's /indexes/unused endpoint.
-    expect((await rig.api('/indexes/unused')).map((i: any) => i.index_name)).toEqual(['docs_payload_idx', 'docs_id_code_idx'])
+    expect((await rig.api('/indexes/unused')).map((i: any) => i.index_name)).toEqual([
+      'docs_payload_idx',
+      'docs_id_code_idx',
+    ])
 
     // The cure: the payload index dropped with the finding's command, the other one used.
     await rig.sql.unsafe(payload.how_to_fix[0])
@@ -185,7 +231,12 @@ describe('pg_unused_indexes', () => {
       // Only docs_id_code_idx returns this order without a sort.
       await sql`SELECT id, code FROM docs ORDER BY id, code LIMIT 1`
     })
-    await settled(rig, 'the index scan', "SELECT idx_scan::int FROM pg_stat_user_indexes WHERE indexrelname = 'docs_id_code_idx'", 1)
+    await settled(
+      rig,
+      'the index scan',
+      "SELECT idx_scan::int FROM pg_stat_user_indexes WHERE indexrelname = 'docs_id_code_idx'",
+      1,
+    )
     await rig.cycle()
     expect(await rig.findings('pg_unused_indexes')).toEqual([])
   })
@@ -193,13 +244,21 @@ describe('pg_unused_indexes', () => {
 
 describe('pg_duplicate_indexes', () => {
   test('index definitions parse into method, columns, INCLUDE and predicate', () => {
-    expect(parseIndexDef('CREATE INDEX "Odd, name" ON public."T" USING btree (lower((email)::text), "Col, 2" DESC NULLS LAST) INCLUDE (a, b) WHERE ((x > 0) AND (y = \'a, b\'::text))')).toEqual({
+    expect(
+      parseIndexDef(
+        'CREATE INDEX "Odd, name" ON public."T" USING btree (lower((email)::text), "Col, 2" DESC NULLS LAST) INCLUDE (a, b) WHERE ((x > 0) AND (y = \'a, b\'::text))',
+      ),
+    ).toEqual({
       method: 'btree',
       columns: ['lower((email)::text)', '"Col, 2" DESC NULLS LAST'],
       include: ['a', 'b'],
       predicate: "((x > 0) AND (y = 'a, b'::text))",
     })
-    expect(parseIndexDef('CREATE UNIQUE INDEX t_pkey ON public.t USING btree (id) NULLS NOT DISTINCT WITH (fillfactor=\'90\')')).toEqual({ method: 'btree', columns: ['id'], include: [], predicate: null })
+    expect(
+      parseIndexDef(
+        "CREATE UNIQUE INDEX t_pkey ON public.t USING btree (id) NULLS NOT DISTINCT WITH (fillfactor='90')",
+      ),
+    ).toEqual({ method: 'btree', columns: ['id'], include: [], predicate: null })
     expect(parseIndexDef('')).toBeUndefined()
   })
 
@@ -256,19 +315,35 @@ describe('pg_duplicate_indexes with pg_unused_indexes', () => {
       for (let i = 0; i < 3; i++) await sql`SELECT id FROM orders WHERE customer_id = ${i}`
       await sql`UPDATE pg_index SET indisvalid = true WHERE indexrelid = 'orders_customer_idx'::regclass`
     })
-    await settled(rig, 'the scans', "SELECT idx_scan::int FROM pg_stat_user_indexes WHERE indexrelname = 'orders_customer_idx2'", 3)
-    expect((await rig.sql`SELECT idx_scan::int AS n FROM pg_stat_user_indexes WHERE indexrelname = 'orders_customer_idx'`)[0]!.n).toBe(0)
+    await settled(
+      rig,
+      'the scans',
+      "SELECT idx_scan::int FROM pg_stat_user_indexes WHERE indexrelname = 'orders_customer_idx2'",
+      3,
+    )
+    expect(
+      (
+        await rig.sql`SELECT idx_scan::int AS n FROM pg_stat_user_indexes WHERE indexrelname = 'orders_customer_idx'`
+      )[0]!.n,
+    ).toBe(0)
     await rig.cycle()
 
     const duplicates = await rig.findings('pg_duplicate_indexes')
     expect(duplicates.map((f) => [f.key, f.metrics.covering_index, f.how_to_fix])).toEqual([
-      ['pg_duplicate_indexes:public.orders_customer_idx', 'public.orders_customer_idx2', ['DROP INDEX CONCURRENTLY public.orders_customer_idx;']],
+      [
+        'pg_duplicate_indexes:public.orders_customer_idx',
+        'public.orders_customer_idx2',
+        ['DROP INDEX CONCURRENTLY public.orders_customer_idx;'],
+      ],
     ])
     expect(await rig.findings('pg_unused_indexes')).toEqual([])
 
     for (const f of [...duplicates, ...(await rig.findings('pg_unused_indexes'))]) await rig.sql.unsafe(f.how_to_fix[0])
     await rig.cycle()
-    expect((await rig.api('/indexes')).map((i: any) => i.index_name).sort()).toEqual(['orders_customer_idx2', 'orders_pkey'])
+    expect((await rig.api('/indexes')).map((i: any) => i.index_name).sort()).toEqual([
+      'orders_customer_idx2',
+      'orders_pkey',
+    ])
     expect(await rig.findings('pg_duplicate_indexes')).toEqual([])
   })
 })
@@ -278,11 +353,21 @@ describe('pg_invalid_indexes', () => {
     rig = await postgresDoctorRig(17)
     await rig.sql`CREATE TABLE users (id int PRIMARY KEY, email text NOT NULL)`
     await rig.sql`INSERT INTO users VALUES (1, 'a@example.com'), (2, 'a@example.com'), (3, 'b@example.com')`
-    await expect(rig.sql`CREATE UNIQUE INDEX CONCURRENTLY users_email_key ON users (email)`.then(() => 'built')).rejects.toThrow('could not create unique index')
+    await expect(
+      rig.sql`CREATE UNIQUE INDEX CONCURRENTLY users_email_key ON users (email)`.then(() => 'built'),
+    ).rejects.toThrow('could not create unique index')
     // What the old advice led to: a REINDEX CONCURRENTLY fails on the same duplicates and leaves a second invalid index.
-    await expect(rig.sql`REINDEX INDEX CONCURRENTLY users_email_key`.then(() => 'rebuilt')).rejects.toThrow('could not create unique index')
-    await until('the failed builds to end', async () => ((await rig!.sql`SELECT count(*)::int AS n FROM pg_stat_progress_create_index`)[0]!.n === 0 ? true : undefined))
-    expect((await rig.sql`SELECT indexrelid::regclass::text AS name FROM pg_index WHERE NOT indisvalid ORDER BY 1`).map((r) => r.name)).toEqual(['users_email_key', 'users_email_key_ccnew'])
+    await expect(rig.sql`REINDEX INDEX CONCURRENTLY users_email_key`.then(() => 'rebuilt')).rejects.toThrow(
+      'could not create unique index',
+    )
+    await until('the failed builds to end', async () =>
+      (await rig!.sql`SELECT count(*)::int AS n FROM pg_stat_progress_create_index`)[0]!.n === 0 ? true : undefined,
+    )
+    expect(
+      (await rig.sql`SELECT indexrelid::regclass::text AS name FROM pg_index WHERE NOT indisvalid ORDER BY 1`).map(
+        (r) => r.name,
+      ),
+    ).toEqual(['users_email_key', 'users_email_key_ccnew'])
     await rig.cycle()
 
     const findings = await rig.findings('pg_invalid_indexes')
@@ -300,12 +385,18 @@ describe('pg_invalid_indexes', () => {
         'CREATE UNIQUE INDEX CONCURRENTLY users_email_key ON public.users USING btree (email);',
       ],
     })
-    expect(finding.detail).toContain('The unique index public.users_email_key on public.users is marked invalid: queries never use it, yet it still rejects new duplicate values')
-    expect(finding.detail).toContain('A failed REINDEX CONCURRENTLY of it also left public.users_email_key_ccnew, invalid as well.')
+    expect(finding.detail).toContain(
+      'The unique index public.users_email_key on public.users is marked invalid: queries never use it, yet it still rejects new duplicate values',
+    )
+    expect(finding.detail).toContain(
+      'A failed REINDEX CONCURRENTLY of it also left public.users_email_key_ccnew, invalid as well.',
+    )
     expect(finding.recommendation).toContain('resolve the duplicate values first')
     // The investigation's query finds the duplicates that failed the build.
     const duplicates = finding.how_to_investigate.find((q: string) => q.includes('GROUP BY'))
-    expect(duplicates).toBe('SELECT email, count(*) FROM public.users GROUP BY email HAVING count(*) > 1 LIMIT 20;   -- the duplicates that made the build fail')
+    expect(duplicates).toBe(
+      'SELECT email, count(*) FROM public.users GROUP BY email HAVING count(*) > 1 LIMIT 20;   -- the duplicates that made the build fail',
+    )
     expect([...(await rig.sql.unsafe(duplicates))] as unknown[]).toEqual([{ email: 'a@example.com', count: '2' }])
     // An invalid index is not also reported as unused or redundant.
     expect(await rig.findings('pg_unused_indexes')).toEqual([])
@@ -330,7 +421,8 @@ describe('pg_invalid_indexes', () => {
       const holderPid = (await holder.unsafe<{ pid: number }[]>('SELECT pg_backend_pid() AS pid'))[0]!.pid
       const building = builder.unsafe('CREATE INDEX CONCURRENTLY events_id_idx ON events (id)').then(() => undefined)
       const [view] = await until('the build to wait for old snapshots', async () => {
-        const rows = await rig!.sql`SELECT pid, phase FROM pg_stat_progress_create_index WHERE datname = current_database()`
+        const rows = await rig!
+          .sql`SELECT pid, phase FROM pg_stat_progress_create_index WHERE datname = current_database()`
         return rows[0]?.phase === 'waiting for old snapshots' ? rows : undefined
       })
       await rig.cycle()
@@ -343,7 +435,9 @@ describe('pg_invalid_indexes', () => {
         metrics: { build_pid: view!.pid, build_phase: 'waiting for old snapshots', blocker_pid: holderPid },
         objects: ['public.events_id_idx', 'public.events', `pid ${holderPid}`],
       })
-      expect(finding.detail).toContain(`is invalid because CREATE INDEX CONCURRENTLY (pid ${view!.pid}) is still building it: phase "waiting for old snapshots"`)
+      expect(finding.detail).toContain(
+        `is invalid because CREATE INDEX CONCURRENTLY (pid ${view!.pid}) is still building it: phase "waiting for old snapshots"`,
+      )
       expect(finding.detail).toContain(`It waits for pid ${holderPid}, `)
       // The build is a consequence of the session it waits for: in that session's issue.
       expect(finding.cause).toBe(`session:pid ${holderPid}`)

@@ -20,8 +20,13 @@ test('an inactive slot with the default thresholds: nothing under 80 MB retained
   const { sql } = rig
   const slot = `dbm_parity_${Math.random().toString(36).slice(2, 8)}`
   const retained = async () =>
-    ((await sql`SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::float8 AS b FROM pg_replication_slots WHERE slot_name = ${slot}`)[0]!.b as number)
-  const [{ segment }] = (await sql`SELECT setting::bigint AS segment FROM pg_settings WHERE name = 'wal_segment_size'`) as unknown as [{ segment: string }]
+    (
+      await sql`SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::float8 AS b FROM pg_replication_slots WHERE slot_name = ${slot}`
+    )[0]!.b as number
+  const [{ segment }] =
+    (await sql`SELECT setting::bigint AS segment FROM pg_settings WHERE name = 'wal_segment_size'`) as unknown as [
+      { segment: string },
+    ]
   const segmentBytes = Number(segment)
   // Each switch moves the WAL position to the next segment's start once something was written since the last one.
   const switchSegments = async (n: number) => {
@@ -45,7 +50,9 @@ test('an inactive slot with the default thresholds: nothing under 80 MB retained
     const over = await retained()
     expect(over).toBeGreaterThan(80 * MB)
     await rig.cycle()
-    const [warning] = (await rig.findings('pg_inactive_replication_slot')).filter((f) => f.key === `pg_inactive_replication_slot:${slot}`)
+    const [warning] = (await rig.findings('pg_inactive_replication_slot')).filter(
+      (f) => f.key === `pg_inactive_replication_slot:${slot}`,
+    )
     expect(warning).toMatchObject({ severity: 'warning', objects: [slot], metrics: { slot_type: 'physical' } })
     expect(warning.metrics.retained_bytes).toBeGreaterThanOrEqual(over)
     expect(warning.metrics.retained_bytes).toBeLessThan(over + segmentBytes)
@@ -57,7 +64,7 @@ test('an inactive slot with the default thresholds: nothing under 80 MB retained
 })
 
 const SCHEMA = 'we"ird\n*/ schéma'
-const TABLE = "ta'ble\"\n*/ ünï 🐘"
+const TABLE = 'ta\'ble"\n*/ ünï 🐘'
 const quoteIdent = (name: string) => `"${name.replaceAll('"', '""')}"`
 const QUALIFIED = `${quoteIdent(SCHEMA)}.${quoteIdent(TABLE)}`
 
@@ -79,15 +86,24 @@ test('a NOT VALID constraint: a warning whose VALIDATE command PostgreSQL runs o
     objects: [pgObject(SCHEMA, TABLE, name)],
     metrics: { constraint_type: 'check', definition: 'CHECK ((qty > 0)) NOT VALID' },
   })
-  expect(finding.how_to_fix).toEqual(['ALTER TABLE U&"we""ird\\000A*/ schéma".U&"ta\'ble""\\000A*/ ünï 🐘" VALIDATE CONSTRAINT U&"ck""\\000A*/ ü 🐘";'])
+  expect(finding.how_to_fix).toEqual([
+    'ALTER TABLE U&"we""ird\\000A*/ schéma".U&"ta\'ble""\\000A*/ ünï 🐘" VALIDATE CONSTRAINT U&"ck""\\000A*/ ü 🐘";',
+  ])
   // The investigation query runs and finds the constraint.
   const [shown] = await sql.unsafe(finding.how_to_investigate[0])
   expect({ ...shown }).toEqual({ conname: name, definition: 'CHECK ((qty > 0)) NOT VALID' })
   // As given, the fix is refused while a row breaks the constraint, and validates it once the row is fixed.
-  expect(await sql.unsafe(finding.how_to_fix[0]).then(() => 'validated', (e: Error) => e.message)).toContain('is violated by some row')
+  expect(
+    await sql.unsafe(finding.how_to_fix[0]).then(
+      () => 'validated',
+      (e: Error) => e.message,
+    ),
+  ).toContain('is violated by some row')
   await sql.unsafe(`UPDATE ${QUALIFIED} SET qty = 5 WHERE qty <= 0`)
   await sql.unsafe(finding.how_to_fix[0])
-  const [{ convalidated }] = (await sql`SELECT convalidated FROM pg_constraint WHERE conname = ${name}`) as unknown as [{ convalidated: boolean }]
+  const [{ convalidated }] = (await sql`SELECT convalidated FROM pg_constraint WHERE conname = ${name}`) as unknown as [
+    { convalidated: boolean },
+  ]
   expect(convalidated).toBe(true)
   await rig.cycle()
   expect(await rig.findings('pg_invalid_constraints')).toEqual([])
@@ -129,7 +145,9 @@ test('bloat past the thresholds: a warning with the estimate; the VACUUM FULL it
   })
   expect(finding.metrics.bloat_ratio).toBeGreaterThan(0.6)
   expect(finding.detail).toContain('an estimate, not a measurement')
-  expect(finding.how_to_fix).toEqual(['VACUUM (FULL, ANALYZE) U&"we""ird\\000A*/ schéma".U&"ta\'ble""\\000A*/ ünï 🐘";'])
+  expect(finding.how_to_fix).toEqual([
+    'VACUUM (FULL, ANALYZE) U&"we""ird\\000A*/ schéma".U&"ta\'ble""\\000A*/ ünï 🐘";',
+  ])
   await rig.sql.unsafe(finding.how_to_fix[0])
   await rig.cycle()
   expect(await rig.findings('pg_bloat')).toEqual([])

@@ -22,7 +22,17 @@ const MD5 = `md5'role ü`
 const SCHEMA = `sch'ema */ ü`
 const FN = `f"n\nx`
 const HBA_USER = `odd'hba ü`
-const RULES = ['pg_superusers', 'pg_md5_passwords', 'pg_password_expiry', 'pg_definer_search_path', 'pg_public_create', 'pg_hba_methods', 'pg_ssl_off', 'pg_data_checksums', 'pg_version_support']
+const RULES = [
+  'pg_superusers',
+  'pg_md5_passwords',
+  'pg_password_expiry',
+  'pg_definer_search_path',
+  'pg_public_create',
+  'pg_hba_methods',
+  'pg_ssl_off',
+  'pg_data_checksums',
+  'pg_version_support',
+]
 
 /** Runs a psql `... \gexec` fix: the query, then each statement it returns. */
 async function gexec(sql: postgres.Sql, fix: string) {
@@ -66,18 +76,28 @@ for (const major of [13, 18] as const) {
       await admin.unsafe("SET password_encryption = 'scram-sha-256'")
       await admin.unsafe("CREATE ROLE dbm_monitor LOGIN PASSWORD 'mon-pw'")
       await admin.unsafe('GRANT pg_monitor TO dbm_monitor')
-      await admin.unsafe(major >= 14 ? 'GRANT pg_read_all_data TO dbm_monitor' : 'GRANT SELECT ON ALL TABLES IN SCHEMA public TO dbm_monitor')
+      await admin.unsafe(
+        major >= 14
+          ? 'GRANT pg_read_all_data TO dbm_monitor'
+          : 'GRANT SELECT ON ALL TABLES IN SCHEMA public TO dbm_monitor',
+      )
       await admin.unsafe('GRANT SELECT ON pg_hba_file_rules TO dbm_monitor')
       await admin.unsafe('GRANT EXECUTE ON FUNCTION pg_hba_file_rules() TO dbm_monitor')
       await admin.unsafe("SET password_encryption = 'md5'")
       // The bad states, with hostile names.
       await admin.unsafe(`CREATE ROLE ${q(SUPER)} SUPERUSER NOLOGIN`)
-      await admin.unsafe(`CREATE ROLE ${q(EXPIRING)} LOGIN VALID UNTIL '${new Date(Date.now() + 3 * 86_400_000).toISOString()}'`)
+      await admin.unsafe(
+        `CREATE ROLE ${q(EXPIRING)} LOGIN VALID UNTIL '${new Date(Date.now() + 3 * 86_400_000).toISOString()}'`,
+      )
       await admin.unsafe(`CREATE ROLE ${q(EXPIRED)} LOGIN VALID UNTIL '2020-01-01'`)
       await admin.unsafe(`CREATE ROLE ${q(MD5)} LOGIN PASSWORD 'md5-pw'`)
       await admin.unsafe(`CREATE SCHEMA ${q(SCHEMA)}`)
-      await admin.unsafe(`CREATE FUNCTION ${q(SCHEMA)}.${q(FN)}(a int, "b'c" text) RETURNS int LANGUAGE sql SECURITY DEFINER AS 'SELECT 1'`)
-      await admin.unsafe(`CREATE FUNCTION ${q(SCHEMA)}.fixed() RETURNS int LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog AS 'SELECT 1'`)
+      await admin.unsafe(
+        `CREATE FUNCTION ${q(SCHEMA)}.${q(FN)}(a int, "b'c" text) RETURNS int LANGUAGE sql SECURITY DEFINER AS 'SELECT 1'`,
+      )
+      await admin.unsafe(
+        `CREATE FUNCTION ${q(SCHEMA)}.fixed() RETURNS int LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog AS 'SELECT 1'`,
+      )
       // PostgreSQL 13 lets PUBLIC create in public by default; on 18 it is granted again.
       if (major >= 15) await admin.unsafe('GRANT CREATE ON SCHEMA public TO PUBLIC')
       // A trust line and a clear-text password line, for documentation-only networks (RFC 5737).
@@ -97,7 +117,9 @@ for (const major of [13, 18] as const) {
     })
 
     test('every advisor names its object; what pg_authid hides is said, not an error; the commands are one line each', async () => {
-      const all: Record<string, any[]> = Object.fromEntries(await Promise.all(RULES.map(async (r) => [r, await rig!.findings(r)] as const)))
+      const all: Record<string, any[]> = Object.fromEntries(
+        await Promise.all(RULES.map(async (r) => [r, await rig!.findings(r)] as const)),
+      )
       const one = (rule: string, object: string) => {
         const f = (all[rule] as any[]).find((x) => x.key === `${rule}:${object}`)
         expect({ rule, object, found: f !== undefined }).toEqual({ rule, object, found: true })
@@ -107,7 +129,9 @@ for (const major of [13, 18] as const) {
       expect(su.severity).toBe('warning')
       expect(su.category).toBe('security')
       expect(su.objects).toEqual([`role "su'per */ ü"`])
-      expect(su.how_to_fix).toEqual([`ALTER ROLE "su'per */ ü" NOSUPERUSER;   -- then GRANT it what it uses (pg_monitor, pg_read_all_data, ...)`])
+      expect(su.how_to_fix).toEqual([
+        `ALTER ROLE "su'per */ ü" NOSUPERUSER;   -- then GRANT it what it uses (pg_monitor, pg_read_all_data, ...)`,
+      ])
 
       // On 13 the monitoring role cannot read pg_authid: no role is named, and the finding on the setting
       // says why; from 14 pg_read_all_data reads it, and the role with an MD5 hash is named.
@@ -155,7 +179,8 @@ for (const major of [13, 18] as const) {
 
     test('the investigations and fixes run as written, as a superuser; a new agent then finds nothing left', async () => {
       const findings = (await Promise.all(RULES.map((r) => rig!.findings(r)))).flat() as any[]
-      for (const f of findings) for (const query of f.how_to_investigate) if (!query.startsWith('--')) await admin.unsafe(query)
+      for (const f of findings)
+        for (const query of f.how_to_investigate) if (!query.startsWith('--')) await admin.unsafe(query)
       for (const f of findings) {
         if (f.rule === 'pg_version_support' || f.rule === 'pg_data_checksums' || f.rule === 'pg_hba_methods') continue
         for (const fix of f.how_to_fix) {
@@ -167,7 +192,10 @@ for (const major of [13, 18] as const) {
       // The hba fix is an edit of the file: done here by making the two lines scram-sha-256, then its reload.
       const hba_file = (await admin.unsafe<{ hba_file: string }[]>('SHOW hba_file'))[0]!.hba_file
       const text = await Bun.file(hba_file).text()
-      await Bun.write(hba_file, text.replace(/ trust\n/g, ' scram-sha-256\n').replace(/ password\n/g, ' scram-sha-256\n'))
+      await Bun.write(
+        hba_file,
+        text.replace(/ trust\n/g, ' scram-sha-256\n').replace(/ password\n/g, ' scram-sha-256\n'),
+      )
       const hbaFix = findings.find((f) => f.rule === 'pg_hba_methods').how_to_fix as string[]
       for (const fix of hbaFix) if (!fix.startsWith('--')) await admin.unsafe(fix)
       await admin.unsafe(`ALTER ROLE ${q(EXPIRED)} NOLOGIN`)
@@ -177,13 +205,28 @@ for (const major of [13, 18] as const) {
 
       await rig!.stop()
       rig = await watchDatabase(monitorDsn)
-      for (const rule of ['pg_superusers', 'pg_md5_passwords', 'pg_password_expiry', 'pg_definer_search_path', 'pg_public_create', 'pg_hba_methods']) {
+      for (const rule of [
+        'pg_superusers',
+        'pg_md5_passwords',
+        'pg_password_expiry',
+        'pg_definer_search_path',
+        'pg_public_create',
+        'pg_hba_methods',
+      ]) {
         expect({ rule, left: (await rig.findings(rule)).map((f: any) => f.key) }).toEqual({ rule, left: [] })
       }
     })
 
     test('as a superuser the collector reads MD5 hashes too; a bare role reads neither pg_authid nor pg_hba, and is told so', async () => {
-      const ctx = { sql: admin, now: Date.now(), state: new Map(), notes: new Map(), infos: new Map(), major, versionNum: major * 10_000 } as unknown as PostgresContext
+      const ctx = {
+        sql: admin,
+        now: Date.now(),
+        state: new Map(),
+        notes: new Map(),
+        infos: new Map(),
+        major,
+        versionNum: major * 10_000,
+      } as unknown as PostgresContext
       await admin.unsafe("SET password_encryption = 'md5'")
       await admin.unsafe(`ALTER ROLE ${q(MD5)} PASSWORD 'again-md5'`)
       const { security: status } = await security.collect(ctx)

@@ -37,9 +37,14 @@ async function session(): Promise<{ sql: postgres.Sql; pid: number }> {
   return { sql, pid: row!.pid }
 }
 
-async function waitForState(pid: number, predicate: (row: { state: string; wait_event_type: string | null }) => boolean) {
+async function waitForState(
+  pid: number,
+  predicate: (row: { state: string; wait_event_type: string | null }) => boolean,
+) {
   await until(`pid ${pid} in the expected state`, async () => {
-    const [row] = await rig.sql<{ state: string; wait_event_type: string | null }[]>`SELECT state, wait_event_type FROM pg_stat_activity WHERE pid = ${pid}`
+    const [row] = await rig.sql<
+      { state: string; wait_event_type: string | null }[]
+    >`SELECT state, wait_event_type FROM pg_stat_activity WHERE pid = ${pid}`
     return row && predicate(row) ? true : undefined
   })
 }
@@ -52,20 +57,25 @@ async function waitForState(pid: number, predicate: (row: { state: string; wait_
  * machine adds falls into the margins left below each upper bound.
  */
 async function waitForAges(since: 'query_start' | 'state_change', ages: [pid: number, seconds: number][]) {
-  await until(`${ages.map(([pid, s]) => `pid ${pid} ${s} s past its ${since}`).join(', ')}`, async () => {
-    const rows = await rig.sql<{ pid: number; query_s: number | null; state_s: number | null }[]>`
+  await until(
+    `${ages.map(([pid, s]) => `pid ${pid} ${s} s past its ${since}`).join(', ')}`,
+    async () => {
+      const rows = await rig.sql<{ pid: number; query_s: number | null; state_s: number | null }[]>`
       SELECT pid, extract(epoch FROM clock_timestamp() - query_start)::float8 AS query_s, extract(epoch FROM clock_timestamp() - state_change)::float8 AS state_s
       FROM pg_stat_activity WHERE pid = ANY(${ages.map(([pid]) => pid)}::int[])`
-    const age = (pid: number) => {
-      const row = rows.find((r) => r.pid === pid)
-      return (since === 'query_start' ? row?.query_s : row?.state_s) ?? 0
-    }
-    return ages.every(([pid, seconds]) => age(pid) >= seconds) ? true : undefined
-  }, { everyMs: 20 })
+      const age = (pid: number) => {
+        const row = rows.find((r) => r.pid === pid)
+        return (since === 'query_start' ? row?.query_s : row?.state_s) ?? 0
+      }
+      return ages.every(([pid, seconds]) => age(pid) >= seconds) ? true : undefined
+    },
+    { everyMs: 20 },
+  )
 }
 
 /** The command with pid `to` in place of `from`: what it does once `from` has ended and another session got its pid. */
-const onPid = (command: string, from: number, to: number) => command.replace(new RegExp(`(pid = |_backend\\()${from}\\b`, 'g'), `$1${to}`)
+const onPid = (command: string, from: number, to: number) =>
+  command.replace(new RegExp(`(pid = |_backend\\()${from}\\b`, 'g'), `$1${to}`)
 
 const TIME = `'\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z'`
 const within = (column: string) => `abs\\(extract\\(epoch FROM ${column} - timestamptz ${TIME}\\)\\) < 0\\.001`
@@ -80,7 +90,8 @@ async function bystander() {
   const s = await session()
   await s.sql`BEGIN`
   await s.sql`SELECT 1 AS bystander`
-  const identity = async () => (await rig.sql`SELECT backend_start, xact_start, state FROM pg_stat_activity WHERE pid = ${s.pid}`)[0]
+  const identity = async () =>
+    (await rig.sql`SELECT backend_start, xact_start, state FROM pg_stat_activity WHERE pid = ${s.pid}`)[0]
   return { ...s, identity, before: await identity() }
 }
 
@@ -109,17 +120,38 @@ test('long-running statements: warning past 1 s, critical past 4 s, the third co
   }
   const [first, second, third] = sleepers as [(typeof sleepers)[0], (typeof sleepers)[0], (typeof sleepers)[0]]
   // All three past 1 s, none past 4 s.
-  await waitForAges('query_start', [[third.pid, 1], [first.pid, 2.6]])
+  await waitForAges('query_start', [
+    [third.pid, 1],
+    [first.pid, 2.6],
+  ])
   await rig.cycle()
   let findings = byKey(await rig.findings('pg_long_running_queries'))
-  expect(Object.keys(findings).sort()).toEqual(['pg_long_running_queries', `pg_long_running_queries:pid ${first.pid}`, `pg_long_running_queries:pid ${second.pid}`].sort())
+  expect(Object.keys(findings).sort()).toEqual(
+    [
+      'pg_long_running_queries',
+      `pg_long_running_queries:pid ${first.pid}`,
+      `pg_long_running_queries:pid ${second.pid}`,
+    ].sort(),
+  )
   const named = findings[`pg_long_running_queries:pid ${first.pid}`]
-  expect(named).toMatchObject({ severity: 'warning', category: 'performance', objects: [`pid ${first.pid}`], metrics: { pid: first.pid } })
+  expect(named).toMatchObject({
+    severity: 'warning',
+    category: 'performance',
+    objects: [`pid ${first.pid}`],
+    metrics: { pid: first.pid },
+  })
   expect(named.metrics.running_s).toBeGreaterThanOrEqual(3)
   expect(named.metrics.running_s).toBeLessThanOrEqual(4)
   expect(named.detail).toContain(`pid ${first.pid} (user postgres`)
   expect(named.detail).toContain('SELECT pg_sleep(60) AS long_sleep_marker')
-  expect(named.how_to_fix[0]).toMatch(guarded('pg_cancel_backend', first.pid, 'query_start', 'cancels the statement (pg_terminate_backend in place of pg_cancel_backend also ends the session)'))
+  expect(named.how_to_fix[0]).toMatch(
+    guarded(
+      'pg_cancel_backend',
+      first.pid,
+      'query_start',
+      'cancels the statement (pg_terminate_backend in place of pg_cancel_backend also ends the session)',
+    ),
+  )
   expect(named.how_to_fix[1]).toStartWith("ALTER ROLE postgres SET statement_timeout = '1min';")
   expect(findings[`pg_long_running_queries:pid ${second.pid}`]).toMatchObject({ severity: 'warning' })
   // Over the cap of 2: the third is counted in the summary finding.
@@ -137,16 +169,21 @@ test('long-running statements: warning past 1 s, critical past 4 s, the third co
   // The title names the session (pid, user, application; pg_sleep holds no table): the three read apart.
   expect(findings[`pg_long_running_queries:pid ${first.pid}`]).toMatchObject({
     severity: 'critical',
-    title: expect.stringMatching(new RegExp(`^Statement running for 4\\.\\d s: pid ${first.pid}, user postgres, application "postgres\\.js"$`)),
+    title: expect.stringMatching(
+      new RegExp(`^Statement running for 4\\.\\d s: pid ${first.pid}, user postgres, application "postgres\\.js"$`),
+    ),
   })
-  expect(findings[`pg_long_running_queries:pid ${second.pid}`].title).toEndWith(`: pid ${second.pid}, user postgres, application "postgres.js"`)
+  expect(findings[`pg_long_running_queries:pid ${second.pid}`].title).toEndWith(
+    `: pid ${second.pid}, user postgres, application "postgres.js"`,
+  )
   expect(findings[`pg_long_running_queries:pid ${second.pid}`]).toMatchObject({ severity: 'warning' })
   expect((await rig.api('/doctor')).status).toBe('unhealthy')
 
   // The first's cancel on the second's pid (the same role and application, running the same statement):
   // no row, and the second's statement runs on; as given, it cancels the first's statement.
   const cancel = findings[`pg_long_running_queries:pid ${first.pid}`].how_to_fix[0] as string
-  const statementOf = async (pid: number) => (await rig.sql`SELECT state, query_start FROM pg_stat_activity WHERE pid = ${pid}`)[0]
+  const statementOf = async (pid: number) =>
+    (await rig.sql`SELECT state, query_start FROM pg_stat_activity WHERE pid = ${pid}`)[0]
   const secondBefore = await statementOf(second.pid)
   expect(Array.from(await rig.sql.unsafe(onPid(cancel, first.pid, second.pid))) as unknown[]).toEqual([])
   expect(Array.from(await rig.sql.unsafe(cancel)) as unknown[]).toEqual([{ pg_cancel_backend: true }])
@@ -156,7 +193,8 @@ test('long-running statements: warning past 1 s, critical past 4 s, the third co
   // The summary's fix cancels every statement past the threshold (the first's already cancelled).
   await rig.sql.unsafe(findings.pg_long_running_queries.how_to_fix[0])
   for (const s of sleepers) expect(String(await s.running)).toContain('canceling statement due to user request')
-  const [other] = await rig.sql`SELECT state, now() - query_start > interval '4 seconds' AS long FROM pg_stat_activity WHERE pid = ${elsewherePid}`
+  const [other] =
+    await rig.sql`SELECT state, now() - query_start > interval '4 seconds' AS long FROM pg_stat_activity WHERE pid = ${elsewherePid}`
   expect(other).toEqual({ state: 'active', long: true })
   await rig.sql`SELECT pg_cancel_backend(${elsewherePid})`
   expect(String(await elsewhereRunning)).toContain('canceling statement due to user request')
@@ -188,7 +226,9 @@ test('idle in transaction: the session, its idle time, transaction age and locks
   expect(finding.metrics.locks_held).toBeGreaterThanOrEqual(1)
   expect(finding.detail).toContain('has sat idle inside a transaction')
   expect(finding.detail).toContain('Its last statement: SELECT count(*) FROM orders')
-  expect(finding.how_to_fix[0]).toMatch(guarded('pg_terminate_backend', s.pid, 'xact_start', 'rolls back its transaction and ends the session'))
+  expect(finding.how_to_fix[0]).toMatch(
+    guarded('pg_terminate_backend', s.pid, 'xact_start', 'rolls back its transaction and ends the session'),
+  )
   expect(finding.how_to_fix.slice(1)).toEqual([
     "ALTER ROLE postgres SET idle_in_transaction_session_timeout = '1min';   -- the role's new sessions",
     "ALTER SYSTEM SET idle_in_transaction_session_timeout = '1min'; SELECT pg_reload_conf();   -- server-wide default",
@@ -204,7 +244,9 @@ test('idle in transaction: the session, its idle time, transaction age and locks
   const other = await bystander()
   expect(Array.from(await rig.sql.unsafe(onPid(finding.how_to_fix[0], s.pid, other.pid))) as unknown[]).toEqual([])
   expect(Array.from(await rig.sql.unsafe(finding.how_to_fix[0])) as unknown[]).toEqual([{ pg_terminate_backend: true }])
-  await until('the session to end', async () => ((await rig.sql`SELECT 1 FROM pg_stat_activity WHERE pid = ${s.pid}`).length === 0 ? true : undefined))
+  await until('the session to end', async () =>
+    (await rig.sql`SELECT 1 FROM pg_stat_activity WHERE pid = ${s.pid}`).length === 0 ? true : undefined,
+  )
   expect(await other.identity()).toEqual(other.before)
   await other.sql`ROLLBACK`
   await rig.cycle()
@@ -227,11 +269,15 @@ test('blocked sessions: the root blocker named with the sessions queued behind i
   await queue(2)
   await queue(3)
   // The first waiter a second in its lock wait by the server's clock (pg_locks.waitstart, as the agent reads it).
-  await until('a lock wait of a second', async () => {
-    const [row] = await rig.sql<{ waited_s: number | null }[]>`
+  await until(
+    'a lock wait of a second',
+    async () => {
+      const [row] = await rig.sql<{ waited_s: number | null }[]>`
       SELECT extract(epoch FROM clock_timestamp() - waitstart)::float8 AS waited_s FROM pg_locks WHERE pid = ${waiters[0]!.pid} AND NOT granted`
-    return (row?.waited_s ?? 0) >= 1 ? true : undefined
-  }, { everyMs: 20 })
+      return (row?.waited_s ?? 0) >= 1 ? true : undefined
+    },
+    { everyMs: 20 },
+  )
   await rig.cycle()
   const findings = await rig.findings('pg_blocked_sessions')
   expect(findings).toHaveLength(1)
@@ -240,7 +286,11 @@ test('blocked sessions: the root blocker named with the sessions queued behind i
     key: `pg_blocked_sessions:pid ${root.pid}`,
     severity: 'warning',
     // The blocker by pid, user and application, and the table its waiters wait on.
-    title: expect.stringMatching(new RegExp(`^2 sessions blocked for up to [\\d.]+ s by pid ${root.pid}, user postgres, application "postgres\\.js", on public\\.accounts$`)),
+    title: expect.stringMatching(
+      new RegExp(
+        `^2 sessions blocked for up to [\\d.]+ s by pid ${root.pid}, user postgres, application "postgres\\.js", on public\\.accounts$`,
+      ),
+    ),
     objects: [`pid ${root.pid}`, ...waiters.map((w) => `pid ${w.pid}`)],
     metrics: { root_pid: root.pid, blocked_sessions: 2 },
   })
@@ -251,15 +301,23 @@ test('blocked sessions: the root blocker named with the sessions queued behind i
   const [rootActivity] = await rig.sql<{ query: string }[]>`SELECT query FROM pg_stat_activity WHERE pid = ${root.pid}`
   expect(rootActivity!.query).toBe('UPDATE accounts SET balance = 1 WHERE id = 1')
   expect(finding.detail).toContain(`; last statement: ${rootActivity!.query}) blocks 2 sessions`)
-  expect(finding.detail).toContain(`blocks 2 sessions (pid ${waiters[0]!.pid}, ${waiters[1]!.pid}) waiting on public.accounts`)
-  expect(finding.how_to_fix[0]).toMatch(guarded('pg_terminate_backend', root.pid, 'xact_start', 'rolls back its transaction and releases its locks'))
+  expect(finding.detail).toContain(
+    `blocks 2 sessions (pid ${waiters[0]!.pid}, ${waiters[1]!.pid}) waiting on public.accounts`,
+  )
+  expect(finding.how_to_fix[0]).toMatch(
+    guarded('pg_terminate_backend', root.pid, 'xact_start', 'rolls back its transaction and releases its locks'),
+  )
   // The waiting statements are blocked, not long-running.
   expect(await rig.findings('pg_long_running_queries')).toEqual([])
 
   await queue(4)
   await rig.cycle()
   ;[finding] = await rig.findings('pg_blocked_sessions')
-  expect(finding).toMatchObject({ key: `pg_blocked_sessions:pid ${root.pid}`, severity: 'critical', metrics: { blocked_sessions: 3 } })
+  expect(finding).toMatchObject({
+    key: `pg_blocked_sessions:pid ${root.pid}`,
+    severity: 'critical',
+    metrics: { blocked_sessions: 3 },
+  })
 
   // On the pid of another session of the same role and application in a transaction: no row, and it
   // keeps its session and transaction. As given, it ends the root and the queue moves.
@@ -276,8 +334,12 @@ test('blocked sessions: the root blocker named with the sessions queued behind i
 })
 
 test('connections: warning and critical by the share of max_connections minus the reserved slots; closing them cures it', async () => {
-  const clientBackends = async () => Number((await rig.sql`SELECT count(*) AS n FROM pg_stat_activity WHERE backend_type = 'client backend'`)[0]!.n)
-  const [{ max, reserved }] = (await rig.sql`SELECT current_setting('max_connections')::int AS max, current_setting('superuser_reserved_connections')::int AS reserved`) as unknown as [{ max: number; reserved: number }]
+  const clientBackends = async () =>
+    Number((await rig.sql`SELECT count(*) AS n FROM pg_stat_activity WHERE backend_type = 'client backend'`)[0]!.n)
+  const [{ max, reserved }] =
+    (await rig.sql`SELECT current_setting('max_connections')::int AS max, current_setting('superuser_reserved_connections')::int AS reserved`) as unknown as [
+      { max: number; reserved: number },
+    ]
   const usable = max - reserved
   await rig.cycle()
   expect(await rig.findings('pg_connections')).toEqual([])
@@ -307,9 +369,15 @@ test('connections: warning and critical by the share of max_connections minus th
     key: 'pg_connections',
     severity: 'warning',
     category: 'capacity',
-    metrics: { max_connections: max, superuser_reserved_connections: reserved, usage_ratio: Number((total / usable).toFixed(4)) },
+    metrics: {
+      max_connections: max,
+      superuser_reserved_connections: reserved,
+      usage_ratio: Number((total / usable).toFixed(4)),
+    },
   })
-  expect(finding.detail).toStartWith(`${total} client connections of the ${usable} that ordinary roles may open (max_connections ${max} minus superuser_reserved_connections ${reserved})`)
+  expect(finding.detail).toStartWith(
+    `${total} client connections of the ${usable} that ordinary roles may open (max_connections ${max} minus superuser_reserved_connections ${reserved})`,
+  )
   expect(finding.metrics.idle_connections).toBeGreaterThanOrEqual(extra.length)
 
   await openUpTo(Math.ceil(usable * 0.4) + 2)

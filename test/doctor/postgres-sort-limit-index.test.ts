@@ -13,7 +13,9 @@ const interval = explainSampling.intervalMs
 
 beforeAll(async () => {
   explainSampling.intervalMs = 0 // sample plans every cycle instead of every 5 minutes
-  rig = await postgresDoctorRig(17, { thresholds: { pg_slow_statements: { warning_mean_ms: 0.001, critical_mean_ms: 1e9, min_share: 0, min_calls: 10 } } })
+  rig = await postgresDoctorRig(17, {
+    thresholds: { pg_slow_statements: { warning_mean_ms: 0.001, critical_mean_ms: 1e9, min_share: 0, min_calls: 10 } },
+  })
 })
 afterAll(async () => {
   explainSampling.intervalMs = interval
@@ -48,7 +50,9 @@ test('ORDER BY ... LIMIT over a Seq Scan: an index on the filter equality column
   const statements = (await rig.api('/queries?sort_by=total_time')) as { query_hash: string; query_text: string }[]
   const statement = statements.find((q) => q.query_text.startsWith('SELECT id, note FROM t WHERE status = $1'))!
   expect(statement.query_text).toBe(`SELECT id, note FROM t WHERE status = $1 ORDER BY "we""ird */ col" DESC LIMIT $2`)
-  const [slow] = (await rig.findings('pg_slow_statements')).filter((f: any) => f.metrics.query_hash === statement.query_hash)
+  const [slow] = (await rig.findings('pg_slow_statements')).filter(
+    (f: any) => f.metrics.query_hash === statement.query_hash,
+  )
   const create = 'CREATE INDEX CONCURRENTLY ON public.t (status, "we""ird */ col" DESC);'
   expect(slow.how_to_fix[0]).toBe(
     `${create}   -- its plan reads public.t whole by a Seq Scan and sorts it for ORDER BY ... LIMIT (${commentText('Sort Key: "we""ird */ col" DESC', 120)}): an index in that order returns the first rows without the sort`,

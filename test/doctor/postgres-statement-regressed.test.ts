@@ -39,7 +39,10 @@ async function runLookups(n: number) {
   for (let i = 0; i < n; i++) await sql.unsafe(LOOKUP, [i * 7])
 }
 
-const explainLookup = async () => ((await sql.unsafe('EXPLAIN (FORMAT JSON) SELECT count(*) FROM orders WHERE customer = 42'))[0] as any)['QUERY PLAN'][0]
+const explainLookup = async () =>
+  ((await sql.unsafe('EXPLAIN (FORMAT JSON) SELECT count(*) FROM orders WHERE customer = 42'))[0] as any)[
+    'QUERY PLAN'
+  ][0]
 
 test('a statement 3× slower than its own day before is a finding with both exact means and calls and its plan change', async () => {
   const start = await counted()
@@ -65,10 +68,20 @@ test('a statement 3× slower than its own day before is a finding with both exac
     shared_blks_hit: 0,
     shared_blks_read: 0,
   })
-  const id = await s.ingest(pgBatch('regressed', now - 180 * MINUTE, { query_stats: [delta(before)], explain_plans: [planEntry(slow.queryid, now - 180 * MINUTE, fastPlan, 'sampled')] }))
+  const id = await s.ingest(
+    pgBatch('regressed', now - 180 * MINUTE, {
+      query_stats: [delta(before)],
+      explain_plans: [planEntry(slow.queryid, now - 180 * MINUTE, fastPlan, 'sampled')],
+    }),
+  )
   // The same statement an hour later, as fast: no finding from a baseline alone.
   expect((await s.ok(id, '/doctor')).top_issues.filter((f: any) => f.rule === 'pg_statement_regressed')).toEqual([])
-  await s.ingest(pgBatch('regressed', now - 10 * MINUTE, { query_stats: [delta(after)], explain_plans: [planEntry(slow.queryid, now - 10 * MINUTE, slowPlan, 'sampled')] }))
+  await s.ingest(
+    pgBatch('regressed', now - 10 * MINUTE, {
+      query_stats: [delta(after)],
+      explain_plans: [planEntry(slow.queryid, now - 10 * MINUTE, slowPlan, 'sampled')],
+    }),
+  )
 
   const doctor = await s.ok(id, '/doctor')
   const found = doctor.top_issues.filter((f: any) => f.rule === 'pg_statement_regressed')
@@ -92,11 +105,19 @@ test('a statement 3× slower than its own day before is a finding with both exac
       plan_after: planEntry(slow.queryid, 0, slowPlan, 'sampled').plan_hash,
     },
   })
-  expect(f.title).toStartWith(`Statement ${ratio.toFixed(1)}× slower than in the 24 hours before, its plan changed: SELECT count(*) FROM orders`)
+  expect(f.title).toStartWith(
+    `Statement ${ratio.toFixed(1)}× slower than in the 24 hours before, its plan changed: SELECT count(*) FROM orders`,
+  )
   const shown = (v: number) => (v >= 100 ? v.toFixed(0) : String(Number(v.toPrecision(3))))
-  expect(f.detail).toContain(`ran 40 times in the last 1 hour with a mean of ${shown(meanAfter)} ms, against 40 calls with a mean of ${shown(meanBefore)} ms in the 24 hours before`)
-  expect(f.detail).toMatch(/Its plan changed at .*: before, 0 sequential and 1 index scans, .*; now, 1 sequential and 0 index scans/)
-  expect(f.how_to_investigate[0]).toStartWith(`#/databases/${id}/queries/${encodeURIComponent(slow.queryid)}   -- the statement's page`)
+  expect(f.detail).toContain(
+    `ran 40 times in the last 1 hour with a mean of ${shown(meanAfter)} ms, against 40 calls with a mean of ${shown(meanBefore)} ms in the 24 hours before`,
+  )
+  expect(f.detail).toMatch(
+    /Its plan changed at .*: before, 0 sequential and 1 index scans, .*; now, 1 sequential and 0 index scans/,
+  )
+  expect(f.how_to_investigate[0]).toStartWith(
+    `#/databases/${id}/queries/${encodeURIComponent(slow.queryid)}   -- the statement's page`,
+  )
 
   // The plan change (an index scan's estimated cost against a sequential scan's) is the same statement's:
   // one issue, led by the regression it explains, listed under it.

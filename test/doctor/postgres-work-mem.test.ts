@@ -12,7 +12,15 @@
 // agent reports the setting the build ran under, as it would a server's.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import postgres from 'postgres'
-import { memoryAdvice, memoryCommand, memoryReason, memorySettingFor, planMemoryNeed, roundedMb, spilledOnce } from '../../src/server/doctor/work-mem.ts'
+import {
+  memoryAdvice,
+  memoryCommand,
+  memoryReason,
+  memorySettingFor,
+  planMemoryNeed,
+  roundedMb,
+  spilledOnce,
+} from '../../src/server/doctor/work-mem.ts'
 import { type PostgresDoctorRig, watchDatabase, workload } from '../support/doctor.ts'
 import { sharedPostgres } from '../support/postgres.ts'
 import { pgIdent } from '../../src/shared/sql-text.ts'
@@ -31,7 +39,9 @@ beforeAll(async () => {
   await sql.unsafe(`ALTER DATABASE ${pgIdent(db!.name)} SET maintenance_work_mem = '1MB'`)
   await sql`CREATE TABLE w AS SELECT g AS id, repeat(md5(g::text), 4) AS wide FROM generate_series(1, 300000) g`
   await sql`ANALYZE w`
-  const watched = await watchDatabase(dsn, { thresholds: { pg_temp_files: { info_bytes: 1 * MB, warning_bytes: 1024 * MB, critical_bytes: 4096 * MB } } })
+  const watched = await watchDatabase(dsn, {
+    thresholds: { pg_temp_files: { info_bytes: 1 * MB, warning_bytes: 1024 * MB, critical_bytes: 4096 * MB } },
+  })
   rig = {
     ...watched,
     pg,
@@ -48,11 +58,25 @@ afterAll(async () => {
 })
 
 /** Session settings that make the planner choose two parallel workers for w (its costs of parallelism nil). */
-const PARALLEL = { max_parallel_workers_per_gather: '2', parallel_setup_cost: '0', parallel_tuple_cost: '0', min_parallel_table_scan_size: '0' }
+const PARALLEL = {
+  max_parallel_workers_per_gather: '2',
+  parallel_setup_cost: '0',
+  parallel_tuple_cost: '0',
+  min_parallel_table_scan_size: '0',
+}
 
 /** EXPLAIN (ANALYZE, FORMAT JSON) of `query` under `work_mem`, one sort or hash at a time (no parallel workers) unless `session` says otherwise. */
-async function explained(query: string, workMem: string, session: Record<string, string> = {}, options = 'ANALYZE, FORMAT JSON'): Promise<any> {
-  const sql = postgres(rig.dsn, { max: 1, onnotice: () => {}, connection: { work_mem: workMem, max_parallel_workers_per_gather: '0', ...session } })
+async function explained(
+  query: string,
+  workMem: string,
+  session: Record<string, string> = {},
+  options = 'ANALYZE, FORMAT JSON',
+): Promise<any> {
+  const sql = postgres(rig.dsn, {
+    max: 1,
+    onnotice: () => {},
+    connection: { work_mem: workMem, max_parallel_workers_per_gather: '0', ...session },
+  })
   try {
     const [row] = await sql.unsafe(`EXPLAIN (${options}) ${query}`)
     return (row as any)['QUERY PLAN'][0]
@@ -126,10 +150,18 @@ test('a real plan with actual figures sizes the sort and the hash, within 2× of
   expect(sortNeed.node).toStartWith('Sort (')
 
   // A hash join's inner side in 8 batches: its work_mem is the whole hash over hash_mem_multiplier.
-  const multiplier = (await rig.sql<{ multiplier: number }[]>`SELECT current_setting('hash_mem_multiplier')::float8 AS multiplier`)[0]!.multiplier
+  const multiplier = (
+    await rig.sql<{ multiplier: number }[]>`SELECT current_setting('hash_mem_multiplier')::float8 AS multiplier`
+  )[0]!.multiplier
   const hashSpilled = await explained(JOIN, '4MB')
   expect(nodes(hashSpilled).find((n) => n['Node Type'] === 'Hash')['Hash Batches']).toBeGreaterThan(1)
-  const advice = memoryAdvice({ text: JOIN, plans: [hashSpilled], tempBytes: 1, calls: 1, settings: { hash_mem_multiplier: String(multiplier) } })!
+  const advice = memoryAdvice({
+    text: JOIN,
+    plans: [hashSpilled],
+    tempBytes: 1,
+    calls: 1,
+    settings: { hash_mem_multiplier: String(multiplier) },
+  })!
   expect(advice.basis).toStartWith("its plan's Hash (")
   const hashFits = nodes(await explained(JOIN, '1GB')).find((n) => n['Node Type'] === 'Hash')
   expect(hashFits['Hash Batches']).toBe(1)
@@ -154,7 +186,9 @@ test('a parallel plan is sized per process: each of its leader and workers has i
   const need = planMemoryNeed(spilled)!
   // The busiest process's file ×2, not the three files' sum.
   expect(need.bytes).toBe(Math.max(...used) * KB * 2)
-  expect(need.node).toBe(`Sort (${Math.max(...used)} kB on disk in the busiest of 3 processes (the leader and 2 workers), each with its own work_mem)`)
+  expect(need.node).toBe(
+    `Sort (${Math.max(...used)} kB on disk in the busiest of 3 processes (the leader and 2 workers), each with its own work_mem)`,
+  )
   expect(need.processes).toBe(3)
   // The server's own figure: each process's sort memory when they all fit. The advice is within 2× of the
   // largest, and under it no process spills.
@@ -163,7 +197,9 @@ test('a parallel plan is sized per process: each of its leader and workers has i
   const fitsEach = Math.max(...perProcess(fits).map((p) => p['Sort Space Used'])) * KB
   expect(need.bytes).toBeGreaterThanOrEqual(fitsEach / 2)
   expect(need.bytes).toBeLessThanOrEqual(fitsEach * 2)
-  const advised = nodes(await explained(PSORT, `${roundedMb(need.bytes)}MB`, PARALLEL)).filter((n) => n['Node Type'] === 'Sort')
+  const advised = nodes(await explained(PSORT, `${roundedMb(need.bytes)}MB`, PARALLEL)).filter(
+    (n) => n['Node Type'] === 'Sort',
+  )
   expect(advised.flatMap(perProcess).map((p) => p['Sort Space Type'])).not.toContain('Disk')
 
   // Without a plan of actual figures: pg_stat_statements counts every process's temp blocks, so the
@@ -178,17 +214,27 @@ test('a parallel plan is sized per process: each of its leader and workers has i
       FROM pg_stat_statements WHERE query = ${PSORT} AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`
   const sampled = await explained(PSORT, '4MB', PARALLEL, 'FORMAT JSON')
   expect(nodes(sampled)[0]['Workers Planned']).toBe(2)
-  const fromBytes = memoryAdvice({ text: PSORT, plans: [sampled], tempBytes: stats!.temp_bytes, calls: 1, settings: { work_mem: '4MB' } })!
+  const fromBytes = memoryAdvice({
+    text: PSORT,
+    plans: [sampled],
+    tempBytes: stats!.temp_bytes,
+    calls: 1,
+    settings: { work_mem: '4MB' },
+  })!
   expect(fromBytes.processes).toBe(3)
   expect(fromBytes.needed_bytes).toBe((stats!.temp_bytes / 3) * 2)
-  expect(fromBytes.basis).toBe(`twice its temp bytes per call (${(stats!.temp_bytes / MB).toFixed(1)} MB over its 3 processes (the leader and 2 workers), each with its own work_mem)`)
+  expect(fromBytes.basis).toBe(
+    `twice its temp bytes per call (${(stats!.temp_bytes / MB).toFixed(1)} MB over its 3 processes (the leader and 2 workers), each with its own work_mem)`,
+  )
   expect(memoryReason(fromBytes)).toContain('(per process: 3 processes each take it)')
   expect(fromBytes.needed_bytes).toBeGreaterThanOrEqual(fitsEach / 2)
   expect(fromBytes.needed_bytes).toBeLessThanOrEqual(fitsEach * 2)
 
   // A Parallel Hash: one table shared by the leader and the 2 planned workers, sized for their work_mem
   // together × hash_mem_multiplier, so its whole table is divided by both.
-  const multiplier = (await rig.sql<{ multiplier: number }[]>`SELECT current_setting('hash_mem_multiplier')::float8 AS multiplier`)[0]!.multiplier
+  const multiplier = (
+    await rig.sql<{ multiplier: number }[]>`SELECT current_setting('hash_mem_multiplier')::float8 AS multiplier`
+  )[0]!.multiplier
   const hashSpilled = await explained(JOIN, '1MB', PARALLEL)
   const hash = nodes(hashSpilled).find((n) => n['Node Type'] === 'Hash')
   expect(hash['Parallel Aware']).toBe(true)
@@ -196,7 +242,9 @@ test('a parallel plan is sized per process: each of its leader and workers has i
   expect(hash['Hash Batches']).toBeGreaterThan(1)
   const hashNeed = planMemoryNeed(hashSpilled, multiplier)!
   expect(hashNeed.bytes).toBe((hash['Peak Memory Usage'] * KB * hash['Hash Batches']) / multiplier / 3)
-  expect(hashNeed.node).toBe(`Parallel Hash (${hash['Hash Batches']} batches of up to ${hash['Peak Memory Usage']} kB, one table shared by 3 processes (the leader and 2 workers) whose work_mem adds up)`)
+  expect(hashNeed.node).toBe(
+    `Parallel Hash (${hash['Hash Batches']} batches of up to ${hash['Peak Memory Usage']} kB, one table shared by 3 processes (the leader and 2 workers) whose work_mem adds up)`,
+  )
   // The server's own figure: the whole table when it fits in one batch, per process.
   const hashFits = nodes(await explained(JOIN, '16MB', PARALLEL)).find((n) => n['Node Type'] === 'Hash')
   expect(hashFits['Hash Batches']).toBe(1)
@@ -204,7 +252,9 @@ test('a parallel plan is sized per process: each of its leader and workers has i
   expect(hashNeed.bytes).toBeGreaterThanOrEqual(hashFitsEach / 2)
   expect(hashNeed.bytes).toBeLessThanOrEqual(hashFitsEach * 2)
   // At the need rounded up to whole MB, the shared table fits in one batch.
-  const atNeed = nodes(await explained(JOIN, `${Math.ceil(hashNeed.bytes / MB)}MB`, PARALLEL)).find((n) => n['Node Type'] === 'Hash')
+  const atNeed = nodes(await explained(JOIN, `${Math.ceil(hashNeed.bytes / MB)}MB`, PARALLEL)).find(
+    (n) => n['Node Type'] === 'Hash',
+  )
   expect(atNeed['Hash Batches']).toBe(1)
 })
 
@@ -214,7 +264,13 @@ test('a setting in effect that covers the need is never lowered: nothing to rais
   const need = sortDisk * KB * 2
   // The server's work_mem is 256MB (the statement ran with less, in its session): nothing to raise.
   const covered = memoryAdvice({ text: SORT, plans: [spilled], settings: { work_mem: '256MB' } })!
-  expect(covered).toMatchObject({ setting: 'work_mem', needed_bytes: need, raise: false, mb: 256, current_bytes: 256 * MB })
+  expect(covered).toMatchObject({
+    setting: 'work_mem',
+    needed_bytes: need,
+    raise: false,
+    mb: 256,
+    current_bytes: 256 * MB,
+  })
   expect(memoryCommand(covered)).toBe('SHOW work_mem;')
   expect(memoryReason(covered)).toBe(
     `its plan's Sort (${sortDisk} kB on disk): about ${(need / MB).toFixed(1)} MB per execution, which the work_mem in effect (256.0 MB) already covers: nothing to raise; run SHOW work_mem in the session or as the role that runs it, which may set it lower`,
@@ -227,7 +283,12 @@ test('a setting in effect that covers the need is never lowered: nothing to rais
   expect(memoryAdvice({ text: SORT, plans: [spilled], settings: { work_mem: '65536' } })!.current_bytes).toBe(64 * MB)
 
   // The same for maintenance_work_mem: a build whose 1GB in effect covers it gets no SET.
-  const build = memoryAdvice({ text: 'CREATE INDEX w_wide ON w (wide)', tempBytes: 127.7 * MB, calls: 1, settings: { maintenance_work_mem: '1GB' } })!
+  const build = memoryAdvice({
+    text: 'CREATE INDEX w_wide ON w (wide)',
+    tempBytes: 127.7 * MB,
+    calls: 1,
+    settings: { maintenance_work_mem: '1GB' },
+  })!
   expect(build).toMatchObject({ setting: 'maintenance_work_mem', raise: false, mb: 1024 })
   expect(memoryCommand(build)).toBe('SHOW maintenance_work_mem;')
 })
@@ -270,13 +331,17 @@ test('an index build that spills is offered maintenance_work_mem, never work_mem
   const mb = roundedMb(2 * once.bytes)
   expect(mb).toBe(Math.ceil(Math.ceil((2 * stats!.temp_bytes) / 3 / MB) / 8) * 8)
   const fixes: string[] = finding.how_to_fix
-  const forBuild = fixes.find((c) => c.startsWith(`SET maintenance_work_mem = '${mb}MB'; <the statement>; RESET maintenance_work_mem;`))
+  const forBuild = fixes.find((c) =>
+    c.startsWith(`SET maintenance_work_mem = '${mb}MB'; <the statement>; RESET maintenance_work_mem;`),
+  )
   expect(forBuild).toContain('index builds, CLUSTER and VACUUM sort under maintenance_work_mem, not work_mem')
   expect(forBuild).toContain(`-- for statement ${stats!.queryid} alone`)
   expect(forBuild).toContain('written in 3 merge passes under the 1.0 MB in effect')
   // The build gets no work_mem.
   expect(fixes.filter((c) => c.includes(`statement ${stats!.queryid} `) && /(^|[^_])work_mem =/.test(c))).toEqual([])
-  expect(finding.detail).toMatch(new RegExp(`needing about ${mb} MB of maintenance_work_mem per execution: CREATE INDEX w_wide`))
+  expect(finding.detail).toMatch(
+    new RegExp(`needing about ${mb} MB of maintenance_work_mem per execution: CREATE INDEX w_wide`),
+  )
 
   // The server's own figure: trace_sort's memory for the build when it sorts in memory. The advice is
   // within 2× of it, and at the advised value the build sorts in memory.
@@ -287,8 +352,18 @@ test('an index build that spills is offered maintenance_work_mem, never work_mem
   expect(mb * MB).toBeLessThanOrEqual(needed * 2)
   expect(await tracedBuild(`${mb}MB`)).toStartWith('internal sort of worker -1 ended')
 
-  expect(['REINDEX INDEX w_wide', 'create unique index concurrently x on w (id)', 'CLUSTER w USING w_wide', 'VACUUM (FULL) w', '/* c */ ALTER TABLE w ADD PRIMARY KEY (id)'].map(memorySettingFor)).toEqual(
-    Array(5).fill('maintenance_work_mem'),
-  )
-  expect(['SELECT * FROM w ORDER BY wide', 'WITH x AS (SELECT 1) SELECT * FROM x', 'INSERT INTO w SELECT * FROM w'].map(memorySettingFor)).toEqual(Array(3).fill('work_mem'))
+  expect(
+    [
+      'REINDEX INDEX w_wide',
+      'create unique index concurrently x on w (id)',
+      'CLUSTER w USING w_wide',
+      'VACUUM (FULL) w',
+      '/* c */ ALTER TABLE w ADD PRIMARY KEY (id)',
+    ].map(memorySettingFor),
+  ).toEqual(Array(5).fill('maintenance_work_mem'))
+  expect(
+    ['SELECT * FROM w ORDER BY wide', 'WITH x AS (SELECT 1) SELECT * FROM x', 'INSERT INTO w SELECT * FROM w'].map(
+      memorySettingFor,
+    ),
+  ).toEqual(Array(3).fill('work_mem'))
 })

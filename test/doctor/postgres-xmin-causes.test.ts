@@ -59,7 +59,9 @@ async function deleteAndVacuum(dsn: string, sql: postgres.Sql, table: string, be
 
 /** What the activity collector and the doctor read of a session, from pg_stat_activity itself. */
 async function activityOf(sql: postgres.Sql, pid: number) {
-  const [row] = await sql<{ usename: string; application_name: string; client_addr: string; state: string; query: string }[]>`
+  const [row] = await sql<
+    { usename: string; application_name: string; client_addr: string; state: string; query: string }[]
+  >`
     SELECT usename, application_name, host(client_addr) AS client_addr, state, query FROM pg_stat_activity WHERE pid = ${pid}`
   return row!
 }
@@ -104,10 +106,16 @@ describe("the issue's case: a session idle in a REPEATABLE READ transaction hold
       // Before any VACUUM ran into the holder: the usual finding, with the holder named as the likely cause.
       await rig.cycle()
       const [before] = await rig.findings('pg_dead_tuples')
-      expect(before).toMatchObject({ key: 'pg_dead_tuples:public.orders', title: 'Many dead rows in public.orders', metrics: { n_dead_tup: 19_990 } })
+      expect(before).toMatchObject({
+        key: 'pg_dead_tuples:public.orders',
+        title: 'Many dead rows in public.orders',
+        metrics: { n_dead_tup: 19_990 },
+      })
       expect(before.detail).toContain(`pid ${pid} (user `)
       expect(before.detail).toContain(`has held back the xmin horizon since `)
-      expect(before.detail).toContain(`no VACUUM can remove the rows deleted or updated after that until pid ${pid} ends its transaction.`)
+      expect(before.detail).toContain(
+        `no VACUUM can remove the rows deleted or updated after that until pid ${pid} ends its transaction.`,
+      )
       expect(before.how_to_fix[0]).toBe('VACUUM (ANALYZE, VERBOSE) public.orders;')
     })
     expect(stats).toMatchObject({ n_live_tup: 10, n_dead_tup: 19_990 })
@@ -122,10 +130,20 @@ describe("the issue's case: a session idle in a REPEATABLE READ transaction hold
       severity: 'critical',
       title: `Vacuum cannot clean public.orders until pid ${pid} ends its transaction`,
       objects: ['public.orders', `pid ${pid}`],
-      metrics: { n_dead_tup: 19_990, n_live_tup: 10, last_vacuum: stats.last_vacuum.toISOString(), held_by: `pid ${pid}`, holder_kind: 'backend' },
+      metrics: {
+        n_dead_tup: 19_990,
+        n_live_tup: 10,
+        last_vacuum: stats.last_vacuum.toISOString(),
+        held_by: `pid ${pid}`,
+        holder_kind: 'backend',
+      },
     })
-    expect(finding.detail).toStartWith(`public.orders has 19,990 dead rows against 10 live ones (${((19_990 / 20_000) * 100).toFixed(1)} % dead)`)
-    expect(finding.detail).toContain(`by a manual VACUUM (autovacuum never ran on it), when pid ${pid} already held back the xmin horizon, so that VACUUM could not remove them`)
+    expect(finding.detail).toStartWith(
+      `public.orders has 19,990 dead rows against 10 live ones (${((19_990 / 20_000) * 100).toFixed(1)} % dead)`,
+    )
+    expect(finding.detail).toContain(
+      `by a manual VACUUM (autovacuum never ran on it), when pid ${pid} already held back the xmin horizon, so that VACUUM could not remove them`,
+    )
     expect(finding.detail).toContain(
       `The holder: pid ${pid} (user ${session.usename}, application "${session.application_name}", from ${session.client_addr}, ${session.state}; transaction open for `,
     )
@@ -136,16 +154,24 @@ describe("the issue's case: a session idle in a REPEATABLE READ transaction hold
     const terminate = finding.how_to_fix[0] as string
     const vacuum = finding.how_to_fix[1] as string
     for (const command of finding.how_to_fix as string[]) expect(command).not.toMatch(/[\n\r\u2028]/)
-    expect(terminate).toStartWith(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = ${pid} AND abs(extract(epoch FROM backend_start - timestamptz '`)
+    expect(terminate).toStartWith(
+      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = ${pid} AND abs(extract(epoch FROM backend_start - timestamptz '`,
+    )
     expect(terminate).toContain(
       `')) < 0.001 AND usename = ${pgString(session.usename)} AND application_name = ${pgString(session.application_name)} AND abs(extract(epoch FROM xact_start - timestamptz '`,
     )
-    expect(terminate).toEndWith("')) < 0.001;   -- ends that session and rolls back its open transaction (its uncommitted work is lost: check with its owner first); returns no row if that session has already ended or its transaction has; run it as a superuser, a member of pg_read_all_stats or the session's own role (to others its start times are hidden, and it finds no row)")
+    expect(terminate).toEndWith(
+      "')) < 0.001;   -- ends that session and rolls back its open transaction (its uncommitted work is lost: check with its owner first); returns no row if that session has already ended or its transaction has; run it as a superuser, a member of pg_read_all_stats or the session's own role (to others its start times are hidden, and it finds no row)",
+    )
     expect(vacuum).toBe('VACUUM (ANALYZE, VERBOSE) public.orders;   -- once the holder has gone')
 
     // The cause raised as soon as it holds back dead rows, at their severity (the default thresholds wait an hour).
     const [cause] = await rig.findings('pg_xmin_horizon')
-    expect(cause).toMatchObject({ key: `pg_xmin_horizon:pid ${pid}`, severity: 'critical', metrics: { pid, held_tables: 1, held_dead_rows: 19_990 } })
+    expect(cause).toMatchObject({
+      key: `pg_xmin_horizon:pid ${pid}`,
+      severity: 'critical',
+      metrics: { pid, held_tables: 1, held_dead_rows: 19_990 },
+    })
     expect(cause.detail).toContain('It keeps VACUUM from removing 19,990 dead rows in public.orders.')
     expect(cause.how_to_fix).toEqual([terminate])
 
@@ -155,7 +181,10 @@ describe("the issue's case: a session idle in a REPEATABLE READ transaction hold
     await newcomer`BEGIN`
     await newcomer`SELECT 1 AS newcomer`
     const newPid = (await newcomer<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`)[0]!.pid
-    const identity = async () => (await rig.sql`SELECT usename, application_name, backend_start, xact_start FROM pg_stat_activity WHERE pid = ${newPid}`)[0]
+    const identity = async () =>
+      (
+        await rig.sql`SELECT usename, application_name, backend_start, xact_start FROM pg_stat_activity WHERE pid = ${newPid}`
+      )[0]
     const before = await identity()
     expect(before).toMatchObject({ usename: session.usename, application_name: session.application_name })
     const reused = terminate.replace(`pid = ${pid} AND`, `pid = ${newPid} AND`)
@@ -165,7 +194,9 @@ describe("the issue's case: a session idle in a REPEATABLE READ transaction hold
     await newcomer`ROLLBACK`
 
     expect(Array.from(await rig.sql.unsafe(terminate)) as unknown[]).toEqual([{ pg_terminate_backend: true }])
-    await until('the holder to end', async () => ((await rig.sql`SELECT 1 FROM pg_stat_activity WHERE pid = ${pid}`).length === 0 ? true : undefined))
+    await until('the holder to end', async () =>
+      (await rig.sql`SELECT 1 FROM pg_stat_activity WHERE pid = ${pid}`).length === 0 ? true : undefined,
+    )
     await rig.sql.unsafe(vacuum.split(';')[0]!)
     await rig.cycle()
     expect(await rig.findings('pg_dead_tuples')).toEqual([])
@@ -188,14 +219,30 @@ describe("a prepared transaction and a standby's feedback (through a slot, throu
     dsn = await own.freshDatabase()
     sql = connect(dsn)
     apiKey = (await createApiKey(rig.server, rig.account, 'own server')).key
-    const created = await rig.server.call('POST', '/api/v1/databases', { token: rig.account.token, body: { name: 'own', engine: 'postgres', host: '127.0.0.1' } })
+    const created = await rig.server.call('POST', '/api/v1/databases', {
+      token: rig.account.token,
+      body: { name: 'own', engine: 'postgres', host: '127.0.0.1' },
+    })
     dbId = created.body.id
-    await rig.server.call('PATCH', `/api/v1/databases/${dbId}`, { token: rig.account.token, body: { poll_interval_seconds: 3600 } })
+    await rig.server.call('PATCH', `/api/v1/databases/${dbId}`, {
+      token: rig.account.token,
+      body: { poll_interval_seconds: 3600 },
+    })
     dir = mkdtempSync(join(tmpdir(), 'dbm-doctor-causes-'))
-    writeFileSync(join(dir, 'config.yaml'), `api:\n  endpoint: ${rig.server.base}\n  key: ${apiKey}\ndatabases:\n  - name: own\n    dsn: ${dsn}\n    poll_interval: 1h\n`)
-    agent = new Agent({ configPath: join(dir, 'config.yaml'), bufferDir: dir, log: createLogger('error', () => {}), timings: { pingIntervalMs: 60_000 } })
+    writeFileSync(
+      join(dir, 'config.yaml'),
+      `api:\n  endpoint: ${rig.server.base}\n  key: ${apiKey}\ndatabases:\n  - name: own\n    dsn: ${dsn}\n    poll_interval: 1h\n`,
+    )
+    agent = new Agent({
+      configPath: join(dir, 'config.yaml'),
+      bufferDir: dir,
+      log: createLogger('error', () => {}),
+      timings: { pingIntervalMs: 60_000 },
+    })
     await agent.start()
-    await until('the first batch', async () => ((await rig.server.call('GET', `/api/v1/databases/${dbId}`, { apiKey })).body.last_seen_at ? true : undefined))
+    await until('the first batch', async () =>
+      (await rig.server.call('GET', `/api/v1/databases/${dbId}`, { apiKey })).body.last_seen_at ? true : undefined,
+    )
   })
   afterAll(async () => {
     await standby?.stop().catch(() => {})
@@ -231,12 +278,21 @@ describe("a prepared transaction and a standby's feedback (through a slot, throu
       objects: ['public.ledger', `prepared transaction ${gid}`],
       metrics: { n_dead_tup: 19_990, held_by: `prepared transaction ${gid}`, holder_kind: 'prepared' },
     })
-    expect(finding.detail).toContain(`The holder: prepared transaction ${pgString(gid)} (PREPARE TRANSACTION, two-phase commit, owner ${prepared!.owner}, prepared `)
+    expect(finding.detail).toContain(
+      `The holder: prepared transaction ${pgString(gid)} (PREPARE TRANSACTION, two-phase commit, owner ${prepared!.owner}, prepared `,
+    )
     const rollback = finding.how_to_fix[0] as string
-    expect(rollback).toBe(`ROLLBACK PREPARED ${pgString(gid)};   -- in this database; write COMMIT PREPARED instead to keep its changes`)
+    expect(rollback).toBe(
+      `ROLLBACK PREPARED ${pgString(gid)};   -- in this database; write COMMIT PREPARED instead to keep its changes`,
+    )
     expect(rollback).not.toMatch(/[\n\r\u2028]/)
     const [cause] = await findings('pg_xmin_horizon')
-    expect(cause).toMatchObject({ key: 'pg_xmin_horizon:prepared transactions', severity: 'critical', how_to_fix: [rollback], metrics: { held_tables: 1 } })
+    expect(cause).toMatchObject({
+      key: 'pg_xmin_horizon:prepared transactions',
+      severity: 'critical',
+      how_to_fix: [rollback],
+      metrics: { held_tables: 1 },
+    })
 
     await sql.unsafe(rollback)
     expect((await sql`SELECT gid FROM pg_prepared_xacts`).length).toBe(0)
@@ -254,11 +310,18 @@ describe("a prepared transaction and a standby's feedback (through a slot, throu
     ])
     const dbName = new URL(dsn).pathname.slice(1)
     const reader = connect(standby.url.replace(/\/postgres$/, `/${dbName}`))
-    await until('the table on the standby', async () => ((await reader`SELECT count(*)::int AS n FROM events`)[0]!.n === 20000 ? true : undefined), { ignoreErrors: true })
+    await until(
+      'the table on the standby',
+      async () => ((await reader`SELECT count(*)::int AS n FROM events`)[0]!.n === 20000 ? true : undefined),
+      { ignoreErrors: true },
+    )
     await reader`BEGIN ISOLATION LEVEL REPEATABLE READ`
     await reader`SELECT count(*) FROM events`
-    const [{ xmin }] = (await reader`SELECT backend_xmin::text AS xmin FROM pg_stat_activity WHERE pid = pg_backend_pid()`) as unknown as [{ xmin: string }]
-    await until('the slot to hold the standby query\'s xmin', async () => {
+    const [{ xmin }] =
+      (await reader`SELECT backend_xmin::text AS xmin FROM pg_stat_activity WHERE pid = pg_backend_pid()`) as unknown as [
+        { xmin: string },
+      ]
+    await until("the slot to hold the standby query's xmin", async () => {
       const [slot] = await sql`SELECT xmin::text AS xmin FROM pg_replication_slots WHERE slot_name = 'dbm_standby'`
       return slot?.xmin === xmin ? true : undefined
     })
@@ -270,24 +333,42 @@ describe("a prepared transaction and a standby's feedback (through a slot, throu
     let [finding] = await findings('pg_dead_tuples')
     expect(finding).toMatchObject({
       key: 'pg_dead_tuples:public.events',
-      title: 'Vacuum cannot clean public.events until replication slot "dbm_standby" moves on (its standby\'s oldest query ends)',
+      title:
+        'Vacuum cannot clean public.events until replication slot "dbm_standby" moves on (its standby\'s oldest query ends)',
       metrics: { n_dead_tup: 19_990, held_by: 'slot dbm_standby', holder_kind: 'slot' },
     })
-    const [slot] = await sql<{ active_pid: number; xmin_age: number }[]>`SELECT active_pid, age(xmin) AS xmin_age FROM pg_replication_slots WHERE slot_name = 'dbm_standby'`
-    expect(finding.detail).toContain(`The holder: physical slot "dbm_standby" (active, WAL sender pid ${slot!.active_pid}; xmin `)
-    expect(finding.how_to_fix[0]).toBe('ALTER SYSTEM SET hot_standby_feedback = off; SELECT pg_reload_conf();   -- on the standby, if its queries may be cancelled instead')
+    const [slot] = await sql<
+      { active_pid: number; xmin_age: number }[]
+    >`SELECT active_pid, age(xmin) AS xmin_age FROM pg_replication_slots WHERE slot_name = 'dbm_standby'`
+    expect(finding.detail).toContain(
+      `The holder: physical slot "dbm_standby" (active, WAL sender pid ${slot!.active_pid}; xmin `,
+    )
+    expect(finding.how_to_fix[0]).toBe(
+      'ALTER SYSTEM SET hot_standby_feedback = off; SELECT pg_reload_conf();   -- on the standby, if its queries may be cancelled instead',
+    )
 
     // The standby goes away for good: its slot keeps the xmin it last sent.
     await reader.end({ timeout: 1 }).catch(() => {})
     await standby.stop()
     standby = undefined
-    await until('the slot to be inactive', async () => ((await sql`SELECT active FROM pg_replication_slots WHERE slot_name = 'dbm_standby'`)[0]?.active === false ? true : undefined))
-    const [kept] = await sql<{ xmin: string | null }[]>`SELECT xmin::text AS xmin FROM pg_replication_slots WHERE slot_name = 'dbm_standby'`
+    await until('the slot to be inactive', async () =>
+      (await sql`SELECT active FROM pg_replication_slots WHERE slot_name = 'dbm_standby'`)[0]?.active === false
+        ? true
+        : undefined,
+    )
+    const [kept] = await sql<
+      { xmin: string | null }[]
+    >`SELECT xmin::text AS xmin FROM pg_replication_slots WHERE slot_name = 'dbm_standby'`
     expect(kept!.xmin).toBe(xmin)
     await sql`VACUUM events`
     ;[finding] = await findings('pg_dead_tuples')
-    expect(finding).toMatchObject({ title: 'Vacuum cannot clean public.events until replication slot "dbm_standby" is dropped or its consumer comes back' })
-    expect(finding.how_to_fix[0]).toBe("SELECT pg_drop_replication_slot('dbm_standby');   -- only once its consumer is gone for good: a standby or subscriber using it must then be rebuilt")
+    expect(finding).toMatchObject({
+      title:
+        'Vacuum cannot clean public.events until replication slot "dbm_standby" is dropped or its consumer comes back',
+    })
+    expect(finding.how_to_fix[0]).toBe(
+      "SELECT pg_drop_replication_slot('dbm_standby');   -- only once its consumer is gone for good: a standby or subscriber using it must then be rebuilt",
+    )
     await sql.unsafe(finding.how_to_fix[0])
     await sql`VACUUM events`
     expect(await findings('pg_dead_tuples')).toEqual([])
@@ -296,13 +377,27 @@ describe("a prepared transaction and a standby's feedback (through a slot, throu
 
   test("a standby's query held by hot_standby_feedback without a slot: the WAL sender's backend_xmin, the standby named; the standby gone, VACUUM cleans", async () => {
     await createTable(dsn, 'feeds')
-    standby = await startStandby(own, sql, undefined, ['-c', 'max_prepared_transactions=2', '-c', 'hot_standby_feedback=on', '-c', 'wal_receiver_status_interval=1'])
+    standby = await startStandby(own, sql, undefined, [
+      '-c',
+      'max_prepared_transactions=2',
+      '-c',
+      'hot_standby_feedback=on',
+      '-c',
+      'wal_receiver_status_interval=1',
+    ])
     const dbName = new URL(dsn).pathname.slice(1)
     const reader = connect(standby.url.replace(/\/postgres$/, `/${dbName}`))
-    await until('the table on the standby', async () => ((await reader`SELECT count(*)::int AS n FROM feeds`)[0]!.n === 20000 ? true : undefined), { ignoreErrors: true })
+    await until(
+      'the table on the standby',
+      async () => ((await reader`SELECT count(*)::int AS n FROM feeds`)[0]!.n === 20000 ? true : undefined),
+      { ignoreErrors: true },
+    )
     await reader`BEGIN ISOLATION LEVEL REPEATABLE READ`
     await reader`SELECT count(*) FROM feeds`
-    const [{ xmin }] = (await reader`SELECT backend_xmin::text AS xmin FROM pg_stat_activity WHERE pid = pg_backend_pid()`) as unknown as [{ xmin: string }]
+    const [{ xmin }] =
+      (await reader`SELECT backend_xmin::text AS xmin FROM pg_stat_activity WHERE pid = pg_backend_pid()`) as unknown as [
+        { xmin: string },
+      ]
     let sender: { pid: number; application_name: string; client_addr: string } | undefined
     await until("the WAL sender to hold the standby query's xmin", async () => {
       const [row] = await sql<{ pid: number; application_name: string; client_addr: string; xmin: string }[]>`
@@ -326,12 +421,18 @@ describe("a prepared transaction and a standby's feedback (through a slot, throu
     )
     expect(finding.how_to_fix[0]).toStartWith('SELECT pid, now() - xact_start AS transaction_age')
     const [cause] = await findings('pg_xmin_horizon')
-    expect(cause).toMatchObject({ key: `pg_xmin_horizon:pid ${sender!.pid}`, severity: 'critical', title: expect.stringMatching(/^A standby's feedback holds back cleanup: /) })
+    expect(cause).toMatchObject({
+      key: `pg_xmin_horizon:pid ${sender!.pid}`,
+      severity: 'critical',
+      title: expect.stringMatching(/^A standby's feedback holds back cleanup: /),
+    })
 
     await reader.end({ timeout: 1 }).catch(() => {})
     await standby.stop()
     standby = undefined
-    await until('the WAL sender to end', async () => ((await sql`SELECT 1 FROM pg_stat_replication`).length === 0 ? true : undefined))
+    await until('the WAL sender to end', async () =>
+      (await sql`SELECT 1 FROM pg_stat_replication`).length === 0 ? true : undefined,
+    )
     await sql`VACUUM feeds`
     expect(await findings('pg_dead_tuples')).toEqual([])
     expect(await findings('pg_xmin_horizon')).toEqual([])

@@ -17,7 +17,8 @@ afterAll(async () => {
 })
 
 /** pg_postmaster_start_time() in epoch ms, truncated as the agent reads it. */
-const startTime = async () => Number((await rig.sql`SELECT floor(extract(epoch FROM pg_postmaster_start_time()) * 1000)::int8 AS at`)[0]!.at)
+const startTime = async () =>
+  Number((await rig.sql`SELECT floor(extract(epoch FROM pg_postmaster_start_time()) * 1000)::int8 AS at`)[0]!.at)
 
 test('a real restart: the finding names the start PostgreSQL gives, the overview its uptime', async () => {
   await rig.cycle()
@@ -37,7 +38,12 @@ test('a real restart: the finding names the start PostgreSQL gives, the overview
   expect(finding).toMatchObject({
     severity: 'warning',
     title: expect.stringMatching(/^PostgreSQL restarted [\d.]+ s ago$/),
-    metrics: { restarted_at: new Date(after).toISOString(), previous_start_at: new Date(before).toISOString(), crash_signal: null, recovery_entries: 0 },
+    metrics: {
+      restarted_at: new Date(after).toISOString(),
+      previous_start_at: new Date(before).toISOString(),
+      crash_signal: null,
+      recovery_entries: 0,
+    },
   })
   expect(finding.metrics.uptime_s).toBeLessThan(60)
   const overview = await rig.api('/overview')

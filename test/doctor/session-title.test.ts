@@ -8,10 +8,15 @@ import { HIDDEN_CHARACTERS } from '../../src/shared/invisible.ts'
 const UNSAFE = new RegExp(`[\\u0000-\\u001f\\u007f-\\u009f${HIDDEN_CHARACTERS}]`, 'u')
 
 test('hostile names are shown escaped, plain ones as they are', () => {
-  const who = sessionWho({ pid: 77, user: 'ops\u202eevil', application_name: 'app\u2028\n\u0085x\u{e0041}' }, 'public.t\u200b')
+  const who = sessionWho(
+    { pid: 77, user: 'ops\u202eevil', application_name: 'app\u2028\n\u0085x\u{e0041}' },
+    'public.t\u200b',
+  )
   expect(UNSAFE.test(who)).toBe(false)
   expect(who).toBe('pid 77, user ops\\u202Eevil, application "app\\u2028\\u000A\\u0085x\\u{E0041}", on public.t\\u200B')
-  expect(sessionWho({ pid: 5, user: 'postgres', application_name: 'psql' }, 'public.orders')).toBe('pid 5, user postgres, application "psql", on public.orders')
+  expect(sessionWho({ pid: 5, user: 'postgres', application_name: 'psql' }, 'public.orders')).toBe(
+    'pid 5, user postgres, application "psql", on public.orders',
+  )
   expect(sessionWho({ pid: 5, user: null, application_name: '' })).toBe('pid 5')
 })
 

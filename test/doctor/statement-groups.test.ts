@@ -5,7 +5,13 @@ import { describe, expect, test } from 'bun:test'
 import { causeOf, groupFindings } from '../../src/server/doctor/grouping.ts'
 import type { Finding } from '../../src/server/doctor/types.ts'
 
-const finding = (rule: string, object: string | undefined, severity: Finding['severity'], metrics: Finding['metrics'] = {}, objects?: string[]): Omit<Finding, 'cause'> => ({
+const finding = (
+  rule: string,
+  object: string | undefined,
+  severity: Finding['severity'],
+  metrics: Finding['metrics'] = {},
+  objects?: string[],
+): Omit<Finding, 'cause'> => ({
   rule,
   key: object === undefined ? rule : `${rule}:${object}`,
   severity,
@@ -42,17 +48,29 @@ describe('a statement as a cause', () => {
 
   test('a plan change alone leads its statement; its cause stays when the regression comes', () => {
     expect(causeOf(finding('pg_plan_changed', '-42', 'warning'))).toEqual({ key: 'statement:-42', kind: 'statement' })
-    expect(causeOf(finding('pg_statement_regressed', '-42', 'warning'))).toEqual({ key: 'statement:-42', kind: 'statement' })
+    expect(causeOf(finding('pg_statement_regressed', '-42', 'warning'))).toEqual({
+      key: 'statement:-42',
+      kind: 'statement',
+    })
   })
 
   test('temporary files no statement wrote most of stand alone, and a named one of another statement goes to that one', () => {
-    const { groups } = groupFindings([finding('pg_statement_regressed', '-42', 'warning'), finding('pg_temp_files', undefined, 'warning', { statement: null }, ['-42', '7'])])
+    const { groups } = groupFindings([
+      finding('pg_statement_regressed', '-42', 'warning'),
+      finding('pg_temp_files', undefined, 'warning', { statement: null }, ['-42', '7']),
+    ])
     expect(groups.map((g) => [g.key, g.findings])).toEqual([
       ['statement:-42', ['pg_statement_regressed:-42']],
       ['pg_temp_files', ['pg_temp_files']],
     ])
-    expect(causeOf(finding('pg_temp_files', undefined, 'info', { statement: '7' }))).toEqual({ key: 'statement:7', kind: 'statement' })
+    expect(causeOf(finding('pg_temp_files', undefined, 'info', { statement: '7' }))).toEqual({
+      key: 'statement:7',
+      kind: 'statement',
+    })
     // Another rule's metric of that name does not move it.
-    expect(causeOf(finding('pg_cache_hit_ratio', undefined, 'info', { statement: '7' }))).toEqual({ key: 'pg_cache_hit_ratio', kind: 'finding' })
+    expect(causeOf(finding('pg_cache_hit_ratio', undefined, 'info', { statement: '7' }))).toEqual({
+      key: 'pg_cache_hit_ratio',
+      kind: 'finding',
+    })
   })
 })

@@ -54,7 +54,15 @@ const session = (now: number): ActiveQuery => ({
   xact_start: now - 23 * MINUTE,
 })
 
-const gauges = { xmin_backend_age: 5_000, xmin_backend_pid: 3161, xmin_backend_xact_age_s: 23 * 60, xmin_slot_age: null, prepared_xacts: 0, xmin_prepared_age: null, xmin_prepared_age_s: null }
+const gauges = {
+  xmin_backend_age: 5_000,
+  xmin_backend_pid: 3161,
+  xmin_backend_xact_age_s: 23 * 60,
+  xmin_slot_age: null,
+  prepared_xacts: 0,
+  xmin_prepared_age: null,
+  xmin_prepared_age_s: null,
+}
 
 for (const kind of storeKinds) {
   describe(`xmin holders across agent versions (${kind})`, () => {
@@ -62,28 +70,68 @@ for (const kind of storeKinds) {
 
     test('an older agent (gauges only): the session from the activity snapshot holds back the table vacuumed after it began', async () => {
       const now = Date.now()
-      const id = await s.ingest(pgBatch('older-agent', now - 5_000, { activity: [session(now - 5_000)], database_stats: gauges, tables: [table('orders', now - 11_000)] }))
+      const id = await s.ingest(
+        pgBatch('older-agent', now - 5_000, {
+          activity: [session(now - 5_000)],
+          database_stats: gauges,
+          tables: [table('orders', now - 11_000)],
+        }),
+      )
       const doctor = await s.ok(id, '/doctor')
       const dead = doctor.top_issues.find((f: { rule: string }) => f.rule === 'pg_dead_tuples')
-      expect(dead).toMatchObject({ key: 'pg_dead_tuples:public.orders', severity: 'critical', title: 'Vacuum cannot clean public.orders until pid 3161 ends its transaction', metrics: { held_by: 'pid 3161' } })
-      expect(dead.detail).toContain('The holder: pid 3161 (user report, application "psql", from 10.0.0.9, idle in transaction; transaction open for 23.0 min; last statement: SELECT * FROM orders)')
+      expect(dead).toMatchObject({
+        key: 'pg_dead_tuples:public.orders',
+        severity: 'critical',
+        title: 'Vacuum cannot clean public.orders until pid 3161 ends its transaction',
+        metrics: { held_by: 'pid 3161' },
+      })
+      expect(dead.detail).toContain(
+        'The holder: pid 3161 (user report, application "psql", from 10.0.0.9, idle in transaction; transaction open for 23.0 min; last statement: SELECT * FROM orders)',
+      )
       // No backend_start from such an agent: the session is told apart by its role, application and transaction start.
       expect(dead.how_to_fix[0]).toBe(
         `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = 3161 AND usename = 'report' AND application_name = 'psql' AND abs(extract(epoch FROM xact_start - timestamptz '${new Date(now - 5_000 - 23 * MINUTE).toISOString()}')) < 0.001;   -- ends that session and rolls back its open transaction (its uncommitted work is lost: check with its owner first); returns no row if that session has already ended or its transaction has; run it as a superuser, a member of pg_read_all_stats or the session's own role (to others its start times are hidden, and it finds no row)`,
       )
       const cause = doctor.top_issues.find((f: { rule: string }) => f.rule === 'pg_xmin_horizon')
-      expect(cause).toMatchObject({ key: 'pg_xmin_horizon:pid 3161', severity: 'critical', metrics: { pid: 3161, transaction_age_s: 1380, held_tables: 1, held_dead_rows: 50_000 } })
+      expect(cause).toMatchObject({
+        key: 'pg_xmin_horizon:pid 3161',
+        severity: 'critical',
+        metrics: { pid: 3161, transaction_age_s: 1380, held_tables: 1, held_dead_rows: 50_000 },
+      })
     })
 
     test('a bloated table while a session has held the horizon for 23 minutes: the bloat finding names it and ends it first; without a holder it does not', async () => {
       const now = Date.now()
-      const bloat: BloatEstimate = { kind: 'table', schema_name: 'public', table_name: 'orders', index_name: null, size_bytes: 400 * 1024 ** 2, expected_bytes: 100 * 1024 ** 2, bloat_bytes: 300 * 1024 ** 2, fillfactor: 100, live_rows: 1_000_000 }
-      const held = await s.ingest(pgBatch('bloat-held', now - 5_000, { activity: [session(now - 5_000)], database_stats: gauges, bloat: [bloat] } as never))
+      const bloat: BloatEstimate = {
+        kind: 'table',
+        schema_name: 'public',
+        table_name: 'orders',
+        index_name: null,
+        size_bytes: 400 * 1024 ** 2,
+        expected_bytes: 100 * 1024 ** 2,
+        bloat_bytes: 300 * 1024 ** 2,
+        fillfactor: 100,
+        live_rows: 1_000_000,
+      }
+      const held = await s.ingest(
+        pgBatch('bloat-held', now - 5_000, {
+          activity: [session(now - 5_000)],
+          database_stats: gauges,
+          bloat: [bloat],
+        } as never),
+      )
       const [finding] = (await s.ok(held, '/doctor')).top_issues.filter((f: { rule: string }) => f.rule === 'pg_bloat')
-      expect(finding).toMatchObject({ key: 'pg_bloat:public.orders', severity: 'warning', objects: ['public.orders', 'pid 3161'], metrics: { bloat_bytes: 300 * 1024 ** 2, held_by: 'pid 3161' } })
+      expect(finding).toMatchObject({
+        key: 'pg_bloat:public.orders',
+        severity: 'warning',
+        objects: ['public.orders', 'pid 3161'],
+        metrics: { bloat_bytes: 300 * 1024 ** 2, held_by: 'pid 3161' },
+      })
       expect(finding.detail).toContain('pid 3161 (user report, application "psql", from 10.0.0.9, idle in transaction;')
       expect(finding.detail).toContain('a rewrite keeps every row version it may still see, and the bloat comes back.')
-      expect(finding.how_to_fix[0]).toStartWith('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = 3161 AND')
+      expect(finding.how_to_fix[0]).toStartWith(
+        'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = 3161 AND',
+      )
       expect(finding.how_to_fix.at(-1)).toBe('VACUUM (FULL, ANALYZE) public.orders;')
 
       const free = await s.ingest(pgBatch('bloat-free', now - 5_000, { bloat: [bloat] } as never))
@@ -95,25 +143,57 @@ for (const kind of storeKinds) {
 
     test('a table vacuumed before the holder began is not said to be held back by it', async () => {
       const now = Date.now()
-      const id = await s.ingest(pgBatch('vacuumed-before', now - 5_000, { activity: [session(now - 5_000)], database_stats: gauges, tables: [table('orders', now - 40 * MINUTE)] }))
+      const id = await s.ingest(
+        pgBatch('vacuumed-before', now - 5_000, {
+          activity: [session(now - 5_000)],
+          database_stats: gauges,
+          tables: [table('orders', now - 40 * MINUTE)],
+        }),
+      )
       const doctor = await s.ok(id, '/doctor')
       const dead = doctor.top_issues.find((f: { rule: string }) => f.rule === 'pg_dead_tuples')
       expect(dead).toMatchObject({ title: 'Many dead rows in public.orders' })
       expect(dead.metrics).not.toHaveProperty('held_by')
       // Named as the likely cause all the same, and not raised before its hour.
-      expect(dead.detail).toContain('pid 3161 (user report, application "psql", from 10.0.0.9, idle in transaction; transaction open for 23.0 min; last statement: SELECT * FROM orders) has held back the xmin horizon since 22.')
+      expect(dead.detail).toContain(
+        'pid 3161 (user report, application "psql", from 10.0.0.9, idle in transaction; transaction open for 23.0 min; last statement: SELECT * FROM orders) has held back the xmin horizon since 22.',
+      )
       expect(doctor.top_issues.filter((f: { rule: string }) => f.rule === 'pg_xmin_horizon')).toEqual([])
     })
 
     test('the named section of the latest batch names the holder; one older than the gauges is not read as current', async () => {
       const now = Date.now()
-      const holders: XminHolder[] = [{ kind: 'prepared', xmin_age: 7_000, since: now - 30 * MINUTE, gid: 'billing-42', owner: 'billing', database: 'app', prepared_at: now - 30 * MINUTE }]
-      const id = await s.ingest(pgBatch('newer-agent', now - 65_000, { database_stats: { ...gauges, xmin_backend_age: null, xmin_backend_pid: null }, xmin_holders: holders, tables: [table('ledger', now - 70_000)] }))
+      const holders: XminHolder[] = [
+        {
+          kind: 'prepared',
+          xmin_age: 7_000,
+          since: now - 30 * MINUTE,
+          gid: 'billing-42',
+          owner: 'billing',
+          database: 'app',
+          prepared_at: now - 30 * MINUTE,
+        },
+      ]
+      const id = await s.ingest(
+        pgBatch('newer-agent', now - 65_000, {
+          database_stats: { ...gauges, xmin_backend_age: null, xmin_backend_pid: null },
+          xmin_holders: holders,
+          tables: [table('ledger', now - 70_000)],
+        }),
+      )
       let dead = (await s.ok(id, '/doctor')).top_issues.find((f: { rule: string }) => f.rule === 'pg_dead_tuples')
-      expect(dead).toMatchObject({ title: "Vacuum cannot clean public.ledger until prepared transaction 'billing-42' is committed or rolled back" })
-      expect(dead.how_to_fix[0]).toBe("ROLLBACK PREPARED 'billing-42';   -- in this database; write COMMIT PREPARED instead to keep its changes")
+      expect(dead).toMatchObject({
+        title: "Vacuum cannot clean public.ledger until prepared transaction 'billing-42' is committed or rolled back",
+      })
+      expect(dead.how_to_fix[0]).toBe(
+        "ROLLBACK PREPARED 'billing-42';   -- in this database; write COMMIT PREPARED instead to keep its changes",
+      )
       // The same agent downgraded: gauges only from now on, which say nothing holds the horizon.
-      await s.ingest(pgBatch('newer-agent', now - 5_000, { database_stats: { ...gauges, xmin_backend_age: null, xmin_backend_pid: null } }))
+      await s.ingest(
+        pgBatch('newer-agent', now - 5_000, {
+          database_stats: { ...gauges, xmin_backend_age: null, xmin_backend_pid: null },
+        }),
+      )
       dead = (await s.ok(id, '/doctor')).top_issues.find((f: { rule: string }) => f.rule === 'pg_dead_tuples')
       expect(dead).toMatchObject({ title: 'Many dead rows in public.ledger' })
     })

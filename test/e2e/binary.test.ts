@@ -45,7 +45,10 @@ describe('dist/dbm', () => {
   test('GET /healthz answers 200 with the version and the store', async () => {
     const res = await request(server.base, 'GET', '/healthz')
     const { event_loop: loop, ...rest } = res.body
-    expect({ status: res.status, body: rest }).toEqual({ status: 200, body: { status: 'ok', version: pkg.version, store: 'ok', signup: 'open' } })
+    expect({ status: res.status, body: rest }).toEqual({
+      status: 200,
+      body: { status: 'ok', version: pkg.version, store: 'ok', signup: 'open' },
+    })
     // How late the server's event loop ran over the last minute (src/server/loop-lag.ts).
     expect(Object.keys(loop).sort()).toEqual(['lag_max_ms', 'lag_p50_ms', 'lag_p99_ms', 'samples', 'window_s'])
     expect(loop.window_s).toBe(60)
@@ -59,7 +62,12 @@ describe('dist/dbm', () => {
     })
     expect(res.status).toBe(201)
     expect(res.body.user).toMatchObject({ email, name: 'E2E Owner', role: 'owner', email_verified: false })
-    expect(res.body.organization).toMatchObject({ name: 'End To End', slug: 'end-to-end', plan: 'free', verified: false })
+    expect(res.body.organization).toMatchObject({
+      name: 'End To End',
+      slug: 'end-to-end',
+      plan: 'free',
+      verified: false,
+    })
     expect(res.body.expires_in).toBe(900)
     orgId = res.body.organization.id
     secrets.push(res.body.access_token, res.body.refresh_token)
@@ -77,13 +85,21 @@ describe('dist/dbm', () => {
 
   test('an API key is created once in full and listed by prefix only', async () => {
     // Every scope: the key registers a database below (admin) and reads (read) besides ingesting.
-    const res = await request(server.base, 'POST', '/api/v1/api-keys', { token: accessToken, body: { name: 'e2e agent', scopes: ['ingest', 'read', 'admin'] } })
+    const res = await request(server.base, 'POST', '/api/v1/api-keys', {
+      token: accessToken,
+      body: { name: 'e2e agent', scopes: ['ingest', 'read', 'admin'] },
+    })
     expect(res.status).toBe(201)
     apiKey = res.body.key
     secrets.push(apiKey)
     expect(apiKey).toMatch(/^dbm_ak_[0-9a-f]{16}_[A-Za-z0-9_-]{43}$/)
     const keyId = apiKey.slice('dbm_ak_'.length, 'dbm_ak_'.length + 16)
-    expect(res.body).toMatchObject({ name: 'e2e agent', prefix: `dbm_ak_${keyId}_...`, last_used_at: null, revoked_at: null })
+    expect(res.body).toMatchObject({
+      name: 'e2e agent',
+      prefix: `dbm_ak_${keyId}_...`,
+      last_used_at: null,
+      revoked_at: null,
+    })
 
     const list = await request(server.base, 'GET', '/api/v1/api-keys', { token: accessToken })
     expect(list.status).toBe(200)
@@ -127,7 +143,13 @@ describe('dist/dbm', () => {
   test('GET /api/v1/auth/me with the API key shows the organization and the key', async () => {
     const me = await request(server.base, 'GET', '/api/v1/auth/me', { apiKey })
     expect(me.status).toBe(200)
-    expect(me.body.organization).toMatchObject({ id: orgId, name: 'End To End', slug: 'end-to-end', plan: 'free', verified: false })
+    expect(me.body.organization).toMatchObject({
+      id: orgId,
+      name: 'End To End',
+      slug: 'end-to-end',
+      plan: 'free',
+      verified: false,
+    })
     expect(me.body.api_key).toMatchObject({ name: 'e2e agent' })
     expect(me.body.user).toBeUndefined()
     expect(databaseId).not.toBe('')
@@ -142,17 +164,39 @@ describe('dist/dbm', () => {
         collected_at: Date.now(),
         interval_seconds: 10,
         agent_version: '99.0.0',
-        database: { name: 'orders', engine: 'postgres', engine_version: '18.1', host: 'db.internal', port: 5432, cluster_role: 'primary' },
+        database: {
+          name: 'orders',
+          engine: 'postgres',
+          engine_version: '18.1',
+          host: 'db.internal',
+          port: 5432,
+          cluster_role: 'primary',
+        },
         query_stats: [
-          { query_hash: 'q1', query_text: 'SELECT 1', calls: 3, total_time_ms: 1.5, rows: 3, shared_blks_hit: 0, shared_blks_read: 0, jit_time_ms: 0.1 },
+          {
+            query_hash: 'q1',
+            query_text: 'SELECT 1',
+            calls: 3,
+            total_time_ms: 1.5,
+            rows: 3,
+            shared_blks_hit: 0,
+            shared_blks_read: 0,
+            jit_time_ms: 0.1,
+          },
         ],
         compression: 'zstd',
       },
     })
-    expect({ status: res.status, body: res.body }).toMatchObject({ status: 200, body: { database_id: databaseId, duplicate: false } })
+    expect({ status: res.status, body: res.body }).toMatchObject({
+      status: 200,
+      body: { database_id: databaseId, duplicate: false },
+    })
     const queries = await request(server.base, 'GET', `/api/v1/databases/${databaseId}/queries`, { apiKey })
     expect(queries.body.map((q: any) => [q.query_hash, q.total_calls, q.total_rows])).toEqual([['q1', 3, 3]])
-    const line = server.stderr().split('\n').find((l) => l.includes(' DEBUG ingest: unknown fields ignored ') && l.includes(batchId))
+    const line = server
+      .stderr()
+      .split('\n')
+      .find((l) => l.includes(' DEBUG ingest: unknown fields ignored ') && l.includes(batchId))
     expect(line).toContain(' fields=database.cluster_role,query_stats[].jit_time_ms,compression')
   })
 
@@ -163,18 +207,40 @@ describe('dist/dbm', () => {
       interval_seconds: 10,
       agent_version: '99.0.0',
       database: { name: 'orders', engine: 'postgres', engine_version: '18.1', host: 'db.internal', port: 5432 },
-      query_stats: [{ query_hash: 'q1', query_text: 'SELECT 1', calls, total_time_ms: 1.5, rows: 3, shared_blks_hit: 0, shared_blks_read: 0 }],
+      query_stats: [
+        {
+          query_hash: 'q1',
+          query_text: 'SELECT 1',
+          calls,
+          total_time_ms: 1.5,
+          rows: 3,
+          shared_blks_hit: 0,
+          shared_blks_read: 0,
+        },
+      ],
       ...overrides,
     })
     const calls = await request(server.base, 'POST', '/api/v1/ingest', { apiKey, body: batch({}, 1e300) })
-    expect({ status: calls.status, error: String(calls.body.error).split(':')[0] }).toEqual({ status: 400, error: 'invalid query_stats.0.calls' })
-    const collectedAt = await request(server.base, 'POST', '/api/v1/ingest', { apiKey, body: batch({ collected_at: 1e300 }, 1) })
-    expect({ status: collectedAt.status, error: String(collectedAt.body.error).split(':')[0] }).toEqual({ status: 400, error: 'invalid collected_at' })
+    expect({ status: calls.status, error: String(calls.body.error).split(':')[0] }).toEqual({
+      status: 400,
+      error: 'invalid query_stats.0.calls',
+    })
+    const collectedAt = await request(server.base, 'POST', '/api/v1/ingest', {
+      apiKey,
+      body: batch({ collected_at: 1e300 }, 1),
+    })
+    expect({ status: collectedAt.status, error: String(collectedAt.body.error).split(':')[0] }).toEqual({
+      status: 400,
+      error: 'invalid collected_at',
+    })
   })
 
   test('with no SMTP relay the verification mail is one log line with the default public URL', async () => {
     // The logger quotes values holding `=`, so the link is written as link="...".
-    const lines = server.stderr().split('\n').filter((l) => l.includes(' INFO mail '))
+    const lines = server
+      .stderr()
+      .split('\n')
+      .filter((l) => l.includes(' INFO mail '))
     expect(lines).toHaveLength(1)
     expect(lines[0]).toMatch(
       new RegExp(
@@ -186,9 +252,15 @@ describe('dist/dbm', () => {
 
   test('SIGTERM stops the binary with exit 0 at once, even with an active-queries stream open (closed with 1001), leaving dbm.sqlite and no secret in the log', async () => {
     // A dashboard's Active page keeps a WebSocket open; the server must not wait for it to go.
-    const ws = new WebSocket(`${server.base.replace(/^http/, 'ws')}/api/v1/databases/${databaseId}/active/ws?token=${accessToken}&interval=60`)
-    const firstMessage = new Promise((resolve) => ws.addEventListener('message', (e) => resolve(JSON.parse(String(e.data))), { once: true }))
-    const closed = new Promise<{ code: number; reason: string }>((resolve) => ws.addEventListener('close', (e) => resolve({ code: e.code, reason: e.reason })))
+    const ws = new WebSocket(
+      `${server.base.replace(/^http/, 'ws')}/api/v1/databases/${databaseId}/active/ws?token=${accessToken}&interval=60`,
+    )
+    const firstMessage = new Promise((resolve) =>
+      ws.addEventListener('message', (e) => resolve(JSON.parse(String(e.data))), { once: true }),
+    )
+    const closed = new Promise<{ code: number; reason: string }>((resolve) =>
+      ws.addEventListener('close', (e) => resolve({ code: e.code, reason: e.reason })),
+    )
     expect(await firstMessage).toEqual({ ts: null, active: [] })
     const started = performance.now()
     expect(await server.stop('SIGTERM')).toBe(0)
@@ -219,7 +291,8 @@ describe('dist/dbm on an existing store', () => {
     // The store of the tests above, as a dbm from before n_tup_newpage_upd left it.
     const db = new Database(join(dataDir, 'dbm.sqlite'))
     try {
-      for (const table of ['table_stats', 'latest_tables']) db.exec(`ALTER TABLE ${table} DROP COLUMN n_tup_newpage_upd`)
+      for (const table of ['table_stats', 'latest_tables'])
+        db.exec(`ALTER TABLE ${table} DROP COLUMN n_tup_newpage_upd`)
     } finally {
       db.close()
     }
@@ -236,7 +309,8 @@ describe('dist/dbm on an existing store', () => {
     ])
     const check = new Database(join(dataDir, 'dbm.sqlite'))
     try {
-      const columns = (table: string) => (check.query(`SELECT name FROM pragma_table_info('${table}')`).all() as { name: string }[]).map((c) => c.name)
+      const columns = (table: string) =>
+        (check.query(`SELECT name FROM pragma_table_info('${table}')`).all() as { name: string }[]).map((c) => c.name)
       expect(columns('table_stats')).toContain('n_tup_newpage_upd')
       expect(columns('latest_tables')).toContain('n_tup_newpage_upd')
     } finally {

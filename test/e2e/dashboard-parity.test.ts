@@ -27,7 +27,14 @@ beforeAll(async () => {
   token = account.token
   const connections: ConnectionGroup[] = [
     { database: 'shop', user: 'app_user', application_name: 'web', client_addr: '10.0.0.1', state: 'idle', count: 7 },
-    { database: 'shop', user: 'app_user', application_name: HOSTILE_APP, client_addr: null, state: 'idle in transaction', count: 2 },
+    {
+      database: 'shop',
+      user: 'app_user',
+      application_name: HOSTILE_APP,
+      client_addr: null,
+      state: 'idle in transaction',
+      count: 2,
+    },
     { database: 'shop', user: 'report', application_name: 'web', client_addr: '10.0.0.2', state: 'active', count: 3 },
   ]
   const progress: ProgressEntry[] = [
@@ -46,10 +53,26 @@ beforeAll(async () => {
     },
   ]
   const bloat: BloatEstimate[] = [
-    { kind: 'table', schema_name: SCHEMA, table_name: TABLE, index_name: null, size_bytes: 400 * 1024 ** 2, expected_bytes: 100 * 1024 ** 2, bloat_bytes: 300 * 1024 ** 2, fillfactor: 100, live_rows: 1_000_000 },
+    {
+      kind: 'table',
+      schema_name: SCHEMA,
+      table_name: TABLE,
+      index_name: null,
+      size_bytes: 400 * 1024 ** 2,
+      expected_bytes: 100 * 1024 ** 2,
+      bloat_bytes: 300 * 1024 ** 2,
+      fillfactor: 100,
+      live_rows: 1_000_000,
+    },
   ]
   const constraints: InvalidConstraint[] = [
-    { schema_name: SCHEMA, table_name: TABLE, constraint_name: 'ck "qty" */', constraint_type: 'check', definition: 'CHECK ((qty > 0)) NOT VALID' },
+    {
+      schema_name: SCHEMA,
+      table_name: TABLE,
+      constraint_name: 'ck "qty" */',
+      constraint_type: 'check',
+      definition: 'CHECK ((qty > 0)) NOT VALID',
+    },
   ]
   const res = await server.call('POST', '/api/v1/ingest', {
     apiKey: key,
@@ -105,7 +128,9 @@ test('Maintenance: progress with phase and percentage, bloat labelled an estimat
   expect(await p.getByText('estimate', { exact: true }).count()).toBe(1)
   expect(await p.locator('text=Estimated from planner statistics').count()).toBe(1)
   expect(await p.locator('b').count()).toBe(0)
-  expect(await p.locator('pre code').allInnerTexts()).toEqual([`ALTER TABLE "we""ird */ schéma"."ta'ble <b>bold</b>" VALIDATE CONSTRAINT "ck ""qty"" */";`])
+  expect(await p.locator('pre code').allInnerTexts()).toEqual([
+    `ALTER TABLE "we""ird */ schéma"."ta'ble <b>bold</b>" VALIDATE CONSTRAINT "ck ""qty"" */";`,
+  ])
   await page!.screenshot('parity-maintenance')
   page!.assertNoErrors()
 })

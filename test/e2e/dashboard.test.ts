@@ -54,7 +54,12 @@ let statementHash = ''
 
 beforeAll(async () => {
   // dist/dbm is built once for the whole test run (test/support/binary.ts), whichever file asks first.
-  const [, receiver, pg, chromium] = await Promise.all([builtBinary(), startSmtpReceiver(), sharedPostgres(17), launchBrowser()])
+  const [, receiver, pg, chromium] = await Promise.all([
+    builtBinary(),
+    startSmtpReceiver(),
+    sharedPostgres(17),
+    launchBrowser(),
+  ])
   smtp = receiver
   browser = chromium
 
@@ -127,8 +132,13 @@ describe('dashboard (dist/dbm in Chromium)', () => {
     expect(await page.evaluate(() => getComputedStyle(document.activeElement!).outlineStyle)).toBe('solid')
     await page.keyboard.press('Enter')
     // It lands on the page's heading; the first visit writes no theme (System until one is picked).
-    expect(await page.evaluate(() => [document.activeElement?.tagName, document.activeElement?.textContent])).toEqual(['H1', 'Sign in to dbm'])
-    expect(await page.evaluate(() => [localStorage.getItem('dbm-theme-choice'), localStorage.getItem('dbm-theme')])).toEqual([null, null])
+    expect(await page.evaluate(() => [document.activeElement?.tagName, document.activeElement?.textContent])).toEqual([
+      'H1',
+      'Sign in to dbm',
+    ])
+    expect(
+      await page.evaluate(() => [localStorage.getItem('dbm-theme-choice'), localStorage.getItem('dbm-theme')]),
+    ).toEqual([null, null])
     await page.waitForURL(/#\/signin$/)
     await b.screenshot('01-sign-in')
 
@@ -201,7 +211,9 @@ describe('dashboard (dist/dbm in Chromium)', () => {
     const config = (await page.locator('section[aria-labelledby="step-config"] .code pre').first().textContent()) ?? ''
     expect(config).toContain(`endpoint: ${server.base}`)
     expect(config).toContain(`key: ${apiKey}`)
-    expect(await page.locator('main').textContent()).toContain(`--set apiKey=${apiKey} --set apiEndpoint=${server.base}`)
+    expect(await page.locator('main').textContent()).toContain(
+      `--set apiKey=${apiKey} --set apiEndpoint=${server.base}`,
+    )
     await b.screenshot('07-agent-setup')
     b.assertNoErrors()
   }, 30_000)
@@ -265,14 +277,23 @@ describe('dashboard (dist/dbm in Chromium)', () => {
     // The overview charts the last 6 hours of transactions and connections, each with a text alternative.
     const transactions = page.locator('[data-chart="overview-transactions"]')
     await transactions.locator('[role="img"]').waitFor()
-    expect(await transactions.locator('[role="img"]').getAttribute('aria-label')).toMatch(/^Transactions per second, .+ to .+\. commits: (latest .+, max .+|no values); rollbacks: /)
+    expect(await transactions.locator('[role="img"]').getAttribute('aria-label')).toMatch(
+      /^Transactions per second, .+ to .+\. commits: (latest .+, max .+|no values); rollbacks: /,
+    )
     await page.locator('[data-chart="overview-connections"]').getByRole('button', { name: 'backends' }).waitFor()
     // A database watched for minutes of the 6 hours drawn: the chart says since when, over the whole range.
-    expect(await page.locator('[data-chart="overview-connections"] figcaption').textContent()).toMatch(/^Connections · collecting since .*\d/)
+    expect(await page.locator('[data-chart="overview-connections"] figcaption').textContent()).toMatch(
+      /^Connections · collecting since .*\d/,
+    )
     // "Skip to content" lands past the header, the breadcrumb and the tabs, on the tab's heading.
     await page.locator('a.skip').focus()
     await page.keyboard.press('Enter')
-    expect(await page.evaluate(() => [document.activeElement?.hasAttribute('data-main-heading'), document.activeElement?.textContent])).toEqual([true, 'Overview'])
+    expect(
+      await page.evaluate(() => [
+        document.activeElement?.hasAttribute('data-main-heading'),
+        document.activeElement?.textContent,
+      ]),
+    ).toEqual([true, 'Overview'])
     await page.waitForLoadState('networkidle')
     await b.screenshot('09-overview')
 
@@ -285,7 +306,9 @@ describe('dashboard (dist/dbm in Chromium)', () => {
     expect(await page.locator('tbody tr').first().locator('td.num').nth(1).textContent()).toMatch(/^\d+(\.\d)? %$/)
     // The text filter narrows the list as one types, ignoring case; no match says so; Esc clears it.
     // dbm counts from the agent's first cycle: the list says since when, as the range reaches further back.
-    expect(await page.locator('[data-counted-since]').textContent()).toMatch(/^Counted since .*\d.*: dbm counts statements from the agent's first cycle on/)
+    expect(await page.locator('[data-counted-since]').textContent()).toMatch(
+      /^Counted since .*\d.*: dbm counts statements from the agent's first cycle on/,
+    )
     const listed = await page.locator('tbody tr').count()
     const filter = page.getByLabel('Filter by text')
     const historyLength = await page.evaluate(() => history.length)
@@ -300,7 +323,8 @@ describe('dashboard (dist/dbm in Chromium)', () => {
     expect(await filter.inputValue()).toBe('from ITEMS where id')
     await statement.waitFor()
     expect(await page.locator('tbody tr').count()).toBeLessThanOrEqual(listed)
-    for (const text of await page.locator('tbody .stmt-text').allTextContents()) expect(text.toLowerCase()).toContain('from items where id')
+    for (const text of await page.locator('tbody .stmt-text').allTextContents())
+      expect(text.toLowerCase()).toContain('from items where id')
     await filter.fill('no such statement text')
     await page.getByText('No statement matches “no such statement text”').waitFor()
     await b.screenshot('10-statements-no-match')
@@ -315,8 +339,26 @@ describe('dashboard (dist/dbm in Chromium)', () => {
     // A four times again (the latest change makes it cheaper: the doctor sees no regression in it).
     const url = new URL(dsn)
     const now = Date.now()
-    const node = (type: string) => ({ Plan: { 'Node Type': type, 'Relation Name': 'items', 'Startup Cost': 0, 'Total Cost': type === 'Seq Scan' ? 90 : 8, 'Plan Rows': 1 } })
-    const order = ['e2e-plan-a', 'e2e-plan-a', 'e2e-plan-a', 'e2e-plan-b', 'e2e-plan-b', 'e2e-plan-a', 'e2e-plan-a', 'e2e-plan-a', 'e2e-plan-a']
+    const node = (type: string) => ({
+      Plan: {
+        'Node Type': type,
+        'Relation Name': 'items',
+        'Startup Cost': 0,
+        'Total Cost': type === 'Seq Scan' ? 90 : 8,
+        'Plan Rows': 1,
+      },
+    })
+    const order = [
+      'e2e-plan-a',
+      'e2e-plan-a',
+      'e2e-plan-a',
+      'e2e-plan-b',
+      'e2e-plan-b',
+      'e2e-plan-a',
+      'e2e-plan-a',
+      'e2e-plan-a',
+      'e2e-plan-a',
+    ]
     const samples = order.map((hash, i) => ({
       query_hash: statementHash,
       ts: now - (order.length - i) * 5000,
@@ -349,7 +391,9 @@ describe('dashboard (dist/dbm in Chromium)', () => {
     expect(box?.height).toBeGreaterThan(50)
     // The chart is an image with a text alternative; its legend's series are buttons the keyboard toggles.
     const calls = page.locator('[data-chart="statement-calls"]')
-    expect(await calls.locator('[role="img"]').getAttribute('aria-label')).toMatch(/^Calls per minute, .+\. calls: latest \S+, max \S+\.( Marked: .+\.)?$/)
+    expect(await calls.locator('[role="img"]').getAttribute('aria-label')).toMatch(
+      /^Calls per minute, .+\. calls: latest \S+, max \S+\.( Marked: .+\.)?$/,
+    )
     const callsSeries = calls.getByRole('button', { name: 'calls' })
     expect(await callsSeries.getAttribute('aria-pressed')).toBe('true')
     await callsSeries.focus()
@@ -397,24 +441,33 @@ describe('dashboard (dist/dbm in Chromium)', () => {
     const headers = await page.locator('thead th').allTextContents()
     const analyzed = items.locator('td').nth(headers.findIndex((h) => h.startsWith('Last analyze')))
     expect(await analyzed.textContent()).toMatch(/ago (manual|auto)$/)
-    expect(await analyzed.locator('span').first().getAttribute('title')).toMatch(/^manual analyze: .+; autoanalyze: .+$/)
+    expect(await analyzed.locator('span').first().getAttribute('title')).toMatch(
+      /^manual analyze: .+; autoanalyze: .+$/,
+    )
     await b.screenshot('12-tables')
 
     await tabs.getByRole('link', { name: 'Issues' }).click()
     await page.waitForURL(/\/issues\?range=24h$/)
     await page.waitForLoadState('networkidle')
-    await expect(page.locator('main').textContent()).resolves.toMatch(/score|finding|healthy|degraded|unhealthy|no open issue/i)
+    await expect(page.locator('main').textContent()).resolves.toMatch(
+      /score|finding|healthy|degraded|unhealthy|no open issue/i,
+    )
     // Key figures (folded at the page's end) in human units, labelled without the unit: no raw milliseconds or ratios of 1.
     await page.locator('[data-key-figures] summary').click()
     const figures = page.locator('[data-key-figures] dl')
-    const figure = async (label: string) => (await figures.locator('dt', { hasText: new RegExp(`^${label}$`) }).locator('xpath=following-sibling::dd[1]').textContent()) ?? ''
+    const figure = async (label: string) =>
+      (await figures
+        .locator('dt', { hasText: new RegExp(`^${label}$`) })
+        .locator('xpath=following-sibling::dd[1]')
+        .textContent()) ?? ''
     expect(await figure('cache hit ratio')).toMatch(/^(\d+(\.\d+)? %|—)$/)
     expect(await figure('dead tuple ratio')).toMatch(/^(\d+(\.\d+)? %|—)$/)
     expect(await figure('longest query')).toMatch(/^(—|[\d.]+ (ms|s)|\d+ min \d+ s|\d+ h \d+ min|\d+ d \d+ h)$/)
     expect(await figure('last autovacuum')).toMatch(/^(—|.+ ago \(.+\)|never)$/)
     expect(await figures.locator('dt').allTextContents()).not.toContain('longest query ms')
     // Catalog column names read as words wherever the doctor shows what it measured.
-    for (const label of await page.locator('main dl dt').allTextContents()) expect(label).not.toMatch(/\bn (dead|live) tup\b|\bidx scan\b|\bblks\b/)
+    for (const label of await page.locator('main dl dt').allTextContents())
+      expect(label).not.toMatch(/\bn (dead|live) tup\b|\bidx scan\b|\bblks\b/)
     await b.screenshot('12-issues')
 
     // The active sessions arrive over the WebSocket, on the same origin: the policy's connect-src 'self' lets it through.
@@ -516,7 +569,12 @@ describe('dashboard (dist/dbm in Chromium)', () => {
     await page.goto('/#/signin?next=%2F%2Fevil.example%2F')
     await page.waitForURL(/#\/databases$/)
     // The refused requests of the outage and of the ended session are the network errors this test expects.
-    const unexpected = b.problems.filter((p) => !/ERR_CONNECTION_REFUSED|ERR_FAILED|status of 401 .*\/api\/v1\/|status of 400 .*\/api\/v1\/auth\/refresh\)$/.test(p))
+    const unexpected = b.problems.filter(
+      (p) =>
+        !/ERR_CONNECTION_REFUSED|ERR_FAILED|status of 401 .*\/api\/v1\/|status of 400 .*\/api\/v1\/auth\/refresh\)$/.test(
+          p,
+        ),
+    )
     expect(unexpected).toEqual([])
   }, 45_000)
 
@@ -584,7 +642,11 @@ describe('dashboard (dist/dbm in Chromium)', () => {
     // An internal address is refused too (the server does not set DBM_WEBHOOK_ALLOW_PRIVATE).
     await field.fill('http://127.0.0.1:9/dbm-alerts')
     await page.getByRole('button', { name: 'Set the webhook' }).click()
-    await page.getByText('url: address 127.0.0.1 is loopback; set DBM_WEBHOOK_ALLOW_PRIVATE=true on the server to allow internal receivers').waitFor()
+    await page
+      .getByText(
+        'url: address 127.0.0.1 is loopback; set DBM_WEBHOOK_ALLOW_PRIVATE=true on the server to allow internal receivers',
+      )
+      .waitFor()
 
     // A name that does not resolve is taken (it may resolve later); its deliveries fail.
     await field.fill('http://hooks.dbm.invalid/dbm-alerts')
@@ -623,14 +685,16 @@ describe('dashboard (dist/dbm in Chromium)', () => {
     await page.keyboard.press('Escape')
     await page.getByRole('group', { name: 'Remove the webhook?' }).waitFor({ state: 'detached' })
     // The focus moves back from an effect after the re-render: wait for it rather than read it at once.
-    await page.waitForFunction(() => document.activeElement?.textContent === 'Remove the webhook', undefined, { timeout: 5000 })
+    await page.waitForFunction(() => document.activeElement?.textContent === 'Remove the webhook', undefined, {
+      timeout: 5000,
+    })
     await remove.click()
     await page.getByRole('button', { name: 'Remove now' }).click()
     await page.getByText('No webhook is set: alerts go by mail, and to the alert destinations below.').waitFor()
     // The page asks for no webhook now; this probe's own 404 is the test's, not the page's.
     const before = b.problems.length
     expect(await page.evaluate(() => fetch('/api/v1/organization/webhook').then((r) => r.status))).toBe(404)
-    await until('the probe\'s 404 in the console', async () => (b.problems.length > before ? true : undefined))
+    await until("the probe's 404 in the console", async () => (b.problems.length > before ? true : undefined))
     b.problems.splice(before)
     await b.screenshot('18-settings-webhook-removed')
     // The refused URLs' 400s are the network errors this test expects.

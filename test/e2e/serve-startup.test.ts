@@ -36,7 +36,12 @@ async function firstAnswer(base: string, path: string, exited: () => boolean): P
   const deadline = Date.now() + 20_000
   for (;;) {
     const answer = await fetch(base + path).then(
-      async (r) => ({ status: r.status, body: await r.json(), contentType: r.headers.get('content-type'), csp: r.headers.get('content-security-policy') }),
+      async (r) => ({
+        status: r.status,
+        body: await r.json(),
+        contentType: r.headers.get('content-type'),
+        csp: r.headers.get('content-security-policy'),
+      }),
       () => undefined,
     )
     if (answer) return answer
@@ -69,8 +74,17 @@ describe('dist/dbm serve start-up', () => {
     const base = `http://127.0.0.1:${port}`
     const serve = spawnServe(join(tmpRoot, 'answers'), port)
     try {
-      const [health, api] = await Promise.all([firstAnswer(base, '/healthz', serve.exited), firstAnswer(base, '/api/v1/auth/me', serve.exited)])
-      expect({ status: health.status, status_field: health.body.status, store: health.body.store, version: health.body.version, signup: health.body.signup }).toEqual({
+      const [health, api] = await Promise.all([
+        firstAnswer(base, '/healthz', serve.exited),
+        firstAnswer(base, '/api/v1/auth/me', serve.exited),
+      ])
+      expect({
+        status: health.status,
+        status_field: health.body.status,
+        store: health.body.store,
+        version: health.body.version,
+        signup: health.body.signup,
+      }).toEqual({
         status: 200,
         status_field: 'ok',
         store: 'ok',
@@ -79,7 +93,10 @@ describe('dist/dbm serve start-up', () => {
       })
       expect(health.contentType).toStartWith('application/json')
       expect(health.csp).toContain("default-src 'self'")
-      expect({ status: api.status, error: String(api.body.error).split(':')[0] }).toEqual({ status: 401, error: 'authentication required' })
+      expect({ status: api.status, error: String(api.body.error).split(':')[0] }).toEqual({
+        status: 401,
+        error: 'authentication required',
+      })
       expect(api.contentType).toStartWith('application/json')
       expect(api.csp).toContain("default-src 'self'")
       // Once the API has answered, /healthz is the app's, with the same fields.

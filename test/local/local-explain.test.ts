@@ -27,7 +27,8 @@ let appSql: postgres.Sql
 let proc: Subprocess<'ignore', 'pipe', 'pipe'> | undefined
 
 /** The application's statement: one customer's orders, by a column no index covers. */
-const ordersOf = (sql: postgres.Sql, customer: number) => sql`SELECT id, amount FROM orders WHERE customer_id = ${customer}`
+const ordersOf = (sql: postgres.Sql, customer: number) =>
+  sql`SELECT id, amount FROM orders WHERE customer_id = ${customer}`
 
 beforeAll(async () => {
   pg = await sharedPostgres(17)
@@ -86,15 +87,18 @@ afterAll(async () => {
 
 test("the database owner's statement is explained under dbm local with the README's monitoring role, and the doctor proposes its index", async () => {
   const dsn = `postgres://${monitor}@127.0.0.1:${pg.port}/${database}`
-  proc = Bun.spawn(['bun', 'src/cli.ts', 'local', dsn, '--explain-trusted-role', 'no_such_role', '--data-dir', join(home, 'data')], {
-    cwd: repoRoot,
-    env: cleanEnv({ HOME: home, PGPASSWORD: password }),
-    stdin: 'ignore',
-    stdout: 'pipe',
-    stderr: 'pipe',
-    timeout: 120_000,
-    killSignal: 'SIGKILL',
-  })
+  proc = Bun.spawn(
+    ['bun', 'src/cli.ts', 'local', dsn, '--explain-trusted-role', 'no_such_role', '--data-dir', join(home, 'data')],
+    {
+      cwd: repoRoot,
+      env: cleanEnv({ HOME: home, PGPASSWORD: password }),
+      stdin: 'ignore',
+      stdout: 'pipe',
+      stderr: 'pipe',
+      timeout: 120_000,
+      killSignal: 'SIGKILL',
+    },
+  )
   let out = ''
   let err = ''
   void (async () => {
@@ -106,10 +110,14 @@ test("the database owner's statement is explained under dbm local with the READM
     for await (const chunk of proc!.stderr) err += decoder.decode(chunk, { stream: true })
   })()
   const printed = (pattern: RegExp, timeoutMs = 20_000) =>
-    until(`stdout to show ${pattern}`, async () => {
-      if (proc!.exitCode !== null) throw new Error(`dbm local exited (${proc!.exitCode}):\n${out}\n${err}`)
-      return out.match(pattern) ?? undefined
-    }, { timeoutMs, everyMs: 25 })
+    until(
+      `stdout to show ${pattern}`,
+      async () => {
+        if (proc!.exitCode !== null) throw new Error(`dbm local exited (${proc!.exitCode}):\n${out}\n${err}`)
+        return out.match(pattern) ?? undefined
+      },
+      { timeoutMs, everyMs: 25 },
+    )
 
   const [, link] = await printed(/^Sign in: +(http:\S+)$/m)
   // The start says whom it trusts for plans, and why.
@@ -119,7 +127,9 @@ test("the database owner's statement is explained under dbm local with the READM
   const name = `127.0.0.1:${pg.port}/${database}`
   // The check's line names the flag, not a config key, for the role that does not exist; nothing blocks the plans.
   const [checkLine] = await printed(new RegExp(`^ok {4}${name.replace(/[./]/g, '\\$&')}: postgres 17.*$`, 'm'))
-  expect(checkLine).toContain('; note: --explain-trusted-role names no role "no_such_role" (role names are case-sensitive)')
+  expect(checkLine).toContain(
+    '; note: --explain-trusted-role names no role "no_such_role" (role names are case-sensitive)',
+  )
   expect(checkLine).not.toContain('plans will not be sampled')
   expect(checkLine).not.toContain('agent config')
 
@@ -131,15 +141,21 @@ test("the database owner's statement is explained under dbm local with the READM
     .filter((c) => !c.endsWith('='))
     .join('; ')
   const base = new URL(link!).origin
-  const get = async <T,>(path: string): Promise<T> => (await (await fetch(`${base}/api/v1${path}`, { headers: { cookie } })).json()) as T
+  const get = async <T>(path: string): Promise<T> =>
+    (await (await fetch(`${base}/api/v1${path}`, { headers: { cookie } })).json()) as T
   const db = await until('the database to report', async () =>
-    (await get<{ id: string; name: string; last_seen_at: string | null }[]>('/databases')).find((d) => d.name === name && d.last_seen_at !== null),
+    (await get<{ id: string; name: string; last_seen_at: string | null }[]>('/databases')).find(
+      (d) => d.name === name && d.last_seen_at !== null,
+    ),
   )
 
   // The first collection sampled the statement's plan: a Seq Scan of orders filtered on customer_id.
-  const [stat] = await appSql`SELECT queryid::text AS id FROM pg_stat_statements WHERE query LIKE 'SELECT id, amount FROM orders WHERE customer_id = $1%'`
+  const [stat] =
+    await appSql`SELECT queryid::text AS id FROM pg_stat_statements WHERE query LIKE 'SELECT id, amount FROM orders WHERE customer_id = $1%'`
   const plans = await until('the sampled plan', async () => {
-    const list = await get<{ plan_json: unknown; source: string; seq_scans: number }[]>(`/databases/${db.id}/queries/${stat!.id}/explain`)
+    const list = await get<{ plan_json: unknown; source: string; seq_scans: number }[]>(
+      `/databases/${db.id}/queries/${stat!.id}/explain`,
+    )
     return list.length > 0 ? list : undefined
   })
   expect([plans[0]!.source, plans[0]!.seq_scans]).toEqual(['sampled', 1])
@@ -150,13 +166,19 @@ test("the database owner's statement is explained under dbm local with the READM
   const finding = await until(
     'the sequential-scans finding with its index',
     async () => {
-      const doctor = await get<{ top_issues: { title: string; detail: string; how_to_fix: string[] }[] }>(`/databases/${db.id}/doctor`)
-      return doctor.top_issues.find((f) => f.title === 'Sequential scans on public.orders' && f.how_to_fix[0]?.startsWith('CREATE INDEX'))
+      const doctor = await get<{ top_issues: { title: string; detail: string; how_to_fix: string[] }[] }>(
+        `/databases/${db.id}/doctor`,
+      )
+      return doctor.top_issues.find(
+        (f) => f.title === 'Sequential scans on public.orders' && f.how_to_fix[0]?.startsWith('CREATE INDEX'),
+      )
     },
     { timeoutMs: 40_000, everyMs: 500 },
   )
   expect(finding.detail).toContain('public.orders (20,000 rows')
-  expect(finding.how_to_fix[0]).toStartWith(`CREATE INDEX CONCURRENTLY ON public.orders (customer_id);   -- for statement ${stat!.id}`)
+  expect(finding.how_to_fix[0]).toStartWith(
+    `CREATE INDEX CONCURRENTLY ON public.orders (customer_id);   -- for statement ${stat!.id}`,
+  )
   proc.kill('SIGINT')
   expect(await proc.exited).toBe(0)
 }, 90_000)

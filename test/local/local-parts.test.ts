@@ -5,18 +5,44 @@
 // symbolic links judged by their own owner; the run's host name, its Host check and its listeners on both
 // loopback addresses; the link's file for --open and for an output others may read.
 import { expect, test } from 'bun:test'
-import { chmodSync, chownSync, existsSync, lchownSync, mkdirSync, mkdtempSync, openSync, closeSync, fstatSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  lchownSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  closeSync,
+  fstatSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { UsageError } from '../../src/server/config.ts'
 import { defaultDataDir, prepareDataDir } from '../../src/local/data-dir.ts'
 import { databaseName, localAgentConfig } from '../../src/local/databases.ts'
 import { lockDataDir } from '../../src/local/lock.ts'
-import { applyPasswords, commandLineWarning, pgpassPassword, pgpassPath, pgpassTarget, readPgpass } from '../../src/local/passwords.ts'
+import {
+  applyPasswords,
+  commandLineWarning,
+  pgpassPassword,
+  pgpassPath,
+  pgpassTarget,
+  readPgpass,
+} from '../../src/local/passwords.ts'
 import { clickhouseTarget } from '../../src/agent/config.ts'
 import { explainLine, isLoopback } from '../../src/local/main.ts'
 import { parseFlagLists } from '../../src/cli-args.ts'
-import { noToplevelAdvice, untrustedAdvice, untrustedCheckNote } from '../../src/agent/collectors/postgres/explain-plans.ts'
+import {
+  noToplevelAdvice,
+  untrustedAdvice,
+  untrustedCheckNote,
+} from '../../src/agent/collectors/postgres/explain-plans.ts'
 import { openBrowser, openCommand } from '../../src/local/open-browser.ts'
 import { outputExposure, removeStaleLinkFiles, writeLinkFile } from '../../src/local/link-file.ts'
 import { ListenError, PORT_ATTEMPTS, hostScreen, listenLoopback, randomHostName } from '../../src/local/listen.ts'
@@ -30,7 +56,9 @@ test('the per-user data directory of each platform', () => {
   // A relative XDG_DATA_HOME is invalid by the spec and ignored.
   expect(defaultDataDir('freebsd', { XDG_DATA_HOME: 'rel' }, '/home/u')).toBe('/home/u/.local/share/dbm')
   expect(defaultDataDir('darwin', { XDG_DATA_HOME: '/x' }, '/Users/u')).toBe('/Users/u/Library/Application Support/dbm')
-  expect(defaultDataDir('win32', { LOCALAPPDATA: 'C:/Users/u/AppData/Local' }, 'C:/Users/u')).toBe(join('C:/Users/u/AppData/Local', 'dbm'))
+  expect(defaultDataDir('win32', { LOCALAPPDATA: 'C:/Users/u/AppData/Local' }, 'C:/Users/u')).toBe(
+    join('C:/Users/u/AppData/Local', 'dbm'),
+  )
 })
 
 test('the data directory is created, and narrowed, to 0700; its lock admits one process', () => {
@@ -72,7 +100,9 @@ test('a data directory, or a file in it, that another user owns or may write to 
     const open = join(root, 'open')
     mkdirSync(open)
     chmodSync(open, 0o777)
-    expect(refusal(open)).toBe('it is writable by other users (mode 0777), who could have put or changed files in it; give dbm local a directory of your own, created by it (--data-dir)')
+    expect(refusal(open)).toBe(
+      'it is writable by other users (mode 0777), who could have put or changed files in it; give dbm local a directory of your own, created by it (--data-dir)',
+    )
     chmodSync(open, 0o770)
     expect(refusal(open)).toStartWith('it is writable by other users (mode 0770)')
     // Nothing was narrowed on the way: the directory is left as it was found.
@@ -90,7 +120,9 @@ test('a data directory, or a file in it, that another user owns or may write to 
     // A store file others may write to is refused; one they may only read is narrowed to the owner.
     writeFileSync(join(planted, 'dbm.sqlite'), '')
     chmodSync(join(planted, 'dbm.sqlite'), 0o666)
-    expect(refusal(planted)).toBe('dbm.sqlite is writable by other users (mode 0666), who could have put or changed files in it; remove it if it is not yours, or give dbm local a new directory (--data-dir)')
+    expect(refusal(planted)).toBe(
+      'dbm.sqlite is writable by other users (mode 0666), who could have put or changed files in it; remove it if it is not yours, or give dbm local a new directory (--data-dir)',
+    )
     chmodSync(join(planted, 'dbm.sqlite'), 0o644)
     expect(refusal(planted)).toBeUndefined()
     expect(statSync(join(planted, 'dbm.sqlite')).mode & 0o777).toBe(0o600)
@@ -107,11 +139,15 @@ test('a data directory, or a file in it, that another user owns or may write to 
       const foreign = join(root, 'foreign')
       mkdirSync(foreign, { mode: 0o700 })
       chownSync(foreign, 65534, 65534)
-      expect(refusal(foreign)).toBe('it belongs to another user (uid 65534; this is uid 0); give dbm local a directory of your own, created by it (--data-dir)')
+      expect(refusal(foreign)).toBe(
+        'it belongs to another user (uid 65534; this is uid 0); give dbm local a directory of your own, created by it (--data-dir)',
+      )
       const mine = prepareDataDir(join(root, 'mine'))
       writeFileSync(join(mine, 'jwt-secret'), 'x'.repeat(48), { mode: 0o600 })
       chownSync(join(mine, 'jwt-secret'), 65534, 65534)
-      expect(refusal(mine)).toBe('jwt-secret belongs to another user (uid 65534; this is uid 0); remove it if it is not yours, or give dbm local a new directory (--data-dir)')
+      expect(refusal(mine)).toBe(
+        'jwt-secret belongs to another user (uid 65534; this is uid 0); remove it if it is not yours, or give dbm local a new directory (--data-dir)',
+      )
     } else {
       console.log(`not root (uid ${uid}): another user's data directory is not tested`)
     }
@@ -120,14 +156,20 @@ test('a data directory, or a file in it, that another user owns or may write to 
   }
 })
 
-test('passwords outside the command line: the DSN\'s own first, then PGPASSWORD, then the password file; CLICKHOUSE_PASSWORD', () => {
+test("passwords outside the command line: the DSN's own first, then PGPASSWORD, then the password file; CLICKHOUSE_PASSWORD", () => {
   const root = mkdtempSync(join(tmpdir(), 'dbm-local-parts-'))
   try {
     const pgpass = join(root, 'pgpass')
     writeFileSync(pgpass, 'db.local:5433:app:mon:from\\:file\n*:*:*:*:fallback\n', { mode: 0o600 })
     const config = () =>
       localAgentConfig(
-        ['postgres://mon:own@db.local:5433/own', 'postgres://mon@db.local:5433/app', 'postgres://other@db.local/x', 'clickhouse://u@ch.local/logs', 'http://u:own@ch2.local:8123'],
+        [
+          'postgres://mon:own@db.local:5433/own',
+          'postgres://mon@db.local:5433/app',
+          'postgres://other@db.local/x',
+          'clickhouse://u@ch.local/logs',
+          'http://u:own@ch2.local:8123',
+        ],
         {},
       )
     const dsnsOf = (env: Record<string, string>) => {
@@ -137,7 +179,13 @@ test('passwords outside the command line: the DSN\'s own first, then PGPASSWORD,
     }
     // The file: the first line that matches, with its escapes undone; a DSN's own password is kept.
     expect(dsnsOf({})).toEqual({
-      dsns: ['postgres://mon:own@db.local:5433/own', 'postgres://mon:from%3Afile@db.local:5433/app', 'postgres://other:fallback@db.local/x', 'clickhouse://u@ch.local/logs', 'http://u:own@ch2.local:8123'],
+      dsns: [
+        'postgres://mon:own@db.local:5433/own',
+        'postgres://mon:from%3Afile@db.local:5433/app',
+        'postgres://other:fallback@db.local/x',
+        'clickhouse://u@ch.local/logs',
+        'http://u:own@ch2.local:8123',
+      ],
       warnings: [],
     })
     // PGPASSWORD before the file; CLICKHOUSE_PASSWORD for ClickHouse; both with characters URLs escape.
@@ -146,13 +194,26 @@ test('passwords outside the command line: the DSN\'s own first, then PGPASSWORD,
     expect(dsns[0]).toBe('postgres://mon:own@db.local:5433/own')
     expect(decodeURIComponent(new URL(dsns[1]!).password)).toBe(odd)
     expect(decodeURIComponent(new URL(dsns[2]!).password)).toBe(odd)
-    expect(clickhouseTarget(dsns[3]!)).toEqual({ url: 'http://ch.local:8123', username: 'u', password: odd, database: 'logs' })
+    expect(clickhouseTarget(dsns[3]!)).toEqual({
+      url: 'http://ch.local:8123',
+      username: 'u',
+      password: odd,
+      database: 'logs',
+    })
     expect(clickhouseTarget(dsns[4]!).password).toBe('own')
     // A password file others may read is not read (as libpq), with one warning.
     chmodSync(pgpass, 0o640)
     expect(dsnsOf({})).toEqual({
-      dsns: ['postgres://mon:own@db.local:5433/own', 'postgres://mon@db.local:5433/app', 'postgres://other@db.local/x', 'clickhouse://u@ch.local/logs', 'http://u:own@ch2.local:8123'],
-      warnings: [`dbm local: warning: password file ${pgpass} has group or world access (mode 0640), so it is not read; chmod 600 it`],
+      dsns: [
+        'postgres://mon:own@db.local:5433/own',
+        'postgres://mon@db.local:5433/app',
+        'postgres://other@db.local/x',
+        'clickhouse://u@ch.local/logs',
+        'http://u:own@ch2.local:8123',
+      ],
+      warnings: [
+        `dbm local: warning: password file ${pgpass} has group or world access (mode 0640), so it is not read; chmod 600 it`,
+      ],
     })
     expect(readPgpass(join(root, 'absent'), 'linux')).toEqual({})
     expect(readPgpass(pgpass, 'win32').text).toContain('fallback')
@@ -163,7 +224,15 @@ test('passwords outside the command line: the DSN\'s own first, then PGPASSWORD,
 
 test('the password file per libpq: host:port:database:user:password, * and \\ escapes, first match, comments', () => {
   const target = { host: 'db', port: '5432', database: 'app', user: 'mon' }
-  const file = ['# comment', '', 'other:5432:app:mon:no', 'db:5432:app:nobody:no', 'd\\x:*:app:mon:no', 'db:5432:*:mon:first\\:one\\\\x:ignored', 'db:*:*:*:second'].join('\r\n')
+  const file = [
+    '# comment',
+    '',
+    'other:5432:app:mon:no',
+    'db:5432:app:nobody:no',
+    'd\\x:*:app:mon:no',
+    'db:5432:*:mon:first\\:one\\\\x:ignored',
+    'db:*:*:*:second',
+  ].join('\r\n')
   expect(pgpassPassword(file, target)).toBe('first:one\\x')
   expect(pgpassPassword(file, { ...target, user: 'x' })).toBe('second')
   expect(pgpassPassword(file, { ...target, host: 'd' })).toBeUndefined()
@@ -176,12 +245,21 @@ test('the password file per libpq: host:port:database:user:password, * and \\ es
   expect(pgpassPassword('db:5432:app', target)).toBeUndefined()
   expect(pgpassPassword('d*:5432:app:mon:pw', target)).toBeUndefined()
   // What the DSN connects to, as postgres.js resolves it; a Unix socket directory is `localhost`.
-  expect(pgpassTarget('postgres://mon@db:5433/app', {})).toEqual({ host: 'db', port: '5433', database: 'app', user: 'mon' })
-  expect(pgpassTarget('postgres://', { PGHOST: '/run/postgresql', PGPORT: '6000', PGUSER: 'u', PGDATABASE: 'd' })).toEqual({ host: 'localhost', port: '6000', database: 'd', user: 'u' })
+  expect(pgpassTarget('postgres://mon@db:5433/app', {})).toEqual({
+    host: 'db',
+    port: '5433',
+    database: 'app',
+    user: 'mon',
+  })
+  expect(
+    pgpassTarget('postgres://', { PGHOST: '/run/postgresql', PGPORT: '6000', PGUSER: 'u', PGDATABASE: 'd' }),
+  ).toEqual({ host: 'localhost', port: '6000', database: 'd', user: 'u' })
   expect(pgpassTarget('postgres://db', { PGUSER: 'u' })).toEqual({ host: 'db', port: '5432', database: 'u', user: 'u' })
   expect(pgpassPath({}, 'linux', '/home/u')).toBe('/home/u/.pgpass')
   expect(pgpassPath({ PGPASSFILE: '/x/pw' }, 'linux', '/home/u')).toBe('/x/pw')
-  expect(pgpassPath({ APPDATA: 'C:/Users/u/AppData/Roaming' }, 'win32', 'C:/Users/u')).toBe(join('C:/Users/u/AppData/Roaming', 'postgresql', 'pgpass.conf'))
+  expect(pgpassPath({ APPDATA: 'C:/Users/u/AppData/Roaming' }, 'win32', 'C:/Users/u')).toBe(
+    join('C:/Users/u/AppData/Roaming', 'postgresql', 'pgpass.conf'),
+  )
 })
 
 test('a password on the command line: one warning, naming the DSNs by place and never the password', () => {
@@ -189,7 +267,12 @@ test('a password on the command line: one warning, naming the DSNs by place and 
   expect(commandLineWarning(['postgres://mon:secret@db/app'])).toBe(
     'dbm local: warning: DSN 1 carries a password, and this command line is visible to every user of this machine (ps); leave the password out of the DSN and give it in PGPASSWORD or a ~/.pgpass line (PostgreSQL) instead',
   )
-  const several = commandLineWarning(['postgres://mon:secret@db/app', 'postgres://db/b', 'http://ch:8123/?password=secret', 'clickhouse://u:secret@ch2/x'])
+  const several = commandLineWarning([
+    'postgres://mon:secret@db/app',
+    'postgres://db/b',
+    'http://ch:8123/?password=secret',
+    'clickhouse://u:secret@ch2/x',
+  ])
   expect(several).toBe(
     'dbm local: warning: DSNs 1, 3 and 4 carry a password, and this command line is visible to every user of this machine (ps); leave the password out of the DSN and give it in PGPASSWORD or a ~/.pgpass line (PostgreSQL) or CLICKHOUSE_PASSWORD (ClickHouse) instead',
   )
@@ -198,7 +281,8 @@ test('a password on the command line: one warning, naming the DSNs by place and 
 
 test('--listen: loopback hosts only', () => {
   for (const host of ['127.0.0.1', '127.1.2.3', '::1', 'localhost']) expect(isLoopback(host)).toBe(true)
-  for (const host of ['0.0.0.0', '::', '192.168.1.2', '10.0.0.1', 'example.com', '127.0.0.1.example.com', '']) expect(isLoopback(host)).toBe(false)
+  for (const host of ['0.0.0.0', '::', '192.168.1.2', '10.0.0.1', 'example.com', '127.0.0.1.example.com', ''])
+    expect(isLoopback(host)).toBe(false)
 })
 
 test('database names: host, port and database of the DSN, never its user or password', () => {
@@ -211,7 +295,10 @@ test('database names: host, port and database of the DSN, never its user or pass
   // ClickHouse: the HTTP address the agent uses (9000 is 8123) and the database.
   expect(databaseName('clickhouse://u:secret@ch.local:9000/logs', env)).toBe('ch.local:8123/logs')
   expect(databaseName('https://u:secret@ch.local:8443', env)).toBe('ch.local:8443/default')
-  const config = localAgentConfig(['postgres://mon:secret@db.local:5433/app', 'clickhouse://u:secret@ch.local/logs'], env)
+  const config = localAgentConfig(
+    ['postgres://mon:secret@db.local:5433/app', 'clickhouse://u:secret@ch.local/logs'],
+    env,
+  )
   expect(config.databases.map((d) => [d.name, d.engine, d.pollIntervalMs])).toEqual([
     ['db.local:5433/app', 'postgres', 10_000],
     ['ch.local:8123/logs', 'clickhouse', 10_000],
@@ -258,7 +345,11 @@ test('a sign-in link works once, for 15 minutes, and only as issued', () => {
   expect(links.consume(token, now + SIGN_IN_LIFETIME_MS - 1)).toEqual({ ok: true, userId: 'u1' })
   expect(links.consume(token, now)).toMatchObject({ ok: false, status: 410, title: 'Sign-in link already used' })
   const late = links.issue('u1', now)
-  expect(links.consume(late, now + SIGN_IN_LIFETIME_MS)).toMatchObject({ ok: false, status: 410, title: 'Sign-in link expired' })
+  expect(links.consume(late, now + SIGN_IN_LIFETIME_MS)).toMatchObject({
+    ok: false,
+    status: 410,
+    title: 'Sign-in link expired',
+  })
   // Only hashes are kept.
   expect(JSON.stringify([...(links as unknown as { links: Map<string, unknown> }).links.keys()])).not.toContain(token)
 })
@@ -307,28 +398,46 @@ test('symbolic links are judged by their own owner: the data directory, a file i
       symlinkSync(join(root, `real-${name}`), join(dir, name))
       expect(refusal(dir)).toBeUndefined()
       lchownSync(join(dir, name), 65534, 65534)
-      expect(refusal(dir)).toBe(`${name} belongs to another user (uid 65534; this is uid 0); remove it if it is not yours, or give dbm local a new directory (--data-dir)`)
+      expect(refusal(dir)).toBe(
+        `${name} belongs to another user (uid 65534; this is uid 0); remove it if it is not yours, or give dbm local a new directory (--data-dir)`,
+      )
     }
   } finally {
     rmSync(root, { recursive: true, force: true })
   }
 })
 
-test('the run\'s host name: random under .localhost; the Host check lets in the name and the loopback addresses on the port only', async () => {
+test("the run's host name: random under .localhost; the Host check lets in the name and the loopback addresses on the port only", async () => {
   const name = randomHostName()
   expect(name).toMatch(/^dbm-[a-z2-7]{26}\.localhost$/)
   expect(randomHostName()).not.toBe(name)
   const screen = hostScreen(name, () => 4321)
-  const at = (host: string | undefined) => screen(new Request('http://x/api/v1/auth/me', { headers: host === undefined ? {} : { host } }))
-  for (const host of [`${name}:4321`, `${name.toUpperCase()}:4321`, '127.0.0.1:4321', '[::1]:4321']) expect(at(host)).toBeUndefined()
-  for (const host of [`${name}:4322`, name, 'localhost:4321', '127.0.0.2:4321', 'evil.example:4321', `x.${name}:4321`, `${name}.evil.example:4321`, '', undefined]) {
+  const at = (host: string | undefined) =>
+    screen(new Request('http://x/api/v1/auth/me', { headers: host === undefined ? {} : { host } }))
+  for (const host of [`${name}:4321`, `${name.toUpperCase()}:4321`, '127.0.0.1:4321', '[::1]:4321'])
+    expect(at(host)).toBeUndefined()
+  for (const host of [
+    `${name}:4322`,
+    name,
+    'localhost:4321',
+    '127.0.0.2:4321',
+    'evil.example:4321',
+    `x.${name}:4321`,
+    `${name}.evil.example:4321`,
+    '',
+    undefined,
+  ]) {
     const refused = at(host)
     expect(refused?.status).toBe(421)
     // The refusal never names the run: a stranger who learnt it could send the owner's browser, cookies and all, to a port of theirs.
-    expect(await refused!.json()).toEqual({ error: 'this dbm local answers only at the address it printed; open the Dashboard line of its output' })
+    expect(await refused!.json()).toEqual({
+      error: 'this dbm local answers only at the address it printed; open the Dashboard line of its output',
+    })
   }
   // A browser gets a page saying so (still without the name).
-  const page = screen(new Request('http://x/', { headers: { host: 'localhost:4321', accept: 'text/html,application/xhtml+xml' } }))!
+  const page = screen(
+    new Request('http://x/', { headers: { host: 'localhost:4321', accept: 'text/html,application/xhtml+xml' } }),
+  )!
   expect([page.status, page.headers.get('content-type')]).toEqual([421, 'text/html; charset=utf-8'])
   const html = await page.text()
   expect(html).toContain('Open the address dbm local printed')
@@ -359,7 +468,12 @@ test('listeners: one port on 127.0.0.1 and ::1; a squatter on [::1] is a refusal
     expect(message).toBe(
       `cannot listen on [::1]:${squatter.port}: another process holds it (the printed name resolves to ::1 as well as 127.0.0.1); stop it, or pick another port (--listen)`,
     )
-    const again = Bun.serve({ hostname: '127.0.0.1', port: squatter.port!, reusePort: false, fetch: () => new Response('') })
+    const again = Bun.serve({
+      hostname: '127.0.0.1',
+      port: squatter.port!,
+      reusePort: false,
+      fetch: () => new Response(''),
+    })
     servers.push(again)
   } finally {
     for (const s of servers) void s.stop(true)
@@ -384,7 +498,9 @@ test('listeners: one port on 127.0.0.1 and ::1; a squatter on [::1] is a refusal
   const noV6 = fake(['EADDRNOTAVAIL'])
   expect(listenLoopback(noV6.open, 0).map((s) => s.hostname)).toEqual(['127.0.0.1'])
   const always = fake(Array(PORT_ATTEMPTS + 1).fill('EADDRINUSE'))
-  expect(() => listenLoopback(always.open, 0)).toThrow(`cannot listen: no port free on both 127.0.0.1 and ::1 in ${PORT_ATTEMPTS} attempts`)
+  expect(() => listenLoopback(always.open, 0)).toThrow(
+    `cannot listen: no port free on both 127.0.0.1 and ::1 in ${PORT_ATTEMPTS} attempts`,
+  )
 })
 
 test('--open hands the browser a 0600 file, never the token; the file leads to the link and is removed', () => {
@@ -456,9 +572,16 @@ test('the link is not printed on an output others may read: a file or FIFO of an
 })
 
 test('--explain-trusted-role: for every PostgreSQL database, with its owner trusted; the start line says whom', () => {
-  const config = localAgentConfig(['postgres://mon@db.local/app', 'clickhouse://ch.local/logs'], {}, ['app_owner', 'Mixed Case'])
+  const config = localAgentConfig(['postgres://mon@db.local/app', 'clickhouse://ch.local/logs'], {}, [
+    'app_owner',
+    'Mixed Case',
+  ])
   const [pg, ch] = config.databases
-  expect([pg!.explainTrustedRoles, pg!.explainTrustsOwner, pg!.local]).toEqual([['app_owner', 'Mixed Case'], true, true])
+  expect([pg!.explainTrustedRoles, pg!.explainTrustsOwner, pg!.local]).toEqual([
+    ['app_owner', 'Mixed Case'],
+    true,
+    true,
+  ])
   expect([ch!.explainTrustedRoles, ch!.explainTrustsOwner, ch!.local]).toEqual([undefined, undefined, true])
   expect(explainLine(config, ['app_owner'])).toBe(
     `Plans:     statements of each PostgreSQL database's owner are explained (it is your own database: its code is yours), and "app_owner" (--explain-trusted-role)`,
@@ -476,18 +599,32 @@ test('--explain-trusted-role: for every PostgreSQL database, with its owner trus
       return (e as Error).message
     }
   }
-  expect(refused(['postgres://db/app'], [''])).toBe('dbm local: --explain-trusted-role: expected a role name of 1 to 63 bytes')
-  expect(refused(['postgres://db/app'], ['r'.repeat(64)])).toBe('dbm local: --explain-trusted-role: expected a role name of 1 to 63 bytes')
-  expect(refused(['clickhouse://ch/logs'], ['app'])).toBe('dbm local: --explain-trusted-role is for PostgreSQL databases, and no DSN names one')
+  expect(refused(['postgres://db/app'], [''])).toBe(
+    'dbm local: --explain-trusted-role: expected a role name of 1 to 63 bytes',
+  )
+  expect(refused(['postgres://db/app'], ['r'.repeat(64)])).toBe(
+    'dbm local: --explain-trusted-role: expected a role name of 1 to 63 bytes',
+  )
+  expect(refused(['clickhouse://ch/logs'], ['app'])).toBe(
+    'dbm local: --explain-trusted-role is for PostgreSQL databases, and no DSN names one',
+  )
 })
 
 test('the flag parser collects a repeated flag in order, apart from the others', () => {
   const spec = { values: ['listen'], switches: ['open'], repeated: ['explain-trusted-role'] }
-  expect(parseFlagLists('local', ['--explain-trusted-role', 'a', '--open', '--explain-trusted-role=b c', '--listen', ':1'], spec)).toEqual({
+  expect(
+    parseFlagLists(
+      'local',
+      ['--explain-trusted-role', 'a', '--open', '--explain-trusted-role=b c', '--listen', ':1'],
+      spec,
+    ),
+  ).toEqual({
     flags: { open: 'true', listen: ':1' },
     lists: { 'explain-trusted-role': ['a', 'b c'] },
   })
-  expect(() => parseFlagLists('local', ['--explain-trusted-role'], spec)).toThrow('dbm local: --explain-trusted-role needs a value')
+  expect(() => parseFlagLists('local', ['--explain-trusted-role'], spec)).toThrow(
+    'dbm local: --explain-trusted-role needs a value',
+  )
 })
 
 test("dbm local's plan notes name its flag, never the agent config or pg_log_dir it does not have", () => {
@@ -495,7 +632,9 @@ test("dbm local's plan notes name its flag, never the agent config or pg_log_dir
   expect(untrustedAdvice(found, 'db', true)).toBe(
     "public.slugify(text) (owned by o'brien) and 1 more function would run with the agent's rights while planning. If you trust their owners, run dbm local with --explain-trusted-role 'o'\\''brien' --explain-trusted-role app",
   )
-  expect(untrustedAdvice(found, 'db')).toEndWith(`add to database "db" in the agent config: explain_trusted_roles: ["o'brien","app"]; otherwise use auto_explain with pg_log_dir`)
+  expect(untrustedAdvice(found, 'db')).toEndWith(
+    `add to database "db" in the agent config: explain_trusted_roles: ["o'brien","app"]; otherwise use auto_explain with pg_log_dir`,
+  )
   expect(noToplevelAdvice(true)).toEndWith('update the extension (PostgreSQL 14+)')
   // --check's note leads with what to set, then why; no `;` (it separates the check line's notes).
   expect(untrustedCheckNote(found, 'db', true)).toBe(

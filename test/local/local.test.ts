@@ -15,7 +15,20 @@
 // sends no dbm cookie to another server on 127.0.0.1 or localhost (the review's repro); a squatter on
 // [::1] makes --listen refuse; an output others may read gets the file's path instead of the link.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { chmodSync, chownSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import {
+  chmodSync,
+  chownSync,
+  closeSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
@@ -65,12 +78,16 @@ function startLocal(args: string[], env: Record<string, string>, command = ['bun
     stdout: () => out,
     stderr: () => err,
     async printed(pattern, timeoutMs = 20_000) {
-      return until(`stdout to show ${pattern}`, async () => {
-        const m = out.match(pattern)
-        if (m) return m
-        if (exited) throw new Error(`dbm local exited (${proc.exitCode}) before printing ${pattern}:\n${out}\n${err}`)
-        return undefined
-      }, { timeoutMs, everyMs: 25 })
+      return until(
+        `stdout to show ${pattern}`,
+        async () => {
+          const m = out.match(pattern)
+          if (m) return m
+          if (exited) throw new Error(`dbm local exited (${proc.exitCode}) before printing ${pattern}:\n${out}\n${err}`)
+          return undefined
+        },
+        { timeoutMs, everyMs: 25 },
+      )
     },
     async stop(signal) {
       proc.kill(signal)
@@ -147,7 +164,12 @@ afterAll(async () => {
   rmSync(home, { recursive: true, force: true })
 })
 
-const env = () => ({ HOME: home, XDG_DATA_HOME: xdgDataHome, PATH: `${join(home, 'bin')}:${process.env.PATH}`, DISPLAY: ':0' })
+const env = () => ({
+  HOME: home,
+  XDG_DATA_HOME: xdgDataHome,
+  PATH: `${join(home, 'bin')}:${process.env.PATH}`,
+  DISPLAY: ':0',
+})
 /** The line a DSN with a password on the command line gets. */
 const commandLineWarning =
   'dbm local: warning: DSN 1 carries a password, and this command line is visible to every user of this machine (ps); leave the password out of the DSN and give it in PGPASSWORD or a ~/.pgpass line (PostgreSQL) instead\n'
@@ -156,15 +178,24 @@ test('usage errors exit 2 with one line, and the DSN password is not echoed', as
   const [wide, badDsn, badParam, badChParam, unknownScheme, none, help] = await Promise.all([
     runCommand(['bun', 'src/cli.ts', 'local', '--listen', '0.0.0.0:0', 'postgres://localhost/x'], { env: env() }),
     runCommand(['bun', 'src/cli.ts', 'local', 'postgres://u:s3cret-pw@127.0.0.1:notaport/db'], { env: env() }),
-    runCommand(['bun', 'src/cli.ts', 'local', 'postgres://u@127.0.0.1/db', 'postgres://u:s3cret-pw@127.0.0.1/db?sslmode=bogus'], { env: env() }),
+    runCommand(
+      ['bun', 'src/cli.ts', 'local', 'postgres://u@127.0.0.1/db', 'postgres://u:s3cret-pw@127.0.0.1/db?sslmode=bogus'],
+      { env: env() },
+    ),
     runCommand(['bun', 'src/cli.ts', 'local', 'clickhouse://u:s3cret-pw@127.0.0.1/db?skip_verify=1'], { env: env() }),
     runCommand(['bun', 'src/cli.ts', 'local', 'mysql://u:s3cret-pw@127.0.0.1/db'], { env: env() }),
     runCommand(['bun', 'src/cli.ts', 'local'], { env: env() }),
     runCommand(['bun', 'src/cli.ts', 'local', '--help'], { env: env() }),
   ])
-  expect([wide.exitCode, wide.stderr]).toEqual([2, 'dbm local: --listen must name a loopback address (127.0.0.1, ::1 or localhost), got "0.0.0.0:0"\n'])
+  expect([wide.exitCode, wide.stderr]).toEqual([
+    2,
+    'dbm local: --listen must name a loopback address (127.0.0.1, ::1 or localhost), got "0.0.0.0:0"\n',
+  ])
   // The agent's own message for the DSN (`databases[0].dsn: not a valid postgres:// URL` in a config file).
-  expect([badDsn.exitCode, badDsn.stderr]).toEqual([2, 'dbm local: DSN 1 (postgres://u:***@127.0.0.1:notaport/db): not a valid postgres:// URL\n'])
+  expect([badDsn.exitCode, badDsn.stderr]).toEqual([
+    2,
+    'dbm local: DSN 1 (postgres://u:***@127.0.0.1:notaport/db): not a valid postgres:// URL\n',
+  ])
   // A parameter it would not honour (sslmode=bogus was once taken as "verify the certificate" and retried forever).
   expect([badParam.exitCode, badParam.stderr.split('\n').at(-2)]).toEqual([
     2,
@@ -201,7 +232,11 @@ test('a data directory others may write to, or that holds a token secret others 
   // Another user's directory: only root can make one (chown).
   if (root) chownSync(foreign, 65534, 65534)
   const run = (dir: string) => runCommand(['bun', 'src/cli.ts', 'local', '--data-dir', dir, bareDsn], { env: env() })
-  const [openRun, plantedRun, foreignRun] = await Promise.all([run(open), run(planted), root ? run(foreign) : undefined])
+  const [openRun, plantedRun, foreignRun] = await Promise.all([
+    run(open),
+    run(planted),
+    root ? run(foreign) : undefined,
+  ])
   expect([openRun.exitCode, openRun.stderr]).toEqual([
     1,
     `dbm local: cannot use the data directory ${open}: it is writable by other users (mode 0777), who could have put or changed files in it; give dbm local a directory of your own, created by it (--data-dir)\n`,
@@ -216,7 +251,7 @@ test('a data directory others may write to, or that holds a token secret others 
       `dbm local: cannot use the data directory ${foreign}: it belongs to another user (uid 65534; this is uid 0); give dbm local a directory of your own, created by it (--data-dir)\n`,
     ])
   } else {
-    console.log('not root: another user\'s data directory is not tested')
+    console.log("not root: another user's data directory is not tested")
   }
   // Nothing was started or created in them.
   expect(readdirSync(open)).toEqual([])
@@ -241,7 +276,10 @@ test('first run: link, first data, statements with their exact calls, one instan
   firstLink = link!
   expect(link).toStartWith(`${base}/local-sign-in?token=`)
   // --open handed the desktop's browser a 0600 file of the data directory that leads to the link, not the link.
-  const openedUrl = await until('xdg-open to be run', async () => (existsSync(opened) && readFileSync(opened, 'utf8')) || undefined)
+  const openedUrl = await until(
+    'xdg-open to be run',
+    async () => (existsSync(opened) && readFileSync(opened, 'utf8')) || undefined,
+  )
   expect(openedUrl).toMatch(new RegExp(`^file://${dataDir}/sign-in-[0-9a-f]{32}\\.html$`))
   const linkFile = new URL(openedUrl).pathname
   expect(statSync(linkFile).mode & 0o777).toBe(0o600)
@@ -249,8 +287,13 @@ test('first run: link, first data, statements with their exact calls, one instan
   // Both loopback addresses are this process's; a request naming another host (DNS rebinding) is refused.
   expect((await fetch(`http://[::1]:${port}/healthz`)).status).toBe(200)
   expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200)
-  const rebound = await fetch(`http://127.0.0.1:${port}/api/v1/auth/me`, { headers: { host: `attacker.example:${port}` } })
-  expect([rebound.status, await rebound.json()]).toEqual([421, { error: 'this dbm local answers only at the address it printed; open the Dashboard line of its output' }])
+  const rebound = await fetch(`http://127.0.0.1:${port}/api/v1/auth/me`, {
+    headers: { host: `attacker.example:${port}` },
+  })
+  expect([rebound.status, await rebound.json()]).toEqual([
+    421,
+    { error: 'this dbm local answers only at the address it printed; open the Dashboard line of its output' },
+  ])
   // By a bare loopback address, whose cookies every server on the machine would get, the link signs nobody in (and stays unused).
   const byAddress = await fetch(link!.replace(new URL(base!).host, `127.0.0.1:${port}`), { redirect: 'manual' })
   expect([byAddress.status, byAddress.headers.getSetCookie()]).toEqual([403, []])
@@ -258,7 +301,16 @@ test('first run: link, first data, statements with their exact calls, one instan
   // secret as the link, since whoever knows it can send the owner's browser to a port of theirs.
   const runName = new URL(base!).hostname
   for (const host of [`127.0.0.1:${port}`, `[::1]:${port}`, `attacker.example:${port}`, `localhost:${port}`]) {
-    for (const path of ['/', '/healthz', '/local-sign-in', '/local-sign-in?token=nope', '/api/v1/openapi.json', '/api/v1/docs', '/api/v1/auth/me', '/nope']) {
+    for (const path of [
+      '/',
+      '/healthz',
+      '/local-sign-in',
+      '/local-sign-in?token=nope',
+      '/api/v1/openapi.json',
+      '/api/v1/docs',
+      '/api/v1/auth/me',
+      '/nope',
+    ]) {
       const res = await fetch(`http://127.0.0.1:${port}${path}`, { headers: { host }, redirect: 'manual' })
       const seen = `${[...res.headers].join('\n')}\n${await res.text()}`
       expect({ host, path, names: seen.includes(runName) }).toEqual({ host, path, names: false })
@@ -284,7 +336,12 @@ test('first run: link, first data, statements with their exact calls, one instan
   expect((await fetch(`${base}/local-sign-in?token=nope`, { redirect: 'manual' })).status).toBe(404)
   // The local user and organization, verified without a mail (no unverified organization's limits).
   const me = (await api(base!, '/api/v1/auth/me', cookie)).body
-  expect([me.user.email, me.user.email_verified, me.organization.name, me.organization.verified]).toEqual(['local@localhost', true, 'Local', true])
+  expect([me.user.email, me.user.email_verified, me.organization.name, me.organization.verified]).toEqual([
+    'local@localhost',
+    true,
+    'Local',
+    true,
+  ])
   // No signup on this server.
   const signup = await fetch(`${base}/api/v1/auth/signup`, {
     method: 'POST',
@@ -296,9 +353,13 @@ test('first run: link, first data, statements with their exact calls, one instan
   expect((await (await fetch(`${base}/healthz`)).json()).signup).toBe('local')
 
   // The check's line, as `dbm agent --check` prints it.
-  const [checkLine] = await local.printed(new RegExp(`^ok {4}${name.replace(/[./]/g, '\\$&')}: postgres 17\\.\\d+; collectors: query_stats.*$`, 'm'))
+  const [checkLine] = await local.printed(
+    new RegExp(`^ok {4}${name.replace(/[./]/g, '\\$&')}: postgres 17\\.\\d+; collectors: query_stats.*$`, 'm'),
+  )
   // The actions are on, and the line names no allow_actions key: dbm local has no config file to put one in.
-  expect(checkLine).toContain('; actions the dashboard may run: cancel, terminate, explain (dbm local: your own database)')
+  expect(checkLine).toContain(
+    '; actions the dashboard may run: cancel, terminate, explain (dbm local: your own database)',
+  )
   expect(checkLine).not.toContain('allow_actions')
   // An API key made with the session: with it and with the session's tokens, the second run is tried.
   const made = await fetch(`${base}/api/v1/api-keys`, {
@@ -307,12 +368,20 @@ test('first run: link, first data, statements with their exact calls, one instan
     body: JSON.stringify({ name: 'made in run 1' }),
   })
   expect(made.status).toBe(201)
-  firstRun = { access: cookie.match(/dbm_access=[^;]+/)![0], refresh: cookie.match(/dbm_refresh=[^;]+/)![0], apiKey: (await made.json()).key }
+  firstRun = {
+    access: cookie.match(/dbm_access=[^;]+/)![0],
+    refresh: cookie.match(/dbm_refresh=[^;]+/)![0],
+    apiKey: (await made.json()).key,
+  }
   expect((await fetch(`${base}/api/v1/databases`, { headers: { 'x-api-key': firstRun.apiKey } })).status).toBe(200)
 
   // The database is registered by the agent's first cycle, at start.
   const database = await until('the database to be listed', async () => {
-    const list = await api<{ id: string; name: string; last_seen_at: string | null }[]>(base!, '/api/v1/databases', cookie)
+    const list = await api<{ id: string; name: string; last_seen_at: string | null }[]>(
+      base!,
+      '/api/v1/databases',
+      cookie,
+    )
     return list.body.find((d) => d.name === name && d.last_seen_at !== null)
   })
   const firstDataMs = Date.now() - started
@@ -321,7 +390,9 @@ test('first run: link, first data, statements with their exact calls, one instan
   databaseId = database.id
   // The active-sessions WebSocket over ::1 (where a browser may go first), by the run's name: upgraded by the listener that got it.
   const message = await new Promise<string>((resolve, reject) => {
-    const ws = new WebSocket(`ws://[::1]:${port}/api/v1/databases/${databaseId}/active/ws`, { headers: { host: new URL(base!).host, cookie, origin: base! } } as never)
+    const ws = new WebSocket(`ws://[::1]:${port}/api/v1/databases/${databaseId}/active/ws`, {
+      headers: { host: new URL(base!).host, cookie, origin: base! },
+    } as never)
     ws.onmessage = (e) => {
       resolve(String(e.data))
       ws.close()
@@ -331,14 +402,21 @@ test('first run: link, first data, statements with their exact calls, one instan
   expect(JSON.parse(message)).toHaveProperty('active')
 
   for (let i = 1; i <= 7; i++) await statementSql`SELECT count(*) AS local_marker FROM t WHERE id <= ${i}`
-  const [row] = await statementSql`SELECT sum(calls)::int AS calls FROM pg_stat_statements WHERE query LIKE 'SELECT count(*) AS local_marker%'`
+  const [row] =
+    await statementSql`SELECT sum(calls)::int AS calls FROM pg_stat_statements WHERE query LIKE 'SELECT count(*) AS local_marker%'`
   expectedCalls = row!.calls
   expect(expectedCalls).toBe(7)
   const seen = await until(
     'the statement with its calls',
     async () => {
-      const q = await api<{ query_text: string; total_calls: number }[]>(base!, `/api/v1/databases/${databaseId}/queries?sort_by=calls&limit=100`, cookie)
-      return q.body.find((s) => s.query_text.startsWith('SELECT count(*) AS local_marker') && s.total_calls === expectedCalls)
+      const q = await api<{ query_text: string; total_calls: number }[]>(
+        base!,
+        `/api/v1/databases/${databaseId}/queries?sort_by=calls&limit=100`,
+        cookie,
+      )
+      return q.body.find(
+        (s) => s.query_text.startsWith('SELECT count(*) AS local_marker') && s.total_calls === expectedCalls,
+      )
     },
     { timeoutMs: 25_000 },
   )
@@ -372,11 +450,17 @@ test('second run, of dist/dbm: same database id, the statements kept, a new link
   const ch = await clickhouse
   const chName = `127.0.0.1:${ch.port}/default`
   // The PostgreSQL password from ~/.pgpass (any database of this server and role), ClickHouse's from CLICKHOUSE_PASSWORD.
-  writeFileSync(join(home, '.pgpass'), `# dbm local test\n127.0.0.1:${pg.port}:*:${role}:${password}\n`, { mode: 0o600 })
+  writeFileSync(join(home, '.pgpass'), `# dbm local test\n127.0.0.1:${pg.port}:*:${role}:${password}\n`, {
+    mode: 0o600,
+  })
   const chDsn = new URL(ch.dsn)
   chDsn.password = ''
   rmSync(opened, { force: true })
-  const local = startLocal(['--data-dir', dataDir, '--open', bareDsn, laterDsn, chDsn.toString()], { HOME: home, CLICKHOUSE_PASSWORD: password, PATH: env().PATH, DISPLAY: ':0' }, [dbm])
+  const local = startLocal(
+    ['--data-dir', dataDir, '--open', bareDsn, laterDsn, chDsn.toString()],
+    { HOME: home, CLICKHOUSE_PASSWORD: password, PATH: env().PATH, DISPLAY: ':0' },
+    [dbm],
+  )
   // A server of the test's own on another port of both loopback addresses: what a browser sends it is recorded.
   const received: string[] = []
   const [recorder, recorderV6] = listenLoopback(
@@ -386,8 +470,12 @@ test('second run, of dist/dbm: same database id, the statements kept, a new link
         port,
         reusePort: false,
         fetch(request) {
-          received.push(`${request.headers.get('host')}${new URL(request.url).pathname} cookie: ${request.headers.get('cookie') ?? ''}`)
-          return new Response('<!doctype html><title>another server</title>', { headers: { 'content-type': 'text/html' } })
+          received.push(
+            `${request.headers.get('host')}${new URL(request.url).pathname} cookie: ${request.headers.get('cookie') ?? ''}`,
+          )
+          return new Response('<!doctype html><title>another server</title>', {
+            headers: { 'content-type': 'text/html' },
+          })
         },
       }),
     0,
@@ -400,12 +488,19 @@ test('second run, of dist/dbm: same database id, the statements kept, a new link
     expect(new URL(base!).hostname).not.toBe(new URL(firstLink).hostname)
     // Everything the first run handed out is refused: its session (access and refresh token) and the API key made with it.
     expect((await api(base!, '/api/v1/auth/me', firstRun.access)).status).toBe(401)
-    const refreshed = await fetch(`${base}/api/v1/auth/refresh`, { method: 'POST', headers: { cookie: firstRun.refresh, origin: base! } })
+    const refreshed = await fetch(`${base}/api/v1/auth/refresh`, {
+      method: 'POST',
+      headers: { cookie: firstRun.refresh, origin: base! },
+    })
     expect(refreshed.status).toBe(401)
     expect((await fetch(`${base}/api/v1/databases`, { headers: { 'x-api-key': firstRun.apiKey } })).status).toBe(401)
     // The first run's link died with it.
-    expect((await fetch(`${base}${new URL(firstLink).pathname}${new URL(firstLink).search}`, { redirect: 'manual' })).status).toBe(404)
-    await local.printed(new RegExp(`^FAIL  ${laterName.replace(/[./]/g, '\\$&')}: postgres: database "${later}" does not exist$`, 'm'))
+    expect(
+      (await fetch(`${base}${new URL(firstLink).pathname}${new URL(firstLink).search}`, { redirect: 'manual' })).status,
+    ).toBe(404)
+    await local.printed(
+      new RegExp(`^FAIL  ${laterName.replace(/[./]/g, '\\$&')}: postgres: database "${later}" does not exist$`, 'm'),
+    )
     await local.printed(new RegExp(`^ok {4}${chName.replace(/[./]/g, '\\$&')}: clickhouse 2\\d\\.`, 'm'))
     await local.printed(/^The agent keeps trying the databases that failed; they show up once they answer\.$/m)
     const admin = postgres(pg.url(), { max: 1, onnotice: () => {} })
@@ -416,7 +511,10 @@ test('second run, of dist/dbm: same database id, the statements kept, a new link
     try {
       const view = await openPage(browser, { baseURL: base! })
       // What --open gave the desktop: the file, which leads Chromium to the link, which signs it in.
-      const openedUrl = await until('xdg-open to be run', async () => (existsSync(opened) && readFileSync(opened, 'utf8')) || undefined)
+      const openedUrl = await until(
+        'xdg-open to be run',
+        async () => (existsSync(opened) && readFileSync(opened, 'utf8')) || undefined,
+      )
       expect(openedUrl).toStartWith('file:///')
       await view.page.goto(openedUrl)
       await view.page.waitForURL(/#\/databases$/)
@@ -438,23 +536,42 @@ test('second run, of dist/dbm: same database id, the statements kept, a new link
       // (The browser asks for /favicon.ico too.)
       const port2 = recorder!.port
       expect(received).toEqual(
-        expect.arrayContaining([`127.0.0.1:${port2}/ cookie: `, `127.0.0.1:${port2}/api/v1/auth/refresh cookie: `, `localhost:${port2}/ cookie: `, `localhost:${port2}/api/v1/auth/refresh cookie: `]),
+        expect.arrayContaining([
+          `127.0.0.1:${port2}/ cookie: `,
+          `127.0.0.1:${port2}/api/v1/auth/refresh cookie: `,
+          `localhost:${port2}/ cookie: `,
+          `localhost:${port2}/api/v1/auth/refresh cookie: `,
+        ]),
       )
       for (const r of received) expect(r).not.toContain('dbm_')
       const list = await api<{ id: string; name: string }[]>(base!, '/api/v1/databases', cookie)
       expect(list.body.find((d) => d.name === `127.0.0.1:${pg.port}/${dbPath.slice(1)}`)?.id).toBe(databaseId)
-      const q = await api<{ query_text: string; total_calls: number }[]>(base!, `/api/v1/databases/${databaseId}/queries?sort_by=calls&limit=100`, cookie)
-      expect(q.body.find((s) => s.query_text.startsWith('SELECT count(*) AS local_marker'))?.total_calls).toBe(expectedCalls)
+      const q = await api<{ query_text: string; total_calls: number }[]>(
+        base!,
+        `/api/v1/databases/${databaseId}/queries?sort_by=calls&limit=100`,
+        cookie,
+      )
+      expect(q.body.find((s) => s.query_text.startsWith('SELECT count(*) AS local_marker'))?.total_calls).toBe(
+        expectedCalls,
+      )
       await view.page.goto(`${base}/#/databases/${databaseId}/queries?sort=calls&q=local_marker`)
-      await view.page.getByText('SELECT count(*) AS local_marker', { exact: false }).first().waitFor({ timeout: 20_000 })
+      await view.page
+        .getByText('SELECT count(*) AS local_marker', { exact: false })
+        .first()
+        .waitFor({ timeout: 20_000 })
       // No config file to write under dbm local: the agent setup says what to do instead (flags), and so does
       // the database's Settings page.
       await view.page.goto(`${base}/#/settings/agent`)
-      await view.page.locator('[data-local-setup]').getByText('This is dbm local: its agent is already running').waitFor()
+      await view.page
+        .locator('[data-local-setup]')
+        .getByText('This is dbm local: its agent is already running')
+        .waitFor()
       expect(await view.page.locator('main').textContent()).toContain('dbm local --explain-trusted-role app')
       expect(await view.page.locator('main').textContent()).not.toContain('# config.yaml')
       await view.page.goto(`${base}/#/databases/${databaseId}/settings`)
-      await view.page.getByText('stop dbm local and start it again without this database first', { exact: false }).waitFor()
+      await view.page
+        .getByText('stop dbm local and start it again without this database first', { exact: false })
+        .waitFor()
       expect(await view.page.locator('main').textContent()).not.toContain("agent's config")
       view.assertNoErrors()
       await view.close()
@@ -462,7 +579,10 @@ test('second run, of dist/dbm: same database id, the statements kept, a new link
       // user whose password nobody knows.
       const signedOut = await openPage(browser, { baseURL: base! })
       await signedOut.page.goto(`${base}/#/signin`)
-      await signedOut.page.locator('[data-local-sign-in]').getByText('sign in with the one-time link', { exact: false }).waitFor()
+      await signedOut.page
+        .locator('[data-local-sign-in]')
+        .getByText('sign in with the one-time link', { exact: false })
+        .waitFor()
       expect(await signedOut.page.locator('input[type=password]').count()).toBe(0)
       // By a bare loopback address (which answers the agent, and signs nobody in) it says to open the printed
       // address, without naming it, and not to restart (which would end the session under the name).
@@ -474,13 +594,16 @@ test('second run, of dist/dbm: same database id, the statements kept, a new link
       await signedOut.close()
       // The ClickHouse database is registered by its first cycle; the one created after the start by the agent's next attempt.
       await until('the ClickHouse database to be listed', async () =>
-        (await api<{ name: string; engine: string; last_seen_at: string | null }[]>(base!, '/api/v1/databases', cookie)).body.find(
-          (d) => d.name === chName && d.engine === 'clickhouse' && d.last_seen_at !== null,
-        ),
+        (
+          await api<{ name: string; engine: string; last_seen_at: string | null }[]>(base!, '/api/v1/databases', cookie)
+        ).body.find((d) => d.name === chName && d.engine === 'clickhouse' && d.last_seen_at !== null),
       )
       await until(
         'the later database to be listed',
-        async () => (await api<{ name: string; last_seen_at: string | null }[]>(base!, '/api/v1/databases', cookie)).body.find((d) => d.name === laterName && d.last_seen_at !== null),
+        async () =>
+          (await api<{ name: string; last_seen_at: string | null }[]>(base!, '/api/v1/databases', cookie)).body.find(
+            (d) => d.name === laterName && d.last_seen_at !== null,
+          ),
         { timeoutMs: 25_000 },
       )
     } finally {
@@ -502,7 +625,9 @@ test('second run, of dist/dbm: same database id, the statements kept, a new link
   // Every file, the store's write-ahead log and locks among them, and the directory: the user's alone.
   const modes = Object.fromEntries(files.map((f) => [f.name, statSync(join(f.parentPath, f.name)).mode & 0o777]))
   expect(Object.entries(modes).filter(([, mode]) => (mode & 0o077) !== 0)).toEqual([])
-  expect(Object.keys(modes)).toEqual(expect.arrayContaining(['dbm.sqlite', 'dbm.sqlite.lock', 'jwt-secret', 'local.lock', 'local.pid']))
+  expect(Object.keys(modes)).toEqual(
+    expect.arrayContaining(['dbm.sqlite', 'dbm.sqlite.lock', 'jwt-secret', 'local.lock', 'local.pid']),
+  )
   expect(statSync(dataDir).mode & 0o777).toBe(0o700)
 }, 60_000)
 
@@ -510,7 +635,10 @@ test('--listen whose [::1] another process holds: refused, nothing printed; an o
   // A squatter on [::1] of a port free on 127.0.0.1: `--listen localhost:PORT` must not print an address it does not hold.
   const squatter = Bun.serve({ hostname: '::1', port: 0, fetch: () => new Response('squatter') })
   try {
-    const refused = await runCommand(['bun', 'src/cli.ts', 'local', '--listen', `localhost:${squatter.port}`, '--data-dir', dataDir, bareDsn], { env: { ...env(), PGPASSWORD: password } })
+    const refused = await runCommand(
+      ['bun', 'src/cli.ts', 'local', '--listen', `localhost:${squatter.port}`, '--data-dir', dataDir, bareDsn],
+      { env: { ...env(), PGPASSWORD: password } },
+    )
     // (Tests run in parallel: another process may hold the same port on 127.0.0.1 too, which is refused first.)
     expect([refused.exitCode, refused.stdout]).toEqual([1, ''])
     expect([
@@ -527,7 +655,15 @@ test('--listen whose [::1] another process holds: refused, nothing printed; an o
   writeFileSync(log, '')
   chmodSync(log, 0o644)
   const fd = openSync(log, 'w')
-  const proc = Bun.spawn(['bun', 'src/cli.ts', 'local', bareDsn], { cwd: repoRoot, env: cleanEnv({ ...env(), PGPASSWORD: password }), stdin: 'ignore', stdout: fd, stderr: 'pipe', timeout: 60_000, killSignal: 'SIGKILL' })
+  const proc = Bun.spawn(['bun', 'src/cli.ts', 'local', bareDsn], {
+    cwd: repoRoot,
+    env: cleanEnv({ ...env(), PGPASSWORD: password }),
+    stdin: 'ignore',
+    stdout: fd,
+    stderr: 'pipe',
+    timeout: 60_000,
+    killSignal: 'SIGKILL',
+  })
   children.add(proc)
   closeSync(fd)
   try {
@@ -538,7 +674,9 @@ test('--listen whose [::1] another process holds: refused, nothing printed; an o
     expect(printed).not.toContain('token=')
     expect(printed).not.toContain('.localhost')
     const [, file] = printed.match(/^Sign in: {3}open (\S+) in the browser, or read the link in it$/m)!
-    expect(printed).toContain(`Dashboard: its address is in ${file} (standard output is a file that others may read (mode 0644): neither it nor the link is printed here)\n`)
+    expect(printed).toContain(
+      `Dashboard: its address is in ${file} (standard output is a file that others may read (mode 0644): neither it nor the link is printed here)\n`,
+    )
     expect(file).toStartWith(`${dataDir}/sign-in-`)
     expect(statSync(file!).mode & 0o777).toBe(0o600)
     const link = readFileSync(file!, 'utf8').match(/<a href="([^"]+)">/)![1]!

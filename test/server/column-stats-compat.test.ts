@@ -25,7 +25,11 @@ const stat = (column_name: string, n_distinct: number, extra: Partial<ColumnStat
   reltuples: 100_000,
   ...extra,
 })
-const stats = [stat('id', -1, { correlation: 1 }), stat('cu"stomer', 4998), stat('status', 3, { null_frac: 0.25, correlation: null })]
+const stats = [
+  stat('id', -1, { correlation: 1 }),
+  stat('cu"stomer', 4998),
+  stat('status', 3, { null_frac: 0.25, correlation: null }),
+]
 
 test('an older server (no column_stats in its schema) accepts the newer agent’s batch and drops the section', () => {
   const { column_stats: _, ...older } = IngestBatch.properties
@@ -47,7 +51,9 @@ test('the current schema takes the section and bounds it', () => {
   expect(check.Check(withStats([stat('x', 3, { null_frac: 1.5 })]))).toBe(false)
   expect(check.Check(withStats([stat('x', 3, { correlation: 2 })]))).toBe(false)
   expect(check.Check(withStats([{ ...stat('x', 3), reltuples: undefined }]))).toBe(false)
-  expect(check.Check(withStats(Array.from({ length: ingestMaxItems.column_stats + 1 }, (_, i) => stat(`c${i}`, 3))))).toBe(false)
+  expect(
+    check.Check(withStats(Array.from({ length: ingestMaxItems.column_stats + 1 }, (_, i) => stat(`c${i}`, 3)))),
+  ).toBe(false)
 })
 
 for (const kind of storeKinds) {

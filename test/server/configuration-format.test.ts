@@ -4,7 +4,7 @@ import { describe, expect, test } from 'bun:test'
 import { findingNames, showForm, sourceLabel } from '../../src/server/routes/configuration.ts'
 
 describe('showForm', () => {
-  test("a raw value in its unit as SHOW prints it: the largest unit that holds it whole", () => {
+  test('a raw value in its unit as SHOW prints it: the largest unit that holds it whole', () => {
     expect(showForm('16384', '8kB')).toBe('128MB')
     expect(showForm('4096', 'kB')).toBe('4MB')
     expect(showForm('65536', 'kB')).toBe('64MB')
@@ -28,8 +28,12 @@ describe('showForm', () => {
 
 describe('sourceLabel', () => {
   test('file:line, ALTER SYSTEM for postgresql.auto.conf, the ALTER that set it, else the source', () => {
-    expect(sourceLabel({ source: 'configuration file', file: '/var/lib/pg/postgresql.conf', line: 64 })).toBe('postgresql.conf:64')
-    expect(sourceLabel({ source: 'configuration file', file: '/var/lib/pg/postgresql.auto.conf', line: 3 })).toBe('ALTER SYSTEM')
+    expect(sourceLabel({ source: 'configuration file', file: '/var/lib/pg/postgresql.conf', line: 64 })).toBe(
+      'postgresql.conf:64',
+    )
+    expect(sourceLabel({ source: 'configuration file', file: '/var/lib/pg/postgresql.auto.conf', line: 3 })).toBe(
+      'ALTER SYSTEM',
+    )
     expect(sourceLabel({ source: 'configuration file', file: null, line: null })).toBe('configuration file')
     expect(sourceLabel({ source: 'database' })).toBe('ALTER DATABASE')
     expect(sourceLabel({ source: 'database user' })).toBe('ALTER ROLE IN DATABASE')
@@ -39,7 +43,12 @@ describe('sourceLabel', () => {
 })
 
 describe('findingNames', () => {
-  const f = (key: string, title: string, objects: string[] = [], recommendation = '') => ({ key, title, objects, recommendation })
+  const f = (key: string, title: string, objects: string[] = [], recommendation = '') => ({
+    key,
+    title,
+    objects,
+    recommendation,
+  })
   test('by object, by key, or a distinctive name as a word of the title or advice', () => {
     expect(findingNames(f('pg_risky_settings:fsync', 'fsync is off'), 'fsync')).toBe(true)
     expect(findingNames(f('x:y', 'Spills', ['work_mem']), 'work_mem')).toBe(true)

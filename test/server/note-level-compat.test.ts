@@ -11,13 +11,26 @@ import { fullBatch } from '../support/full-batch.ts'
 const LIMITS = { distinctPaths: 64, named: 8 }
 const AT = Date.UTC(2026, 10, 26, 9)
 const notes = [
-  { collector: 'explain_plans', message: '1 of 5 statements not explained: permission denied for table orders (grant pg_read_all_data)' },
-  { collector: 'explain_plans', message: '3 write statements (INSERT, UPDATE, DELETE) not explained', level: 'info' as const },
+  {
+    collector: 'explain_plans',
+    message: '1 of 5 statements not explained: permission denied for table orders (grant pg_read_all_data)',
+  },
+  {
+    collector: 'explain_plans',
+    message: '3 write statements (INSERT, UPDATE, DELETE) not explained',
+    level: 'info' as const,
+  },
 ]
 
 test('an older server (no level in its schema) accepts the newer agent’s notes, without the level', () => {
-  const olderNote = T.Object({ collector: CollectorError.properties.collector, message: CollectorError.properties.message })
-  const olderBatch = T.Object({ ...IngestBatch.properties, collector_notes: T.Optional(T.Array(olderNote)) }, { additionalProperties: true })
+  const olderNote = T.Object({
+    collector: CollectorError.properties.collector,
+    message: CollectorError.properties.message,
+  })
+  const olderBatch = T.Object(
+    { ...IngestBatch.properties, collector_notes: T.Optional(T.Array(olderNote)) },
+    { additionalProperties: true },
+  )
   const batch = { ...fullBatch('skew', AT), collector_notes: notes }
   expect(TypeCompiler.Compile(olderBatch).Check(batch)).toBe(true)
   const stripped = stripUnknownFields(olderBatch, batch, LIMITS)

@@ -20,11 +20,14 @@ describe('rateLimitSubject', () => {
       '[2001:db8:0:1::1%25eth0]:8080',
       '2001:db8:0:1::1.2.3.4',
     ]
-    for (const form of forms) expect({ form, subject: rateLimitSubject(form) }).toEqual({ form, subject: '2001:db8:0:1::/64' })
+    for (const form of forms)
+      expect({ form, subject: rateLimitSubject(form) }).toEqual({ form, subject: '2001:db8:0:1::/64' })
   })
 
   test('other /64s are other subjects', () => {
-    const subjects = ['2001:db8:0:1::1', '2001:db8:0:2::1', '2001:db8:1:1::1', '2001:db9:0:1::1', 'fe80::1', '::1'].map(rateLimitSubject)
+    const subjects = ['2001:db8:0:1::1', '2001:db8:0:2::1', '2001:db8:1:1::1', '2001:db9:0:1::1', 'fe80::1', '::1'].map(
+      rateLimitSubject,
+    )
     expect(new Set(subjects).size).toBe(subjects.length)
     expect(rateLimitSubject('fe80::1%lo')).toBe('fe80:0:0:0::/64')
     expect(rateLimitSubject('::1')).toBe('0:0:0:0::/64')
@@ -43,16 +46,20 @@ describe('rateLimitSubject', () => {
   })
 
   test('text that is not an address is its own subject', () => {
-    for (const text of ['unknown', 'not-an-ip', '2001:db8::1::2', '1.2.3.4.5', '', '"><script>']) expect(rateLimitSubject(text)).toBe(text)
+    for (const text of ['unknown', 'not-an-ip', '2001:db8::1::2', '1.2.3.4.5', '', '"><script>'])
+      expect(rateLimitSubject(text)).toBe(text)
   })
 
-  test('the socket address and a trusted proxy\'s entry go through the same rule; clientAddress keeps the full address', () => {
-    const request = (forwarded?: string) => new Request('http://dbm.test/api/v1/auth/login', { headers: forwarded ? { 'x-forwarded-for': forwarded } : {} })
+  test("the socket address and a trusted proxy's entry go through the same rule; clientAddress keeps the full address", () => {
+    const request = (forwarded?: string) =>
+      new Request('http://dbm.test/api/v1/auth/login', { headers: forwarded ? { 'x-forwarded-for': forwarded } : {} })
     const socket = (address: string) => ({ requestIP: () => ({ address }) })
     const direct = clientAddress({ trustProxy: false }, request('198.51.100.1'), socket('2001:db8:0:1::42'))
     expect(direct).toBe('2001:db8:0:1::42')
     expect(rateLimitSubject(direct)).toBe('2001:db8:0:1::/64')
-    expect(rateLimitSubject(clientAddress({ trustProxy: false }, request(), socket('::ffff:203.0.113.5')))).toBe('203.0.113.5')
+    expect(rateLimitSubject(clientAddress({ trustProxy: false }, request(), socket('::ffff:203.0.113.5')))).toBe(
+      '203.0.113.5',
+    )
     const proxied = clientAddress({ trustProxy: true }, request('192.0.2.1, 2001:DB8:0:1:0:0:0:42'), socket('10.0.0.1'))
     expect(proxied).toBe('2001:DB8:0:1:0:0:0:42')
     expect(rateLimitSubject(proxied)).toBe('2001:db8:0:1::/64')

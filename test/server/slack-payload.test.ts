@@ -11,7 +11,17 @@ const message: AlertMessage = {
   event: 'opened',
   test: false,
   org_id: 'o1',
-  alert: { id: 'a1', key: 'k', rule: 'pg_dead_tuples', severity: 'critical', title: `Many dead rows in ${hostile}`, detail: 'detail', opened_at: 0, resolved_at: null, consequences: [] },
+  alert: {
+    id: 'a1',
+    key: 'k',
+    rule: 'pg_dead_tuples',
+    severity: 'critical',
+    title: `Many dead rows in ${hostile}`,
+    detail: 'detail',
+    opened_at: 0,
+    resolved_at: null,
+    consequences: [],
+  },
   database: { id: 'db1', name: '<@U123> prod', engine: 'postgres', host: 'h', port: 5432 },
   link: 'https://dbm.example/#/databases/db1/issues',
   now: 0,
@@ -25,6 +35,9 @@ test("Slack's mrkdwn text escapes &, < and >; the blocks stay plain_text", () =>
   expect(payload.text).not.toMatch(/[<>]/)
   const texts = JSON.stringify(payload.blocks)
   expect(texts).not.toContain('"mrkdwn"')
-  expect(payload.blocks[0]).toEqual({ type: 'header', text: { type: 'plain_text', text: `Alert: Many dead rows in ${hostile}`, emoji: false } })
+  expect(payload.blocks[0]).toEqual({
+    type: 'header',
+    text: { type: 'plain_text', text: `Alert: Many dead rows in ${hostile}`, emoji: false },
+  })
   expect(slackEscape('a & b < c > d')).toBe('a &amp; b &lt; c &gt; d')
 })

@@ -34,7 +34,13 @@ async function serverSizes(name: string): Promise<ServerSizes> {
   return sizes!
 }
 
-const apiSizes = (t: any): ServerSizes => ({ heap: t.heap_bytes, toast: t.toast_bytes, indexes: t.index_size_bytes, total: t.total_bytes, table: t.table_size_bytes })
+const apiSizes = (t: any): ServerSizes => ({
+  heap: t.heap_bytes,
+  toast: t.toast_bytes,
+  indexes: t.index_size_bytes,
+  total: t.total_bytes,
+  table: t.table_size_bytes,
+})
 
 test("the API's heap, TOAST, index and total sizes are the server's at the sample", async () => {
   // Autovacuum off for the table and its TOAST table, and vacuumed once (its free-space and visibility

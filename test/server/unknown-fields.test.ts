@@ -17,7 +17,9 @@ const check = TypeCompiler.Compile(IngestBody)
 function strict(schema: TSchema): TSchema {
   const copy = { ...schema } as TSchema
   if (schema[Kind] === 'Object') {
-    copy.properties = Object.fromEntries(Object.entries(schema.properties as Record<string, TSchema>).map(([k, v]) => [k, strict(v)]))
+    copy.properties = Object.fromEntries(
+      Object.entries(schema.properties as Record<string, TSchema>).map(([k, v]) => [k, strict(v)]),
+    )
     copy.additionalProperties = false
   }
   if (schema[Kind] === 'Array') copy.items = strict(schema.items as TSchema)
@@ -101,7 +103,10 @@ describe('ingest: unknown fields and validation', () => {
       ['a plan without plan_json', (b) => delete b.explain_plans[0].plan_json],
       ['an engine not in the union', (b) => (b.database.engine = 'mysql')],
       ['a tag value with NUL', (b) => (b.database.tags = { env: 'a\u0000b' })],
-      ['an unknown field beside a wrong one in a union member', (b) => ((b.tables[0].delta.future = 1), (b.tables[0].delta.seq_scan = -1))],
+      [
+        'an unknown field beside a wrong one in a union member',
+        (b) => ((b.tables[0].delta.future = 1), (b.tables[0].delta.seq_scan = -1)),
+      ],
     ]
     const failed = cases.map(([name, change]) => {
       const batch = batchCopy('bad')
@@ -115,6 +120,8 @@ describe('ingest: unknown fields and validation', () => {
     const batch = batchCopy('many')
     for (let i = 0; i <= LIMITS.distinctPaths; i++) batch.tables[0][`f${i}`] = i
     expect(check.Check(batch)).toBe(true)
-    expect(() => stripUnknownFields(IngestBatch, batch, LIMITS)).toThrow(`too many unknown fields (more than ${LIMITS.distinctPaths})`)
+    expect(() => stripUnknownFields(IngestBatch, batch, LIMITS)).toThrow(
+      `too many unknown fields (more than ${LIMITS.distinctPaths})`,
+    )
   })
 })

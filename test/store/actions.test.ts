@@ -25,11 +25,21 @@ for (const kind of storeKinds as StoreKind[]) {
       a = (await openStore(location)).store
       // PostgreSQL: a second process's store on the same database; SQLite: the file is one process's own.
       b = kind === 'postgres' ? (await openStore(location)).store : a
-      const account = await a.createAccount({ org: { name: 'Org', slug: `org-${Math.random()}`, plan: 'free' }, user: { email: `a${Math.random()}@example.com`, name: 'A', passwordHash: 'h', role: 'owner' } })
-      const other = await a.createAccount({ org: { name: 'Other', slug: `other-${Math.random()}`, plan: 'free' }, user: { email: `b${Math.random()}@example.com`, name: 'B', passwordHash: 'h', role: 'owner' } })
+      const account = await a.createAccount({
+        org: { name: 'Org', slug: `org-${Math.random()}`, plan: 'free' },
+        user: { email: `a${Math.random()}@example.com`, name: 'A', passwordHash: 'h', role: 'owner' },
+      })
+      const other = await a.createAccount({
+        org: { name: 'Other', slug: `other-${Math.random()}`, plan: 'free' },
+        user: { email: `b${Math.random()}@example.com`, name: 'B', passwordHash: 'h', role: 'owner' },
+      })
       orgId = account.org.id
       otherOrg = other.org.id
-      const db = await a.createDatabase(orgId, { name: 'pg', engine: 'postgres', engine_version: '17', host: 'h', port: 5432, tags: {} }, T0)
+      const db = await a.createDatabase(
+        orgId,
+        { name: 'pg', engine: 'postgres', engine_version: '17', host: 'h', port: 5432, tags: {} },
+        T0,
+      )
       if (db === 'limit') throw new Error('limit')
       dbId = db.id
     })
@@ -44,7 +54,9 @@ for (const kind of storeKinds as StoreKind[]) {
       org_id: orgId,
       database_id: databaseId,
       kind: 'cancel' as const,
-      request: { session: { pid: 7, backend_start: T0, xact_start: null, query_start: null, user: 'u', application_name: 'x' } },
+      request: {
+        session: { pid: 7, backend_start: T0, xact_start: null, query_start: null, user: 'u', application_name: 'x' },
+      },
       requested_by: 'a@example.com',
       requested_at: at,
       expires_at: at + 120_000,
@@ -59,7 +71,10 @@ for (const kind of storeKinds as StoreKind[]) {
       const id = crypto.randomUUID()
       await ask(id, T0)
       expect(await a.actions.pendingActions(dbId, T0 + 1)).toBe(1)
-      const [one, two] = await Promise.all([a.actions.claimActions(dbId, T0 + 1, 10), b.actions.claimActions(dbId, T0 + 1, 10)])
+      const [one, two] = await Promise.all([
+        a.actions.claimActions(dbId, T0 + 1, 10),
+        b.actions.claimActions(dbId, T0 + 1, 10),
+      ])
       expect([...one, ...two].map((x) => x.id)).toEqual([id])
       expect([...one, ...two][0]!.state).toBe('running')
       expect(await a.actions.pendingActions(dbId, T0 + 1)).toBe(0)
@@ -69,7 +84,7 @@ for (const kind of storeKinds as StoreKind[]) {
       expect(done?.state).toBe('done')
       expect(done?.result).toEqual({ outcome: 'done', signalled: true })
       expect(await a.actions.finishAction(orgId, id, { outcome: 'failed', reason: 'late' }, T0 + 3)).toBeUndefined()
-      expect((await a.actions.getAction(otherOrg, dbId, id, T0 + 3))).toBeUndefined()
+      expect(await a.actions.getAction(otherOrg, dbId, id, T0 + 3)).toBeUndefined()
     })
 
     test('past its expiry a pending action is not handed out and reads as expired', async () => {
@@ -84,12 +99,19 @@ for (const kind of storeKinds as StoreKind[]) {
     })
 
     test('kills are handed out before explains asked earlier; a result after the expiry is kept as expired', async () => {
-      const db = await a.createDatabase(orgId, { name: 'ordered', engine: 'postgres', engine_version: '17', host: 'h', port: 5432, tags: {} }, T0)
+      const db = await a.createDatabase(
+        orgId,
+        { name: 'ordered', engine: 'postgres', engine_version: '17', host: 'h', port: 5432, tags: {} },
+        T0,
+      )
       if (db === 'limit') throw new Error('limit')
       const at = T0 + 5_000_000
       const explains = [crypto.randomUUID(), crypto.randomUUID()]
       for (const [i, id] of explains.entries()) {
-        await a.actions.createAction({ ...action(id, at + i, db.id), kind: 'explain', request: { query_hash: '1', parameters: [] } }, 20)
+        await a.actions.createAction(
+          { ...action(id, at + i, db.id), kind: 'explain', request: { query_hash: '1', parameters: [] } },
+          20,
+        )
       }
       const kill = crypto.randomUUID()
       await a.actions.createAction(action(kill, at + 5, db.id), 20)
@@ -97,48 +119,82 @@ for (const kind of storeKinds as StoreKind[]) {
       expect((await b.actions.claimActions(db.id, at + 10, 1)).map((x) => x.id)).toEqual([kill])
       expect((await b.actions.claimActions(db.id, at + 10, 5)).map((x) => x.id)).toEqual(explains)
       // In time: done. 1.5 s after the expiry: expired, the agent's outcome kept beside it.
-      expect((await a.actions.finishAction(orgId, explains[0]!, { outcome: 'done', plan: { Plan: {} } }, at + 120_000))?.state).toBe('done')
-      const late = await a.actions.finishAction(orgId, kill, { outcome: 'done', signalled: true }, at + 5 + 120_000 + 1_500)
+      expect(
+        (await a.actions.finishAction(orgId, explains[0]!, { outcome: 'done', plan: { Plan: {} } }, at + 120_000))
+          ?.state,
+      ).toBe('done')
+      const late = await a.actions.finishAction(
+        orgId,
+        kill,
+        { outcome: 'done', signalled: true },
+        at + 5 + 120_000 + 1_500,
+      )
       expect(late?.state).toBe('expired')
       expect(late?.result).toEqual({
         outcome: 'expired',
         signalled: true,
         agent_outcome: 'done',
         late_by_ms: 1_500,
-        reason: "the agent's result came 1.5 s after the action expired, so it is not counted as run in time; the agent reported: the backend was signalled",
+        reason:
+          "the agent's result came 1.5 s after the action expired, so it is not counted as run in time; the agent reported: the backend was signalled",
       })
     })
 
     test("what the agent allows is heard from the database's own agent key only; another takes over once it is silent", async () => {
       const silence = 120_000
       expect(await a.actions.actionListener(dbId)).toBeUndefined()
-      expect(await b.actions.heardListener(dbId, 'k1', ['cancel', 'explain'], T0, T0 - silence)).toEqual({ own: true, took_over_from: null })
+      expect(await b.actions.heardListener(dbId, 'k1', ['cancel', 'explain'], T0, T0 - silence)).toEqual({
+        own: true,
+        took_over_from: null,
+      })
       // Another key of the organization: nothing recorded.
-      expect(await a.actions.heardListener(dbId, 'k2', ['cancel', 'terminate', 'explain'], T0 + 1, T0 + 1 - silence)).toEqual({ own: false, agent_key_id: 'k1', heard_at: T0 })
+      expect(
+        await a.actions.heardListener(dbId, 'k2', ['cancel', 'terminate', 'explain'], T0 + 1, T0 + 1 - silence),
+      ).toEqual({ own: false, agent_key_id: 'k1', heard_at: T0 })
       await b.actions.heardListener(dbId, 'k1', ['explain'], T0 + 5, T0 + 5 - silence)
-      expect(await a.actions.actionListener(dbId)).toEqual({ allowed: ['explain'], heard_at: T0 + 5, agent_key_id: 'k1' })
+      expect(await a.actions.actionListener(dbId)).toEqual({
+        allowed: ['explain'],
+        heard_at: T0 + 5,
+        agent_key_id: 'k1',
+      })
       // k1 silent for longer than that: k2 is the agent's key from now on.
       const later = T0 + 5 + silence + 1
-      expect(await a.actions.heardListener(dbId, 'k2', ['cancel'], later, later - silence)).toEqual({ own: true, took_over_from: 'k1' })
+      expect(await a.actions.heardListener(dbId, 'k2', ['cancel'], later, later - silence)).toEqual({
+        own: true,
+        took_over_from: 'k1',
+      })
       expect(await b.actions.actionListener(dbId)).toEqual({ allowed: ['cancel'], heard_at: later, agent_key_id: 'k2' })
       expect((await b.actions.heardListener(dbId, 'k1', ['explain'], later + 1, later + 1 - silence)).own).toBe(false)
     })
 
     test('at most the cap pending per database, also asked from two processes at once; taken or expired ones make room', async () => {
-      const db = await a.createDatabase(orgId, { name: 'capped', engine: 'postgres', engine_version: '17', host: 'h', port: 5432, tags: {} }, T0)
+      const db = await a.createDatabase(
+        orgId,
+        { name: 'capped', engine: 'postgres', engine_version: '17', host: 'h', port: 5432, tags: {} },
+        T0,
+      )
       if (db === 'limit') throw new Error('limit')
       const at = T0 + 1_000_000
       const asked = await Promise.all(
-        Array.from({ length: 8 }, (_, i) => (i % 2 === 0 ? a : b).actions.createAction(action(crypto.randomUUID(), at + i, db.id), 5)),
+        Array.from({ length: 8 }, (_, i) =>
+          (i % 2 === 0 ? a : b).actions.createAction(action(crypto.randomUUID(), at + i, db.id), 5),
+        ),
       )
       expect(asked.filter((x) => 'created' in x)).toHaveLength(5)
       const refused = asked.filter((x) => 'full' in x)
       expect(refused).toHaveLength(3)
       // The first to expire is the first asked of those taken (the eight race, so which five are taken varies).
       const firstTaken = asked.findIndex((x) => 'created' in x)
-      for (const r of refused) expect(r).toEqual({ full: { class: 'kill', pending: 5, next_expiry: at + firstTaken + 120_000 } })
+      for (const r of refused)
+        expect(r).toEqual({ full: { class: 'kill', pending: 5, next_expiry: at + firstTaken + 120_000 } })
       // Explains wait apart: the kills leave them their room.
-      expect('created' in (await a.actions.createAction({ ...action(crypto.randomUUID(), at, db.id), kind: 'explain', request: { query_hash: '1' } }, 5))).toBe(true)
+      expect(
+        'created' in
+          (await a.actions.createAction(
+            { ...action(crypto.randomUUID(), at, db.id), kind: 'explain', request: { query_hash: '1' } },
+            5,
+          )),
+      ).toBe(true)
       expect(await a.actions.pendingActions(db.id, at + 10)).toBe(6)
       // Another database of the organization has its own room.
       expect('created' in (await a.actions.createAction(action(crypto.randomUUID(), at, dbId), 5))).toBe(true)
@@ -147,11 +203,17 @@ for (const kind of storeKinds as StoreKind[]) {
       expect('created' in (await a.actions.createAction(action(crypto.randomUUID(), at + 20, db.id), 5))).toBe(true)
       expect('full' in (await a.actions.createAction(action(crypto.randomUUID(), at + 21, db.id), 5))).toBe(true)
       // Once expired they count no more.
-      expect('created' in (await a.actions.createAction(action(crypto.randomUUID(), at + 120_020, db.id), 5))).toBe(true)
+      expect('created' in (await a.actions.createAction(action(crypto.randomUUID(), at + 120_020, db.id), 5))).toBe(
+        true,
+      )
     })
 
     test('retention deletes the actions asked before the cutoff that are over, and keeps the rest', async () => {
-      const db = await a.createDatabase(orgId, { name: 'swept', engine: 'postgres', engine_version: '17', host: 'h', port: 5432, tags: {} }, T0)
+      const db = await a.createDatabase(
+        orgId,
+        { name: 'swept', engine: 'postgres', engine_version: '17', host: 'h', port: 5432, tags: {} },
+        T0,
+      )
       if (db === 'limit') throw new Error('limit')
       const put = async (at: number) => {
         const admission = await a.actions.createAction(action(crypto.randomUUID(), at, db.id), 20)
@@ -176,7 +238,11 @@ for (const kind of storeKinds as StoreKind[]) {
       // one expired before it goes.
       const running = await put(T0 + 3 * DAY)
       expect((await a.actions.claimActions(db.id, T0 + 3 * DAY + 1, 5)).map((x) => x.id)).toEqual([running])
-      await retention.sweepDatabase(db.id, { before: T0 + 3 * DAY + 150_000, minutesBefore: cutoff, rollUpTo: cutoff }, 2)
+      await retention.sweepDatabase(
+        db.id,
+        { before: T0 + 3 * DAY + 150_000, minutesBefore: cutoff, rollUpTo: cutoff },
+        2,
+      )
       expect((await a.actions.listActions(db.id, 20, T0 + 3 * DAY)).map((x) => x.id)).toEqual([running])
     })
   })

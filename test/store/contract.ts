@@ -7,7 +7,14 @@ import { UniqueViolation } from '../../src/server/store/driver.ts'
 import { openStore } from '../../src/server/store/open.ts'
 import { EmailTakenError } from '../../src/server/store/accounts/types.ts'
 import type { SqlStore } from '../../src/server/store/sql-store.ts'
-import type { ApiKey, ApiKeyScope, NewDatabase, Organization, RotateResult, User } from '../../src/server/store/types.ts'
+import type {
+  ApiKey,
+  ApiKeyScope,
+  NewDatabase,
+  Organization,
+  RotateResult,
+  User,
+} from '../../src/server/store/types.ts'
 import { type StoreKind, freshStoreLocation, storeKinds } from '../support/server.ts'
 
 /** A fixed point in time (2026-11-01T00:00:00Z) that the tests move from explicitly. */
@@ -47,7 +54,12 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
     const newAccount = (overrides: { slug?: string; email?: string; plan?: string } = {}) =>
       store.createAccount({
         org: { name: 'Acme Inc', slug: overrides.slug ?? unique('org'), plan: overrides.plan ?? 'free' },
-        user: { email: overrides.email ?? `${unique('user')}@example.com`, name: 'Ada', passwordHash: 'hash-1', role: 'owner' },
+        user: {
+          email: overrides.email ?? `${unique('user')}@example.com`,
+          name: 'Ada',
+          passwordHash: 'hash-1',
+          role: 'owner',
+        },
       })
 
     const pgInput = (name: string, overrides: Partial<NewDatabase> = {}): NewDatabase => ({
@@ -74,7 +86,14 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
           user: { email, name: 'Ada Lovelace', passwordHash: 'argon-hash', role: 'owner' },
         })
         const after = Date.now()
-        expect(org).toEqual({ id: org.id, name: 'Acme Inc', slug, plan: 'free', verified: false, created_at: org.created_at })
+        expect(org).toEqual({
+          id: org.id,
+          name: 'Acme Inc',
+          slug,
+          plan: 'free',
+          verified: false,
+          created_at: org.created_at,
+        })
         expect(user).toEqual({
           id: user.id,
           org_id: org.id,
@@ -158,7 +177,13 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
       test('a token is consumed once, and only as its own kind', async () => {
         const { user } = await newAccount()
         const hash = unique('verify-hash')
-        await store.createEmailToken({ tokenHash: hash, userId: user.id, kind: 'verify', expiresAt: T0 + HOUR, now: T0 })
+        await store.createEmailToken({
+          tokenHash: hash,
+          userId: user.id,
+          kind: 'verify',
+          expiresAt: T0 + HOUR,
+          now: T0,
+        })
         expect(await store.consumeEmailToken(hash, 'reset', T0 + 1)).toBeUndefined()
         expect(await store.usedEmailTokenUser(hash, 'verify')).toBeUndefined()
         expect(await store.consumeEmailToken(hash, 'verify', T0 + 2)).toBe(user.id)
@@ -172,7 +197,13 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
         const { user } = await newAccount()
         const expired = unique('reset-hash')
         const live = unique('reset-hash')
-        await store.createEmailToken({ tokenHash: expired, userId: user.id, kind: 'reset', expiresAt: T0 + HOUR, now: T0 })
+        await store.createEmailToken({
+          tokenHash: expired,
+          userId: user.id,
+          kind: 'reset',
+          expiresAt: T0 + HOUR,
+          now: T0,
+        })
         await store.createEmailToken({ tokenHash: live, userId: user.id, kind: 'reset', expiresAt: T0 + HOUR, now: T0 })
         expect(await store.consumeEmailToken(expired, 'reset', T0 + HOUR)).toBeUndefined()
         expect(await store.consumeEmailToken(live, 'reset', T0 + HOUR - 1)).toBe(user.id)
@@ -190,7 +221,11 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
         await store.createRefreshToken({ id, user_id: user.id, family_id: id, expires_at: expiresAt, now: T0 })
         return id
       }
-      const rotated = (user: User, session: string): Extract<RotateResult, { ok: true }> => ({ ok: true, userId: user.id, sessionId: session })
+      const rotated = (user: User, session: string): Extract<RotateResult, { ok: true }> => ({
+        ok: true,
+        userId: user.id,
+        sessionId: session,
+      })
       const next = (expiresAt = T0 + 8 * 24 * HOUR) => ({ id: unique('rt'), expires_at: expiresAt })
 
       test('rotation succeeds and the new token rotates in turn', async () => {
@@ -209,10 +244,19 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
         const second = next()
         const replacement = next()
         expect(await store.rotateRefreshToken(first, second, T0 + MINUTE)).toEqual(rotated(user, first))
-        expect(await store.rotateRefreshToken(first, replacement, T0 + 2 * MINUTE)).toEqual({ ok: false, reason: 'reused' })
+        expect(await store.rotateRefreshToken(first, replacement, T0 + 2 * MINUTE)).toEqual({
+          ok: false,
+          reason: 'reused',
+        })
         // the newest token of the family is dead too, and the replayed call created nothing
-        expect(await store.rotateRefreshToken(second.id, next(), T0 + 3 * MINUTE)).toEqual({ ok: false, reason: 'revoked' })
-        expect(await store.rotateRefreshToken(replacement.id, next(), T0 + 3 * MINUTE)).toEqual({ ok: false, reason: 'unknown' })
+        expect(await store.rotateRefreshToken(second.id, next(), T0 + 3 * MINUTE)).toEqual({
+          ok: false,
+          reason: 'revoked',
+        })
+        expect(await store.rotateRefreshToken(replacement.id, next(), T0 + 3 * MINUTE)).toEqual({
+          ok: false,
+          reason: 'unknown',
+        })
         // the other session is untouched
         expect(await store.rotateRefreshToken(sibling, next(), T0 + 4 * MINUTE)).toEqual(rotated(user, sibling))
       })
@@ -235,7 +279,10 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
         const kept = await refresh(user)
         await store.revokeRefreshToken(revoked, T0 + MINUTE)
         // A signed-out token is refused without being treated as a replay of a rotated one.
-        expect(await store.rotateRefreshToken(revoked, next(), T0 + 2 * MINUTE)).toEqual({ ok: false, reason: 'revoked' })
+        expect(await store.rotateRefreshToken(revoked, next(), T0 + 2 * MINUTE)).toEqual({
+          ok: false,
+          reason: 'revoked',
+        })
         expect(await store.rotateRefreshToken(kept, next(), T0 + 2 * MINUTE)).toEqual(rotated(user, kept))
       })
 
@@ -256,7 +303,10 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
         expect(await store.getSessionUser(user.id, session)).toEqual(user)
         await store.revokeSession(user.id, session, T0 + 2 * MINUTE)
         expect(await store.getSessionUser(user.id, session)).toBeUndefined()
-        expect(await store.rotateRefreshToken(second.id, next(), T0 + 3 * MINUTE)).toEqual({ ok: false, reason: 'revoked' })
+        expect(await store.rotateRefreshToken(second.id, next(), T0 + 3 * MINUTE)).toEqual({
+          ok: false,
+          reason: 'revoked',
+        })
         // The user's other session goes on, until its newest token is revoked (a logout).
         expect(await store.getSessionUser(user.id, kept)).toEqual(user)
         await store.revokeRefreshToken(kept, T0 + 3 * MINUTE)
@@ -283,7 +333,10 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
         const b1 = await refresh(b.user)
         await store.revokeUserSessions(a.user.id, T0 + 2 * MINUTE)
         expect(await store.rotateRefreshToken(a1, next(), T0 + 3 * MINUTE)).toEqual({ ok: false, reason: 'revoked' })
-        expect(await store.rotateRefreshToken(a2next.id, next(), T0 + 3 * MINUTE)).toEqual({ ok: false, reason: 'revoked' })
+        expect(await store.rotateRefreshToken(a2next.id, next(), T0 + 3 * MINUTE)).toEqual({
+          ok: false,
+          reason: 'revoked',
+        })
         expect(await store.getSessionUser(a.user.id, a1)).toBeUndefined()
         expect(await store.getSessionUser(a.user.id, a2)).toBeUndefined()
         expect(await store.getSessionUser(b.user.id, b1)).toEqual(b.user)
@@ -337,7 +390,9 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
       test('concurrent rotations of one token: exactly one succeeds, the rest are reuse', async () => {
         const { user } = await newAccount()
         const token = await refresh(user)
-        const results = await Promise.all(Array.from({ length: 8 }, () => store.rotateRefreshToken(token, next(), T0 + MINUTE)))
+        const results = await Promise.all(
+          Array.from({ length: 8 }, () => store.rotateRefreshToken(token, next(), T0 + MINUTE)),
+        )
         expect(results.filter((r) => r.ok)).toEqual([rotated(user, token)])
         expect(results.filter((r) => !r.ok)).toEqual(Array(7).fill({ ok: false, reason: 'reused' }))
       })
@@ -365,7 +420,10 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
         })
       }
       /** A key as listApiKeys gives it: with its creator while the user exists. */
-      const listed = (key: ApiKey, user: User | null) => ({ ...key, creator: user && { id: user.id, email: user.email, name: user.name } })
+      const listed = (key: ApiKey, user: User | null) => ({
+        ...key,
+        creator: user && { id: user.id, email: user.email, name: user.name },
+      })
 
       test('createApiKey returns the record, findApiKey finds it by key_id', async () => {
         const { org, user } = await newAccount()
@@ -405,9 +463,7 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
       test('a key_id is unique', async () => {
         const { org, user } = await newAccount()
         const key = await newKey(org, user, T0)
-        const error = await store
-          .createApiKey({ ...key, id: unique('key') })
-          .catch((e) => e)
+        const error = await store.createApiKey({ ...key, id: unique('key') }).catch((e) => e)
         expect(error).toBeInstanceOf(UniqueViolation)
       })
 
@@ -421,7 +477,11 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
         expect(await store.revokeApiKey(org.id, middle.id, T0 + 5000)).toBe(true)
 
         expect(await store.listApiKeys(org.id, false)).toEqual([listed(early, user), listed(late, user)])
-        expect(await store.listApiKeys(org.id, true)).toEqual([listed(early, user), listed({ ...middle, revoked_at: T0 + 5000 }, user), listed(late, user)])
+        expect(await store.listApiKeys(org.id, true)).toEqual([
+          listed(early, user),
+          listed({ ...middle, revoked_at: T0 + 5000 }, user),
+          listed(late, user),
+        ])
         expect((await store.listApiKeys(other.org.id, true)).map((k) => k.name)).toEqual(['other org'])
       })
 
@@ -462,7 +522,12 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
     })
 
     describe('API key scopes and owners', () => {
-      const newKey = (org: Organization, user: User | null, name: string, more: { scopes?: ApiKeyScope[]; created_by_key?: string } = {}) => {
+      const newKey = (
+        org: Organization,
+        user: User | null,
+        name: string,
+        more: { scopes?: ApiKeyScope[]; created_by_key?: string } = {},
+      ) => {
         const keyId = unique('kid')
         return store.createApiKey({
           id: unique('key'),
@@ -482,7 +547,15 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
         const invite = async (role: 'owner' | 'member') => {
           const tokenHash = unique('invite')
           const email = `${unique('joiner')}@example.com`
-          await store.members.createInvite({ orgId: org.id, email, role, tokenHash, invitedBy: first.id, now: T0, expiresAt: T0 + HOUR })
+          await store.members.createInvite({
+            orgId: org.id,
+            email,
+            role,
+            tokenHash,
+            invitedBy: first.id,
+            now: T0,
+            expiresAt: T0 + HOUR,
+          })
           const accepted = await store.members.acceptInvite({ tokenHash, name: role, passwordHash: 'h', now: T0 + 1 })
           if (typeof accepted === 'string') throw new Error(`invite not accepted: ${accepted}`)
           return accepted.user
@@ -504,7 +577,11 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
         const { org, user } = await newAccount()
         const parent = await newKey(org, user, 'parent', { scopes: ['read', 'admin'] })
         const child = await newKey(org, user, 'child', { scopes: ['read'], created_by_key: parent.id })
-        expect(await store.findApiKey(child.key_id)).toEqual({ ...child, created_by: user.id, created_by_key: parent.id })
+        expect(await store.findApiKey(child.key_id)).toEqual({
+          ...child,
+          created_by: user.id,
+          created_by_key: parent.id,
+        })
         const list = await store.listApiKeys(org.id, false)
         expect(list.map((k) => [k.name, k.creator?.email])).toEqual([
           ['parent', user.email],
@@ -537,14 +614,22 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
         const { org, first, second, member } = await team()
         const secondKey = await newKey(org, second, 'second')
         const firstKey = await newKey(org, first, 'first')
-        expect(await store.members.setMemberRole(org.id, member.id, 'owner', T0 + 1000)).toMatchObject({ role: 'owner' })
-        expect(await store.members.setMemberRole(org.id, second.id, 'owner', T0 + 1500)).toMatchObject({ role: 'owner' })
+        expect(await store.members.setMemberRole(org.id, member.id, 'owner', T0 + 1000)).toMatchObject({
+          role: 'owner',
+        })
+        expect(await store.members.setMemberRole(org.id, second.id, 'owner', T0 + 1500)).toMatchObject({
+          role: 'owner',
+        })
         expect(await revokedAt(secondKey)).toBeNull()
-        expect(await store.members.setMemberRole(org.id, second.id, 'member', T0 + 2000)).toMatchObject({ role: 'member' })
+        expect(await store.members.setMemberRole(org.id, second.id, 'member', T0 + 2000)).toMatchObject({
+          role: 'member',
+        })
         expect(await revokedAt(secondKey)).toBe(T0 + 2000)
         expect(await revokedAt(firstKey)).toBeNull()
         // the last owners: demoting the one left is refused, and their key stays
-        expect(await store.members.setMemberRole(org.id, member.id, 'member', T0 + 3000)).toMatchObject({ role: 'member' })
+        expect(await store.members.setMemberRole(org.id, member.id, 'member', T0 + 3000)).toMatchObject({
+          role: 'member',
+        })
         expect(await store.members.setMemberRole(org.id, first.id, 'member', T0 + 4000)).toBe('last_owner')
         expect(await store.members.removeMember(org.id, first.id, T0 + 4000)).toBe('last_owner')
         expect(await revokedAt(firstKey)).toBeNull()
@@ -554,10 +639,17 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
         const { org, first, second, member } = await team()
         const parent = await newKey(org, second, 'parent', { scopes: ['admin'] })
         expect(await store.members.removeMember(org.id, second.id, T0 + 1000)).toBe('removed')
-        const fails = (p: Promise<unknown>) => p.then(() => undefined, (e) => [e.constructor.name, e.by])
+        const fails = (p: Promise<unknown>) =>
+          p.then(
+            () => undefined,
+            (e) => [e.constructor.name, e.by],
+          )
         // what a request that authenticated just before the removal would ask
         expect(await fails(newKey(org, second, 'after removal'))).toEqual(['CreatorRevokedError', 'user'])
-        expect(await fails(newKey(org, second, 'with the revoked key', { created_by_key: parent.id }))).toEqual(['CreatorRevokedError', 'key'])
+        expect(await fails(newKey(org, second, 'with the revoked key', { created_by_key: parent.id }))).toEqual([
+          'CreatorRevokedError',
+          'key',
+        ])
         expect(await fails(newKey(org, member, 'by a member'))).toEqual(['CreatorRevokedError', 'user'])
         expect((await store.listApiKeys(org.id, true)).map((k) => k.name)).toEqual(['parent'])
         expect(await fails(newKey(org, first, 'by an owner'))).toBeUndefined()
@@ -600,7 +692,11 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
 
       test('a null engine_version and empty tags round-trip', async () => {
         const { org } = await newAccount()
-        const db = await store.createDatabase(org.id, { name: 'events', engine: 'clickhouse', engine_version: null, host: 'ch1', port: 8123, tags: {} }, T0)
+        const db = await store.createDatabase(
+          org.id,
+          { name: 'events', engine: 'clickhouse', engine_version: null, host: 'ch1', port: 8123, tags: {} },
+          T0,
+        )
         if (db === 'limit') throw new Error('unexpected limit')
         const stored = await store.getDatabase(org.id, db.id)
         expect(stored).toMatchObject({ engine: 'clickhouse', engine_version: null, tags: {}, port: 8123 })
@@ -634,10 +730,15 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
         const { org } = await newAccount()
         const other = await newAccount()
         await store.createDatabase(org.id, pgInput('shared-name'), T0)
-        const error = await store.createDatabase(org.id, pgInput('shared-name', { host: 'elsewhere' }), T0).catch((e) => e)
+        const error = await store
+          .createDatabase(org.id, pgInput('shared-name', { host: 'elsewhere' }), T0)
+          .catch((e) => e)
         expect(error).toBeInstanceOf(UniqueViolation)
         expect(await store.countDatabases(org.id)).toBe(1)
-        expect(await store.createDatabase(other.org.id, pgInput('shared-name'), T0)).toMatchObject({ name: 'shared-name', org_id: other.org.id })
+        expect(await store.createDatabase(other.org.id, pgInput('shared-name'), T0)).toMatchObject({
+          name: 'shared-name',
+          org_id: other.org.id,
+        })
       })
 
       test('listDatabases orders by name and countDatabases counts, each per organization', async () => {
@@ -656,7 +757,8 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
       // must show that write, and a caller changing a listed record must not change the next list.
       test('listDatabases shows every write at once: create, update, ingest (last seen, version), delete', async () => {
         const { org } = await newAccount()
-        const names = async () => (await store.listDatabases(org.id)).map((d) => [d.name, d.engine_version, d.last_seen_at])
+        const names = async () =>
+          (await store.listDatabases(org.id)).map((d) => [d.name, d.engine_version, d.last_seen_at])
         expect(await names()).toEqual([])
         const db = await store.createDatabase(org.id, pgInput('orders'), T0)
         if (db === 'limit') throw new Error('unexpected limit')
@@ -672,7 +774,13 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
           collected_at: T0 + 2,
           interval_seconds: 10,
           agent_version: 'test',
-          database: { name: 'orders-primary', engine: 'postgres' as const, engine_version: '17.4', host: 'db.internal', port: 5432 },
+          database: {
+            name: 'orders-primary',
+            engine: 'postgres' as const,
+            engine_version: '17.4',
+            host: 'db.internal',
+            port: 5432,
+          },
         }
         expect((await store.ingest(org.id, batch, T0 + 5)).kind).toBe('applied')
         expect(await names()).toEqual([['orders-primary', '17.4', T0 + 5]])
@@ -686,7 +794,15 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
         const { org } = await newAccount()
         const names = ['beta', 'Alpha', 'alpha-2', 'B', '_x', 'a b', 'ab']
         for (const name of names) await store.createDatabase(org.id, pgInput(name), T0)
-        expect((await store.listDatabases(org.id)).map((d) => d.name)).toEqual(['Alpha', 'B', '_x', 'a b', 'ab', 'alpha-2', 'beta'])
+        expect((await store.listDatabases(org.id)).map((d) => d.name)).toEqual([
+          'Alpha',
+          'B',
+          '_x',
+          'a b',
+          'ab',
+          'alpha-2',
+          'beta',
+        ])
       })
 
       test('updateDatabase applies the patch, round-trips tags and disabled_collectors, and stamps updated_at', async () => {
@@ -724,7 +840,12 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
         expect(await store.getDatabase(org.id, db.id)).toEqual(expected)
 
         // a partial patch leaves the other fields alone; undefined fields are skipped
-        const again = await store.updateDatabase(org.id, db.id, { collect_replication: true, host: undefined }, T0 + 2 * HOUR)
+        const again = await store.updateDatabase(
+          org.id,
+          db.id,
+          { collect_replication: true, host: undefined },
+          T0 + 2 * HOUR,
+        )
         expect(again).toEqual({ ...expected, collect_replication: true, updated_at: T0 + 2 * HOUR })
         // an empty patch only stamps the time
         expect(await store.updateDatabase(org.id, db.id, {}, T0 + 3 * HOUR)).toEqual({
@@ -804,10 +925,16 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
       test('takeCooldown allows one per cooldown', async () => {
         const key = unique('cooldown')
         expect(await store.takeCooldown(key, MINUTE, T0)).toEqual({ allowed: true, retryAfterMs: 0 })
-        expect(await store.takeCooldown(key, MINUTE, T0 + 1000)).toEqual({ allowed: false, retryAfterMs: MINUTE - 1000 })
+        expect(await store.takeCooldown(key, MINUTE, T0 + 1000)).toEqual({
+          allowed: false,
+          retryAfterMs: MINUTE - 1000,
+        })
         expect(await store.takeCooldown(key, MINUTE, T0 + MINUTE - 1)).toEqual({ allowed: false, retryAfterMs: 1 })
         expect(await store.takeCooldown(key, MINUTE, T0 + MINUTE)).toEqual({ allowed: true, retryAfterMs: 0 })
-        expect(await store.takeCooldown(unique('cooldown'), MINUTE, T0 + MINUTE)).toEqual({ allowed: true, retryAfterMs: 0 })
+        expect(await store.takeCooldown(unique('cooldown'), MINUTE, T0 + MINUTE)).toEqual({
+          allowed: true,
+          retryAfterMs: 0,
+        })
       })
 
       test('sweepRateEvents removes events older than `before` and returns how many', async () => {
@@ -821,7 +948,10 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
         expect(await store.sweepRateEvents(250)).toBe(0)
         // key a keeps its event at 300 only: with limit 2 one more passes, then it is full until 300 + window
         expect(await store.hitRateLimit(a, 2, window, 400)).toEqual({ allowed: true, retryAfterMs: 0 })
-        expect(await store.hitRateLimit(a, 2, window, 500)).toEqual({ allowed: false, retryAfterMs: 300 + window - 500 })
+        expect(await store.hitRateLimit(a, 2, window, 500)).toEqual({
+          allowed: false,
+          retryAfterMs: 300 + window - 500,
+        })
         expect(await store.sweepRateEvents(301)).toBe(1)
       })
     })

@@ -11,7 +11,15 @@ import { addFamilyColumns } from '../../src/server/store/family-columns.ts'
 import { latestVersion, migrate } from '../../src/server/store/migrations.ts'
 import { PostgresDriver } from '../../src/server/store/postgres/driver.ts'
 import { SqliteDriver } from '../../src/server/store/sqlite/driver.ts'
-import { FAMILY_TABLES, type FamilyTable, type Field, INDEX_FIELDS, STATEMENT_FIELDS, TABLE_FIELDS, pgSelectList } from '../../src/shared/families.ts'
+import {
+  FAMILY_TABLES,
+  type FamilyTable,
+  type Field,
+  INDEX_FIELDS,
+  STATEMENT_FIELDS,
+  TABLE_FIELDS,
+  pgSelectList,
+} from '../../src/shared/families.ts'
 import { freshStoreLocation, storeKinds } from '../support/server.ts'
 import { columnsOf } from '../support/store-schema.ts'
 
@@ -72,7 +80,10 @@ describe.each(storeKinds)('family step on the %s store', (kind) => {
       const familyFields = new Set(FAMILY_TABLES.flatMap((f) => f.fields.map((field) => `${f.table}.${field.key}`)))
       for (const column of added) expect({ column, family: familyFields.has(column) }).toEqual({ column, family: true })
       // A database with one statement minute and one table minute, written before the fields exist.
-      await driver.run(`INSERT INTO organizations (id, name, slug, plan, verified, created_at) VALUES ('o1', 'org', 'org', 'free', $1, 0)`, [true])
+      await driver.run(
+        `INSERT INTO organizations (id, name, slug, plan, verified, created_at) VALUES ('o1', 'org', 'org', 'free', $1, 0)`,
+        [true],
+      )
       await driver.run(
         `INSERT INTO databases (id, org_id, name, engine, host, port, tags, poll_interval_seconds, collect_explain_plans, collect_replication,
            disabled_collectors, created_at, updated_at)
@@ -89,19 +100,34 @@ describe.each(storeKinds)('family step on the %s store', (kind) => {
       )
 
       const grown: FamilyTable[] = FAMILY_TABLES.map((f) =>
-        f.table === 'query_stats' ? { ...f, fields: [...STATEMENT_FIELDS, probeMs] } : f.table === 'table_stats' ? { ...f, fields: [...TABLE_FIELDS, probeCounter] } : f,
+        f.table === 'query_stats'
+          ? { ...f, fields: [...STATEMENT_FIELDS, probeMs] }
+          : f.table === 'table_stats'
+            ? { ...f, fields: [...TABLE_FIELDS, probeCounter] }
+            : f,
       )
       const first = await driver.transaction((tx) => addFamilyColumns(tx, grown))
       const [sqliteDouble, sqliteInteger] = ['REAL NOT NULL DEFAULT 0', 'INTEGER']
       expect(first).toEqual([
-        { table: 'query_stats', column: 'probe_time_ms', definition: kind === 'sqlite' ? sqliteDouble : 'DOUBLE PRECISION NOT NULL DEFAULT 0' },
+        {
+          table: 'query_stats',
+          column: 'probe_time_ms',
+          definition: kind === 'sqlite' ? sqliteDouble : 'DOUBLE PRECISION NOT NULL DEFAULT 0',
+        },
         { table: 'table_stats', column: 'probe_counter', definition: kind === 'sqlite' ? sqliteInteger : 'BIGINT' },
       ])
       expect(await driver.transaction((tx) => addFamilyColumns(tx, grown))).toEqual([])
 
-      const statement = await driver.get<{ calls: unknown; probe_time_ms: unknown }>(`SELECT calls, probe_time_ms FROM query_stats WHERE query_hash = 'q1'`)
-      expect({ calls: Number(statement!.calls), probe: Number(statement!.probe_time_ms) }).toEqual({ calls: 3, probe: 0 })
-      const table = await driver.get<{ seq_scan: unknown; probe_counter: unknown }>(`SELECT seq_scan, probe_counter FROM table_stats WHERE table_name = 't'`)
+      const statement = await driver.get<{ calls: unknown; probe_time_ms: unknown }>(
+        `SELECT calls, probe_time_ms FROM query_stats WHERE query_hash = 'q1'`,
+      )
+      expect({ calls: Number(statement!.calls), probe: Number(statement!.probe_time_ms) }).toEqual({
+        calls: 3,
+        probe: 0,
+      })
+      const table = await driver.get<{ seq_scan: unknown; probe_counter: unknown }>(
+        `SELECT seq_scan, probe_counter FROM table_stats WHERE table_name = 't'`,
+      )
       expect({ seq_scan: Number(table!.seq_scan), probe: table!.probe_counter }).toEqual({ seq_scan: 7, probe: null })
     } finally {
       await driver.close()
@@ -112,12 +138,20 @@ describe.each(storeKinds)('family step on the %s store', (kind) => {
     const driver = await freshDriver(kind)
     try {
       await migrate(driver)
-      const hostile = { key: 'x INTEGER); DROP TABLE databases; --', kind: 'counter', unit: 'count' } as const satisfies Field
-      const grown: FamilyTable[] = [{ table: 'index_stats', fields: [...INDEX_FIELDS, probeCounter, hostile], notNullZero: false }]
-      const error = await driver.transaction((tx) => addFamilyColumns(tx, grown)).then(
-        () => undefined,
-        (e: Error) => e.message,
-      )
+      const hostile = {
+        key: 'x INTEGER); DROP TABLE databases; --',
+        kind: 'counter',
+        unit: 'count',
+      } as const satisfies Field
+      const grown: FamilyTable[] = [
+        { table: 'index_stats', fields: [...INDEX_FIELDS, probeCounter, hostile], notNullZero: false },
+      ]
+      const error = await driver
+        .transaction((tx) => addFamilyColumns(tx, grown))
+        .then(
+          () => undefined,
+          (e: Error) => e.message,
+        )
       expect(error).toContain('plain identifier')
       const names = (await columnsOf(driver, 'index_stats')).map((c) => c.name)
       expect(names).not.toContain('probe_counter')
@@ -137,7 +171,9 @@ describe('family step on a PostgreSQL store in use', () => {
     let release = () => {}
     try {
       await migrate(driver)
-      await driver.exec('ALTER TABLE latest_tables DROP COLUMN n_tup_newpage_upd; ALTER TABLE table_stats DROP COLUMN n_tup_newpage_upd')
+      await driver.exec(
+        'ALTER TABLE latest_tables DROP COLUMN n_tup_newpage_upd; ALTER TABLE table_stats DROP COLUMN n_tup_newpage_upd',
+      )
       // Another serve's ingest (or a dashboard read) in a transaction on latest_tables.
       const released = new Promise<void>((resolve) => (release = resolve))
       let locked!: () => void
@@ -177,13 +213,28 @@ describe('family step on a PostgreSQL store in use', () => {
 test('pgSelectList: a plain column by the version that has it (prefixed), an expression as written, NULL where the version has none', () => {
   const fields = [
     { key: 'idx_scan', kind: 'counter', unit: 'scans', pg: 'idx_scan' },
-    { key: 'blks_read', kind: 'counter', unit: 'blocks', pg: 'pg_stat_get_blocks_fetched(s.indexrelid) - pg_stat_get_blocks_hit(s.indexrelid)' },
-    { key: 'newer', kind: 'counter', unit: 'count', pg: [[16, 'newer_col'], [14, 'older_col']] },
+    {
+      key: 'blks_read',
+      kind: 'counter',
+      unit: 'blocks',
+      pg: 'pg_stat_get_blocks_fetched(s.indexrelid) - pg_stat_get_blocks_hit(s.indexrelid)',
+    },
+    {
+      key: 'newer',
+      kind: 'counter',
+      unit: 'count',
+      pg: [
+        [16, 'newer_col'],
+        [14, 'older_col'],
+      ],
+    },
     { key: 'clickhouse_only', kind: 'counter', unit: 'bytes' },
   ] as const satisfies readonly Field[]
   expect(pgSelectList(fields, 17, 's.')).toBe(
     's.idx_scan, pg_stat_get_blocks_fetched(s.indexrelid) - pg_stat_get_blocks_hit(s.indexrelid) AS blks_read, s.newer_col AS newer',
   )
-  expect(pgSelectList(fields, 14)).toBe('idx_scan, pg_stat_get_blocks_fetched(s.indexrelid) - pg_stat_get_blocks_hit(s.indexrelid) AS blks_read, older_col AS newer')
+  expect(pgSelectList(fields, 14)).toBe(
+    'idx_scan, pg_stat_get_blocks_fetched(s.indexrelid) - pg_stat_get_blocks_hit(s.indexrelid) AS blks_read, older_col AS newer',
+  )
   expect(pgSelectList(fields, 13)).toContain('NULL AS newer')
 })

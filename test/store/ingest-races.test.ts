@@ -47,7 +47,10 @@ test('another serve deleting the database meanwhile: no fresh batch is answered 
   const deleter = (async () => {
     let deleted = 0
     while (!stop) {
-      for (const { id } of await b.all<{ id: string }>('SELECT id FROM databases WHERE org_id = $1 AND name = $2', [orgId, 'h'])) {
+      for (const { id } of await b.all<{ id: string }>('SELECT id FROM databases WHERE org_id = $1 AND name = $2', [
+        orgId,
+        'h',
+      ])) {
         if (await storeB.deleteDatabase(orgId, id)) deleted++
       }
       await Bun.sleep(Math.random() * 3)
@@ -61,14 +64,20 @@ test('another serve deleting the database meanwhile: no fresh batch is answered 
       const at = T0 + (2 * i + w) * 30_000
       const batch = agentBatch('h', at, 2 * i + w, SHAPE)
       const result = await storeA.ingest(orgId, batch, at + 1_000).catch((e: Error) => e)
-      const kind = result instanceof Error ? (/foreign key|violates/i.test(result.message) ? 'retryable error' : `error: ${result.message.slice(0, 80)}`) : result.kind
+      const kind =
+        result instanceof Error
+          ? /foreign key|violates/i.test(result.message)
+            ? 'retryable error'
+            : `error: ${result.message.slice(0, 80)}`
+          : result.kind
       outcomes[kind] = (outcomes[kind] ?? 0) + 1
       if (result instanceof Error) continue
       if (result.kind === 'duplicate') wrong.push(`fresh batch ${batch.batch_id} answered duplicate`)
       if (result.kind === 'applied') {
         const recorded = await admin`SELECT database_id FROM ingest_batches WHERE batch_id = ${batch.batch_id}`
         const exists = (await admin`SELECT 1 FROM databases WHERE id = ${result.database.id}`).length > 0
-        if (exists && (recorded.length !== 1 || recorded[0]!.database_id !== result.database.id)) wrong.push(`batch ${batch.batch_id} recorded as ${JSON.stringify(recorded)}`)
+        if (exists && (recorded.length !== 1 || recorded[0]!.database_id !== result.database.id))
+          wrong.push(`batch ${batch.batch_id} recorded as ${JSON.stringify(recorded)}`)
       }
     }
   }

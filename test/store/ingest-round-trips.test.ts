@@ -48,7 +48,11 @@ function table(name: string, liveTuples: number, delta: ReturnType<typeof counte
   }
 }
 
-function index(name: string, scans: number, delta: { idx_scan: number; idx_tup_read: number; idx_tup_fetch: number } | null): IndexStat {
+function index(
+  name: string,
+  scans: number,
+  delta: { idx_scan: number; idx_tup_read: number; idx_tup_fetch: number } | null,
+): IndexStat {
   return {
     schema_name: 'public',
     table_name: name.replace('_pkey', ''),
@@ -113,7 +117,10 @@ describe.each(storeKinds)('ingest in a few round trips (%s store)', (kind: Store
       batch(T0 + MINUTE + 5_000, {
         query_stats: [stat('q1', 3, 30)],
         tables: [table('a', 510, counters(1, 10)), table('b', 700, counters(0, 0))],
-        indexes: [index('a_pkey', 45, { idx_scan: 5, idx_tup_read: 10, idx_tup_fetch: 5 }), index('b_pkey', 70, { idx_scan: 0, idx_tup_read: 0, idx_tup_fetch: 0 })],
+        indexes: [
+          index('a_pkey', 45, { idx_scan: 5, idx_tup_read: 10, idx_tup_fetch: 5 }),
+          index('b_pkey', 70, { idx_scan: 0, idx_tup_read: 0, idx_tup_fetch: 0 }),
+        ],
         waits: [{ wait_event_type: 'Lock', wait_event: 'relation', count: 1, total_duration_ms: 500 }],
         bgwriter: { buffers_alloc: 7 },
         database_stats: { xact_commit: 4, numbackends: 6 },
@@ -123,7 +130,11 @@ describe.each(storeKinds)('ingest in a few round trips (%s store)', (kind: Store
       batch(T0 + MINUTE + 15_000, {
         query_stats: [stat('q1', 1, 10), stat('q1', 4, 40), stat('q2', 2, 2)],
         tables: [table('a', 515, counters(2, 3)), table('a', 520, counters(1, 1)), table('b', 700, counters(0, 0))],
-        indexes: [index('a_pkey', 47, { idx_scan: 1, idx_tup_read: 2, idx_tup_fetch: 1 }), index('a_pkey', 48, { idx_scan: 1, idx_tup_read: 2, idx_tup_fetch: 1 }), index('b_pkey', 70, { idx_scan: 0, idx_tup_read: 0, idx_tup_fetch: 0 })],
+        indexes: [
+          index('a_pkey', 47, { idx_scan: 1, idx_tup_read: 2, idx_tup_fetch: 1 }),
+          index('a_pkey', 48, { idx_scan: 1, idx_tup_read: 2, idx_tup_fetch: 1 }),
+          index('b_pkey', 70, { idx_scan: 0, idx_tup_read: 0, idx_tup_fetch: 0 }),
+        ],
         waits: [{ wait_event_type: 'Lock', wait_event: 'relation', count: 4, total_duration_ms: 1_000 }],
         bgwriter: { buffers_alloc: 1 },
         database_stats: { xact_commit: 1, numbackends: 8 },
@@ -142,7 +153,9 @@ describe.each(storeKinds)('ingest in a few round trips (%s store)', (kind: Store
 
     const window = { since: T0 - HOUR, until: T0 + HOUR }
     const statements = await store.listQueryStats(id, window, 'calls', 10)
-    expect(statements.map((s) => ({ hash: s.query_hash, calls: s.total_calls, rows: s.total_rows, time: s.total_time_ms }))).toEqual([
+    expect(
+      statements.map((s) => ({ hash: s.query_hash, calls: s.total_calls, rows: s.total_rows, time: s.total_time_ms })),
+    ).toEqual([
       { hash: 'q2', calls: 13, rows: 103, time: 19.5 },
       { hash: 'q1', calls: 10, rows: 100, time: 15 },
     ])
@@ -215,14 +228,18 @@ describe.each(storeKinds)('ingest in a few round trips (%s store)', (kind: Store
     const counted = async (b: IngestBatch, now?: number) => {
       const before = sent ? { ...sent } : { statements: 0, exchanges: 0 }
       await ingest(b, now)
-      return sent ? { statements: sent.statements - before.statements, exchanges: sent.exchanges - before.exchanges } : undefined
+      return sent
+        ? { statements: sent.statements - before.statements, exchanges: sent.exchanges - before.exchanges }
+        : undefined
     }
     const start = T0 + 2 * HOUR + 15_000
     await counted(agentBatch('real', start, 0))
     // The same database 10 s later: its statement texts are written (once in 10 minutes), nothing to roll up.
     const steady = await counted(agentBatch('real', start + 10_000, 1))
     // Ten times the rows (2,000 statements, 1,000 tables, 1,500 indexes) in the same 10-minute span.
-    const large = await counted(agentBatch('real', start + 20_000, 2, { statements: 2_000, tables: 1_000, indexes: 1_500 }))
+    const large = await counted(
+      agentBatch('real', start + 20_000, 2, { statements: 2_000, tables: 1_000, indexes: 1_500 }),
+    )
     // The first batch of the next span rolls the span up first (its 10-minute rows and the marks).
     const rolling = await counted(agentBatch('real', start + 10 * MINUTE, 3, REAL_SHAPE))
     if (kind === 'sqlite') return
@@ -252,7 +269,11 @@ describe.each(storeKinds)('ingest in a few round trips (%s store)', (kind: Store
     })
     const first = await ingest(named(T0 + 10_000, 'old'))
     expect(await store.deleteDatabase(account.orgId, first)).toBe(true)
-    const created = await store.createDatabase(account.orgId, { name: 'again', engine: 'postgres', engine_version: '17.6', host: 'db.internal', port: 5432, tags: {} }, T0 + 15_000)
+    const created = await store.createDatabase(
+      account.orgId,
+      { name: 'again', engine: 'postgres', engine_version: '17.6', host: 'db.internal', port: 5432, tags: {} },
+      T0 + 15_000,
+    )
     if (created === 'limit') throw new Error('limit')
     expect(created.id).not.toBe(first)
     const before = sent ? { ...sent } : undefined
@@ -261,7 +282,9 @@ describe.each(storeKinds)('ingest in a few round trips (%s store)', (kind: Store
     // BEGIN and the lock with the database, the batch_id and the reads planned for the old id; the reads
     // again for the new one; the writes with COMMIT.
     if (sent && before) expect(sent.exchanges - before.exchanges).toBe(3)
-    expect((await store.objects.listTables(created.id, 'size', 10)).map((t) => [t.table_name, t.n_live_tup, t.ts])).toEqual([['new', 5, T0 + 20_000]])
+    expect(
+      (await store.objects.listTables(created.id, 'size', 10)).map((t) => [t.table_name, t.n_live_tup, t.ts]),
+    ).toEqual([['new', 5, T0 + 20_000]])
     expect(await store.objects.listTables(first, 'size', 10)).toEqual([])
     // And the batch after it is planned for the new id at once.
     const next = sent ? { ...sent } : undefined
@@ -269,7 +292,7 @@ describe.each(storeKinds)('ingest in a few round trips (%s store)', (kind: Store
     if (sent && next) expect(sent.exchanges - next.exchanges).toBe(2)
   })
 
-  test.skipIf(kind !== 'postgres')('the unnest casts are the columns\' types in the PostgreSQL schema', async () => {
+  test.skipIf(kind !== 'postgres')("the unnest casts are the columns' types in the PostgreSQL schema", async () => {
     const columns = await store.driver.all<{ column_name: string; data_type: string }>(
       `SELECT DISTINCT column_name, data_type FROM information_schema.columns
        WHERE table_schema = current_schema() AND column_name = ANY($1::text[])

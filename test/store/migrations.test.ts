@@ -18,7 +18,13 @@ import { join } from 'node:path'
 import postgres from 'postgres'
 import type { SqlDriver } from '../../src/server/store/driver.ts'
 import { addFamilyColumns } from '../../src/server/store/family-columns.ts'
-import { type Migration, SchemaTooNewError, latestVersion, migrate, migrations } from '../../src/server/store/migrations.ts'
+import {
+  type Migration,
+  SchemaTooNewError,
+  latestVersion,
+  migrate,
+  migrations,
+} from '../../src/server/store/migrations.ts'
 import { openStore } from '../../src/server/store/open.ts'
 import { PostgresDriver } from '../../src/server/store/postgres/driver.ts'
 import { SqliteDriver } from '../../src/server/store/sqlite/driver.ts'
@@ -65,7 +71,10 @@ const RELEASED: Record<number, string> = {
   25: '8ca6d5b6aeef3d508142b206573cb719246fba1ee04a661c87e0a0f632acc709',
 }
 
-const checksum = (m: Migration) => createHash('sha256').update(JSON.stringify([m.version, m.name, m.sqlite, m.postgres])).digest('hex')
+const checksum = (m: Migration) =>
+  createHash('sha256')
+    .update(JSON.stringify([m.version, m.name, m.sqlite, m.postgres]))
+    .digest('hex')
 
 const MIGRATIONS_DIR = join(import.meta.dir, '../../src/server/store/migrations')
 
@@ -140,7 +149,12 @@ const FILLER_ROWS = 2
 /** An hour six hours back, where the filler's times start. */
 const FILLER_T0 = Math.floor(Date.now() / HOUR) * HOUR - 6 * HOUR
 /** Columns holding JSON that the store parses when it reads them. */
-const JSON_COLUMNS: Record<string, string> = { tags: '{"env":"prod"}', disabled_collectors: '[]', payload: '[]', plan_json: '{}' }
+const JSON_COLUMNS: Record<string, string> = {
+  tags: '{"env":"prod"}',
+  disabled_collectors: '[]',
+  payload: '[]',
+  plan_json: '{}',
+}
 /** Integer columns holding epoch milliseconds. */
 const TIME_COLUMN = /(^at|_at|^ts|bucket|first_seen|last_seen|_after|_until|^last_(auto)?(vacuum|analyze))$/
 
@@ -166,11 +180,14 @@ function fillerValue(column: ColumnInfo, i: number, filled: Map<string, Record<s
 /** Fills every table of the store (referenced tables first) with FILLER_ROWS rows; returns them by table. */
 async function fillEveryTable(driver: SqlDriver): Promise<Map<string, Record<string, unknown>[]>> {
   const columns = new Map<string, ColumnInfo[]>()
-  for (const table of await tableNames(driver)) if (table !== 'schema_migrations') columns.set(table, await columnsOf(driver, table))
+  for (const table of await tableNames(driver))
+    if (table !== 'schema_migrations') columns.set(table, await columnsOf(driver, table))
   const filled = new Map<string, Record<string, unknown>[]>()
   while (filled.size < columns.size) {
     const ready = [...columns].filter(
-      ([table, cols]) => !filled.has(table) && cols.every((c) => !c.references || c.references.table === table || filled.has(c.references.table)),
+      ([table, cols]) =>
+        !filled.has(table) &&
+        cols.every((c) => !c.references || c.references.table === table || filled.has(c.references.table)),
     )
     if (ready.length === 0) throw new Error('the tables reference each other in a cycle')
     for (const [table, cols] of ready) {
@@ -195,13 +212,18 @@ async function fillEveryTable(driver: SqlDriver): Promise<Map<string, Record<str
  */
 function rowsAfterMigrating(table: string, rows: Record<string, unknown>[], from: number): Record<string, unknown>[] {
   if (table === 'query_stats' && from < 7) {
-    return [...rows, ...rows.map((r) => ({ ...r, resolution: 600, bucket: Math.floor(Number(r.bucket) / 600_000) * 600_000 }))]
+    return [
+      ...rows,
+      ...rows.map((r) => ({ ...r, resolution: 600, bucket: Math.floor(Number(r.bucket) / 600_000) * 600_000 })),
+    ]
   }
   return rows
 }
 
 const sortedRows = (rows: Record<string, unknown>[]) =>
-  rows.map((r) => ({ ...r })).sort((a, b) => (JSON.stringify(a) < JSON.stringify(b) ? -1 : JSON.stringify(a) > JSON.stringify(b) ? 1 : 0))
+  rows
+    .map((r) => ({ ...r }))
+    .sort((a, b) => (JSON.stringify(a) < JSON.stringify(b) ? -1 : JSON.stringify(a) > JSON.stringify(b) ? 1 : 0))
 
 /** What listQueryStats answers for one statement of a batch that was its only one in the window. */
 function queryRowOf(q: NonNullable<IngestBatch['query_stats']>[number], minute: number) {
@@ -256,26 +278,33 @@ async function dumpEveryTable(driver: SqlDriver): Promise<Record<string, unknown
     if (table === 'schema_migrations') continue
     const columns = (await columnsOf(driver, table)).map((c) => `"${c.name}"`)
     const values = driver.dialect === 'sqlite' ? columns.map((c) => `quote(${c}) AS ${c}`) : columns
-    dump[table] = await driver.all(`SELECT ${values.join(', ')} FROM "${table}" ORDER BY ${columns.map((_, i) => i + 1).join(', ')}`)
+    dump[table] = await driver.all(
+      `SELECT ${values.join(', ')} FROM "${table}" ORDER BY ${columns.map((_, i) => i + 1).join(', ')}`,
+    )
   }
   return dump
 }
 
 /** What SQLite says of each table: its columns (table_xinfo), foreign keys, and whether it is WITHOUT ROWID. */
-async function sqliteTables(driver: SqlDriver): Promise<Record<string, { columns: unknown[]; foreignKeys: unknown[]; withoutRowid: boolean }>> {
+async function sqliteTables(
+  driver: SqlDriver,
+): Promise<Record<string, { columns: unknown[]; foreignKeys: unknown[]; withoutRowid: boolean }>> {
   const found: Record<string, { columns: unknown[]; foreignKeys: unknown[]; withoutRowid: boolean }> = {}
   for (const table of await tableNames(driver)) {
     found[table] = {
       columns: await driver.all('SELECT * FROM pragma_table_xinfo($1) ORDER BY cid', [table]),
       foreignKeys: await driver.all('SELECT * FROM pragma_foreign_key_list($1) ORDER BY id, seq', [table]),
-      withoutRowid: (await driver.get<{ wr: number }>('SELECT wr FROM pragma_table_list WHERE name = $1', [table]))!.wr === 1,
+      withoutRowid:
+        (await driver.get<{ wr: number }>('SELECT wr FROM pragma_table_list WHERE name = $1', [table]))!.wr === 1,
     }
   }
   return found
 }
 
-const byName = <T extends { schema_name: string }>(name: (row: T) => string) => (a: T, b: T) =>
-  `${a.schema_name}.${name(a)}` < `${b.schema_name}.${name(b)}` ? -1 : 1
+const byName =
+  <T extends { schema_name: string }>(name: (row: T) => string) =>
+  (a: T, b: T) =>
+    `${a.schema_name}.${name(a)}` < `${b.schema_name}.${name(b)}` ? -1 : 1
 
 for (const kind of storeKinds) {
   describe(`migrations (${kind})`, () => {
@@ -325,7 +354,10 @@ for (const kind of storeKinds) {
       const where = await location()
       await (await openStore(where)).store.close()
       const future = latestVersion + 1
-      await rawQuery(where, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (${future}, 'from the future', 0)`)
+      await rawQuery(
+        where,
+        `INSERT INTO schema_migrations (version, name, applied_at) VALUES (${future}, 'from the future', 0)`,
+      )
 
       const error = await openStore(where).then(
         () => undefined,
@@ -386,12 +418,15 @@ for (const kind of storeKinds) {
         const collectedAt = Math.floor(Date.now() / MINUTE) * MINUTE - 2 * MINUTE + 5_000
         const familyColumns = await driver.transaction((tx) => addFamilyColumns(tx))
         const laterTables = await tablesOfLaterMigrations(driver, 10)
-        expect((await new SqlStore(driver).ingest('id-0', fullBatch('name-0', collectedAt), collectedAt + 1_000)).kind).toBe('applied')
+        expect(
+          (await new SqlStore(driver).ingest('id-0', fullBatch('name-0', collectedAt), collectedAt + 1_000)).kind,
+        ).toBe('applied')
         for (const c of familyColumns) await driver.exec(`ALTER TABLE ${c.table} DROP COLUMN ${c.column}`)
         for (const table of laterTables.reverse()) await driver.exec(`DROP TABLE ${table}`)
         const before = { schema: await schemaOf(driver), rows: await dumpEveryTable(driver) }
         const tablesBefore = driver.dialect === 'sqlite' ? await sqliteTables(driver) : {}
-        for (const table of WITHOUT_ROWID_SINCE_10) expect({ table, rows: before.rows[table]!.length > 0 }).toEqual({ table, rows: true })
+        for (const table of WITHOUT_ROWID_SINCE_10)
+          expect({ table, rows: before.rows[table]!.length > 0 }).toEqual({ table, rows: true })
 
         // the frozen migration alone: the family step's columns (counters added since) are not its doing
         expect(await migrate(driver, Date.now, 10, undefined, false)).toEqual([10])
@@ -406,7 +441,10 @@ for (const kind of storeKinds) {
         const spaced = (sql: string | null) => sql?.replace(/\s+/g, ' ')
         const expected = before.schema.objects.map((o) =>
           WITHOUT_ROWID_SINCE_10.includes(o.name)
-            ? { ...o, sql: `${spaced(o.sql)!.replace(`CREATE TABLE ${o.name} (`, `CREATE TABLE "${o.name}" (`)} WITHOUT ROWID` }
+            ? {
+                ...o,
+                sql: `${spaced(o.sql)!.replace(`CREATE TABLE ${o.name} (`, `CREATE TABLE "${o.name}" (`)} WITHOUT ROWID`,
+              }
             : o,
         )
         const after = await schemaOf(driver)
@@ -414,7 +452,9 @@ for (const kind of storeKinds) {
           expected.map((o) => ({ ...o, sql: spaced(o.sql) })),
         )
         const tablesAfter = await sqliteTables(driver)
-        expect(Object.keys(tablesAfter).filter((t) => tablesAfter[t]!.withoutRowid)).toEqual([...WITHOUT_ROWID_SINCE_10, 'database_health'].sort())
+        expect(Object.keys(tablesAfter).filter((t) => tablesAfter[t]!.withoutRowid)).toEqual(
+          [...WITHOUT_ROWID_SINCE_10, 'database_health'].sort(),
+        )
         // Each table's columns and foreign keys as they were, but that a WITHOUT ROWID table's key is NOT NULL:
         // query_rollups' single-column key was not (a SQLite quirk; PostgreSQL's primary keys always are).
         const keyNotNull = (c: Record<string, unknown>) => (c.pk === 0 ? c : { ...c, notnull: 1 })
@@ -442,12 +482,21 @@ for (const kind of storeKinds) {
         expect(await migrate(oneByOne, () => FILLER_T0, 9)).toEqual(upTo10.slice(0, 9))
         expect(await migrate(oneByOne, () => FILLER_T0, 10, undefined, false)).toEqual([10])
         const told: number[][] = []
-        expect(await migrate(fromBaseline, () => FILLER_T0, 10, (m, from) => told.push([m.version, from]), false)).toEqual(upTo10)
+        expect(
+          await migrate(
+            fromBaseline,
+            () => FILLER_T0,
+            10,
+            (m, from) => told.push([m.version, from]),
+            false,
+          ),
+        ).toEqual(upTo10)
         expect(told).toEqual(upTo10.map((v) => [v, 0]))
 
         expect(await schemaOf(fromBaseline)).toEqual(await schemaOf(oneByOne))
         if (kind === 'sqlite') expect(await sqliteTables(fromBaseline)).toEqual(await sqliteTables(oneByOne))
-        const recorded = (d: SqlDriver) => d.all('SELECT version, name, applied_at FROM schema_migrations ORDER BY version')
+        const recorded = (d: SqlDriver) =>
+          d.all('SELECT version, name, applied_at FROM schema_migrations ORDER BY version')
         expect(await recorded(fromBaseline)).toEqual(await recorded(oneByOne))
       } finally {
         await oneByOne.close()
@@ -460,7 +509,10 @@ for (const kind of storeKinds) {
       const driver = driverFor(where)
       try {
         expect(await migrate(driver, () => FILLER_T0, 13)).toEqual(Array.from({ length: 13 }, (_, i) => i + 1))
-        await driver.run("INSERT INTO organizations (id, name, slug, plan, verified, created_at) VALUES ('org-1', 'Acme', 'acme', 'free', $1, 1)", [true])
+        await driver.run(
+          "INSERT INTO organizations (id, name, slug, plan, verified, created_at) VALUES ('org-1', 'Acme', 'acme', 'free', $1, 1)",
+          [true],
+        )
         await driver.run(
           "INSERT INTO users (id, org_id, email, name, role, password_hash, created_at) VALUES ('user-1', 'org-1', 'ada@example.com', 'Ada', 'owner', 'h', 1)",
         )
@@ -482,14 +534,27 @@ for (const kind of storeKinds) {
         expect(applied).toEqual(migrations.filter((m) => m.version > 13).map((m) => m.version))
         for (const id of ['key-1', 'key-2', 'key-3']) {
           const key = await store.findApiKey(`kid-${id}`)
-          expect({ id, scopes: key?.scopes, created_by_key: key?.created_by_key }).toEqual({ id, scopes: ['ingest', 'read', 'admin'], created_by_key: null })
+          expect({ id, scopes: key?.scopes, created_by_key: key?.created_by_key }).toEqual({
+            id,
+            scopes: ['ingest', 'read', 'admin'],
+            created_by_key: null,
+          })
         }
         expect((await store.listApiKeys('org-1', true)).map((k) => [k.id, k.creator?.email ?? null])).toEqual([
           ['key-1', 'ada@example.com'],
           ['key-2', null],
           ['key-3', 'ada@example.com'],
         ])
-        const made = await store.createApiKey({ id: 'key-4', org_id: 'org-1', key_id: 'kid-key-4', name: 'agent', secret_hash: 'h', scopes: ['ingest'], created_by: 'user-1', created_at: 2 })
+        const made = await store.createApiKey({
+          id: 'key-4',
+          org_id: 'org-1',
+          key_id: 'kid-key-4',
+          name: 'agent',
+          secret_hash: 'h',
+          scopes: ['ingest'],
+          created_by: 'user-1',
+          created_at: 2,
+        })
         expect((await store.findApiKey(made.key_id))?.scopes).toEqual(['ingest'])
       } finally {
         await store.close()
@@ -513,8 +578,15 @@ for (const kind of storeKinds) {
           expect(applied).toEqual(migrations.filter((m) => m.version > from).map((m) => m.version))
           // every row of every table is still there, as written (and migration 7's rollups of them)
           for (const [table, rows] of filled) {
-            const found = await store.driver.all(`SELECT ${Object.keys(rows[0]!).map((c) => `"${c}"`).join(', ')} FROM "${table}"`)
-            expect({ table, rows: sortedRows(found) }).toEqual({ table, rows: sortedRows(rowsAfterMigrating(table, rows, from)) })
+            const found = await store.driver.all(
+              `SELECT ${Object.keys(rows[0]!)
+                .map((c) => `"${c}"`)
+                .join(', ')} FROM "${table}"`,
+            )
+            expect({ table, rows: sortedRows(found) }).toEqual({
+              table,
+              rows: sortedRows(rowsAfterMigrating(table, rows, from)),
+            })
           }
           expect((await store.listDatabases('id-0')).map((d) => d.name)).toEqual(['name-0'])
 
@@ -526,15 +598,21 @@ for (const kind of storeKinds) {
           expect((await store.ingest('id-0', batch, collectedAt + 1_000)).kind).toBe('applied')
 
           const window = { since: minute - HOUR, until: minute + MINUTE }
-          const queries = batch.query_stats!.map((q) => queryRowOf(q, minute)).sort((a, b) => b.total_calls - a.total_calls)
+          const queries = batch
+            .query_stats!.map((q) => queryRowOf(q, minute))
+            .sort((a, b) => b.total_calls - a.total_calls)
           expect((await store.listQueryStats('id-0', window, 'calls', 100)) as unknown).toEqual(queries)
 
           const tables = await store.objects.listTables('id-0', 'size', 100)
           const sentTables = batch.tables!.map(({ delta: _, ...t }) => ({ ...t, ts: collectedAt }))
-          expect(tables.sort(byName((t) => t.table_name)) as unknown).toEqual(sentTables.sort(byName((t) => t.table_name)))
+          expect(tables.sort(byName((t) => t.table_name)) as unknown).toEqual(
+            sentTables.sort(byName((t) => t.table_name)),
+          )
           const indexes = await store.objects.listIndexes('id-0', 'size', 100)
           const sentIndexes = batch.indexes!.map(({ delta: _, ...i }) => ({ ...i, ts: collectedAt }))
-          expect(indexes.sort(byName((i) => i.index_name)) as unknown).toEqual(sentIndexes.sort(byName((i) => i.index_name)))
+          expect(indexes.sort(byName((i) => i.index_name)) as unknown).toEqual(
+            sentIndexes.sort(byName((i) => i.index_name)),
+          )
 
           // the minute row holds the deltas and the gauges
           const table = batch.tables![0]!

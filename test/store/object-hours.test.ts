@@ -63,14 +63,18 @@ describe.each(storeKinds)('hourly rows of tables and indexes (%s store)', (kind:
       const deltas = first ? null : Object.fromEntries(COUNTERS[o.kind].map((c) => [c, idle ? 0 : next(50)]))
       const before = gaugesNow.get(o.name)
       const gauges: Record<string, number | null> = Object.fromEntries(
-        GAUGES[o.kind].map((g) => [g, idle && before ? before[g]! : 1_000 + next(1_000) * (g.endsWith('bytes') ? 8_192 : 1)]),
+        GAUGES[o.kind].map((g) => [
+          g,
+          idle && before ? before[g]! : 1_000 + next(1_000) * (g.endsWith('bytes') ? 8_192 : 1),
+        ]),
       )
       // Table b's size is sometimes not measured (null): the hour keeps its last measured one. Never in
       // the first sample of an hour: an object's first minute row of the hour holds the gauges its later
       // idle samples repeat, which write no row (an hour whose written samples measured none reads null,
       // as it did when ingest wrote the hourly rows).
       const previous = sent.get(o.name)!.at(-1)
-      if (o.name === 'b' && !late && previous && previous.at >= Math.floor(at / HOUR) * HOUR && !idle && next(4) === 0) gauges.table_size_bytes = null
+      if (o.name === 'b' && !late && previous && previous.at >= Math.floor(at / HOUR) * HOUR && !idle && next(4) === 0)
+        gauges.table_size_bytes = null
       if (!late) gaugesNow.set(o.name, Object.fromEntries(GAUGES[o.kind].map((g) => [g, gauges[g] ?? before![g]!])))
       sent.get(o.name)!.push({ at, deltas, gauges })
       const totals = Object.fromEntries(COUNTERS[o.kind].map((c) => [c, 100_000]))
@@ -121,7 +125,8 @@ describe.each(storeKinds)('hourly rows of tables and indexes (%s store)', (kind:
   /** What the hourly series of an object must read: per hour sent, the deltas' sums and the last measured gauges. */
   function expected(o: (typeof OBJECTS)[number]) {
     const hours = new Map<number, Sent[]>()
-    for (const s of sent.get(o.name)!) hours.set(Math.floor(s.at / HOUR) * HOUR, [...(hours.get(Math.floor(s.at / HOUR) * HOUR) ?? []), s])
+    for (const s of sent.get(o.name)!)
+      hours.set(Math.floor(s.at / HOUR) * HOUR, [...(hours.get(Math.floor(s.at / HOUR) * HOUR) ?? []), s])
     return [...hours.keys()]
       .sort((a, b) => a - b)
       .map((hour) => {
@@ -142,10 +147,15 @@ describe.each(storeKinds)('hourly rows of tables and indexes (%s store)', (kind:
     const window = { since: now - 48 * HOUR, until: now, minuteFloor: minuteFloor(now) }
     const out: Record<string, unknown[]> = {}
     for (const o of OBJECTS) {
-      const s = o.kind === 'table' ? await store.objects.tableSeries(id, 'public', o.name, window) : await store.objects.indexSeries(id, 'public', o.name, window)
+      const s =
+        o.kind === 'table'
+          ? await store.objects.tableSeries(id, 'public', o.name, window)
+          : await store.objects.indexSeries(id, 'public', o.name, window)
       expect(s.resolution).toBe(3600)
       const fields: readonly string[] = o.kind === 'table' ? TABLE_POINT_FIELDS : INDEX_POINT_FIELDS
-      out[o.name] = s.points.map((p) => Object.fromEntries(['ts', ...fields].map((f) => [f, (p as Record<string, number | null>)[f]])))
+      out[o.name] = s.points.map((p) =>
+        Object.fromEntries(['ts', ...fields].map((f) => [f, (p as Record<string, number | null>)[f]])),
+      )
     }
     return out
   }
@@ -160,15 +170,27 @@ describe.each(storeKinds)('hourly rows of tables and indexes (%s store)', (kind:
       ))!.n,
     )
   const minuteRows = async () =>
-    Number((await store.driver.get<{ n: unknown }>('SELECT COUNT(*) AS n FROM table_stats WHERE database_id = $1 AND resolution = 60', [id]))!.n)
-  const hoursMark = async () => Number((await store.driver.get<{ h: unknown }>('SELECT hours_until AS h FROM query_rollups WHERE database_id = $1', [id]))!.h)
+    Number(
+      (await store.driver.get<{ n: unknown }>(
+        'SELECT COUNT(*) AS n FROM table_stats WHERE database_id = $1 AND resolution = 60',
+        [id],
+      ))!.n,
+    )
+  const hoursMark = async () =>
+    Number(
+      (await store.driver.get<{ h: unknown }>('SELECT hours_until AS h FROM query_rollups WHERE database_id = $1', [
+        id,
+      ]))!.h,
+    )
   /** A retention pass that only rolls up to `until` (nothing is old enough to go), or also compacts minute rows before `minutesBefore`. */
-  const sweep = (until: number, minutesBefore = 0) => store.retention.sweepDatabase(id, { before: 0, minutesBefore, rollUpTo: until }, 1000)
+  const sweep = (until: number, minutesBefore = 0) =>
+    store.retention.sweepDatabase(id, { before: 0, minutesBefore, rollUpTo: until }, 1000)
 
   test('the 48-hour series equals the sums sent, before and after the rollup, after compaction and across late batches', async () => {
     store = account.store
     // Hours 0 to 4, a batch every 7 minutes (not a divisor of 60), none in hour 2 (the agent down).
-    for (let at = H0 + 5_000; at < H0 + 5 * HOUR; at += 7 * MINUTE) if (Math.floor((at - H0) / HOUR) !== 2) await send(at)
+    for (let at = H0 + 5_000; at < H0 + 5 * HOUR; at += 7 * MINUTE)
+      if (Math.floor((at - H0) / HOUR) !== 2) await send(at)
     // The batches of hour 4 rolled up hours 0 to 3 as they came (the mark at hour 4), and wrote no hourly row.
     expect(await hoursMark()).toBe(H0 + 4 * HOUR)
     expect(await hourRows(H0, H0 + 4 * HOUR)).toBe(4 * 3)
@@ -208,7 +230,12 @@ describe.each(storeKinds)('hourly rows of tables and indexes (%s store)', (kind:
     const left = await minuteRows()
     expect(left).toBeGreaterThan(0)
     expect(
-      Number((await store.driver.get<{ n: unknown }>('SELECT COUNT(*) AS n FROM table_stats WHERE database_id = $1 AND resolution = 60 AND bucket < $2', [id, H0 + 6 * HOUR]))!.n),
+      Number(
+        (await store.driver.get<{ n: unknown }>(
+          'SELECT COUNT(*) AS n FROM table_stats WHERE database_id = $1 AND resolution = 60 AND bucket < $2',
+          [id, H0 + 6 * HOUR],
+        ))!.n,
+      ),
     ).toBe(0)
     expect(await series48()).toEqual(truth())
   })
@@ -220,7 +247,16 @@ describe.each(storeKinds)('hourly rows of tables and indexes (%s store)', (kind:
     await send(hour - HOUR + 2 * MINUTE)
     const mark = await hoursMark()
     expect(mark).toBe(hour - HOUR)
-    const columns = ['database_id', 'schema_name', 'table_name', 'resolution', 'bucket', 'sampled_at', ...TABLE_COUNTERS, ...TABLE_GAUGES]
+    const columns = [
+      'database_id',
+      'schema_name',
+      'table_name',
+      'resolution',
+      'bucket',
+      'sampled_at',
+      ...TABLE_COUNTERS,
+      ...TABLE_GAUGES,
+    ]
     await store.driver.run(
       `INSERT INTO table_stats (${columns.join(', ')}) VALUES (${columns.map((_, i) => `$${i + 1}`).join(', ')})
        ON CONFLICT (database_id, schema_name, table_name, resolution, bucket) DO UPDATE SET seq_scan = excluded.seq_scan`,
@@ -240,7 +276,9 @@ describe.each(storeKinds)('hourly rows of tables and indexes (%s store)', (kind:
     // hourly rows, which ingest wrote whole: here the closed hours'.
     await sweep(hour)
     await store.driver.run('DELETE FROM query_rollups WHERE database_id = $1', [id])
-    const closed = Object.fromEntries(Object.entries(truth()).map(([name, points]) => [name, points.filter((p) => p.ts! < hour)]))
+    const closed = Object.fromEntries(
+      Object.entries(truth()).map(([name, points]) => [name, points.filter((p) => p.ts! < hour)]),
+    )
     expect(await series48()).toEqual(closed)
   })
 })

@@ -47,9 +47,14 @@ test('a ROLLBACK that fails without an outage closes the reserved connection: th
   })
   await expect(failed).rejects.toThrow('the caller failed mid-COPY')
 
-  await until('the session left in COPY to end', async () => ((await copyingSessions()) === 0 ? true : undefined), { timeoutMs: 10_000 })
+  await until('the session left in COPY to end', async () => ((await copyingSessions()) === 0 ? true : undefined), {
+    timeoutMs: 10_000,
+  })
   // The pool's only connection serves again, on a fresh session.
-  const answer = await Promise.race([driver.get<{ one: number }>('SELECT 1 AS one'), Bun.sleep(10_000).then(() => 'no answer')])
+  const answer = await Promise.race([
+    driver.get<{ one: number }>('SELECT 1 AS one'),
+    Bun.sleep(10_000).then(() => 'no answer'),
+  ])
   expect(answer).toEqual({ one: 1 })
   expect(driver.reachability.available).toBe(true)
   // Nothing of the transaction was kept.
@@ -61,19 +66,36 @@ test('a ROLLBACK that fails without an outage closes the reserved connection: th
   expect(Number((await admin`SELECT COUNT(*) AS n FROM copy_target`)[0]!.n)).toBe(1)
 })
 
-const pipelinedRows = async (sql: postgres.Sql | postgres.ReservedSql = admin) => (await sql`SELECT n FROM pipelined ORDER BY n`).map((r) => Number(r.n))
+const pipelinedRows = async (sql: postgres.Sql | postgres.ReservedSql = admin) =>
+  (await sql`SELECT n FROM pipelined ORDER BY n`).map((r) => Number(r.n))
 
 test('BEGIN, the lock, the statements and COMMIT (runLast) in one exchange; a statement failing there keeps nothing', async () => {
   const before = { ...driver.sent }
-  const answered = await driver.transaction(async (tx) => tx.runLast!([{ sql: 'INSERT INTO pipelined VALUES ($1), ($2)', params: [1, 2] }, { sql: 'SELECT COUNT(*) AS n FROM pipelined' }]), 'pipelined-lock')
-  expect(answered.map((r) => [r.changed, r.rows.map((row) => Number(row.n))])).toEqual([[2, []], [1, [2]]])
-  expect({ statements: driver.sent.statements - before.statements, exchanges: driver.sent.exchanges - before.exchanges }).toEqual({ statements: 5, exchanges: 1 })
+  const answered = await driver.transaction(
+    async (tx) =>
+      tx.runLast!([
+        { sql: 'INSERT INTO pipelined VALUES ($1), ($2)', params: [1, 2] },
+        { sql: 'SELECT COUNT(*) AS n FROM pipelined' },
+      ]),
+    'pipelined-lock',
+  )
+  expect(answered.map((r) => [r.changed, r.rows.map((row) => Number(row.n))])).toEqual([
+    [2, []],
+    [1, [2]],
+  ])
+  expect({
+    statements: driver.sent.statements - before.statements,
+    exchanges: driver.sent.exchanges - before.exchanges,
+  }).toEqual({ statements: 5, exchanges: 1 })
   expect(await pipelinedRows()).toEqual([1, 2])
 
   // The second statement fails (the key exists): the first's row is not kept, the error is the statement's.
   const failed = driver.transaction(async (tx) => {
     await tx.run('INSERT INTO pipelined VALUES (3)')
-    return tx.runLast!([{ sql: 'INSERT INTO pipelined VALUES ($1)', params: [4] }, { sql: 'INSERT INTO pipelined VALUES ($1)', params: [1] }])
+    return tx.runLast!([
+      { sql: 'INSERT INTO pipelined VALUES ($1)', params: [4] },
+      { sql: 'INSERT INTO pipelined VALUES ($1)', params: [1] },
+    ])
   }, 'pipelined-lock')
   await expect(failed).rejects.toThrow('duplicate key value violates unique constraint')
   expect(await pipelinedRows()).toEqual([1, 2])
@@ -103,7 +125,10 @@ test('a lock not granted in time fails the transaction with the lock error, thou
     expect(await pipelinedRows(holder)).toEqual([1, 2, 5])
     await holder`SELECT pg_advisory_unlock(hashtextextended('held-lock', 0))`
     // Granted now: the same connection commits.
-    await impatient.transaction(async (tx) => tx.runLast!([{ sql: 'INSERT INTO pipelined VALUES ($1)', params: [7] }]), 'held-lock')
+    await impatient.transaction(
+      async (tx) => tx.runLast!([{ sql: 'INSERT INTO pipelined VALUES ($1)', params: [7] }]),
+      'held-lock',
+    )
     expect(await pipelinedRows(holder)).toEqual([1, 2, 5, 7])
   } finally {
     holder.release()

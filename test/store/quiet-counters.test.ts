@@ -14,7 +14,10 @@ const HOUR = 3_600_000
 const T0 = Math.floor(Date.now() / HOUR) * HOUR - 5 * HOUR
 
 /** A batch with bgwriter's buffers_alloc and checkpoints_timed, and one I/O row's reads and writes. */
-function batch(collectedAt: number, c: { alloc: number; checkpoints: number; reads: number; writes: number }): IngestBatch {
+function batch(
+  collectedAt: number,
+  c: { alloc: number; checkpoints: number; reads: number; writes: number },
+): IngestBatch {
   return {
     batch_id: crypto.randomUUID(),
     collected_at: collectedAt,
@@ -23,7 +26,14 @@ function batch(collectedAt: number, c: { alloc: number; checkpoints: number; rea
     database: { name: 'quiet', engine: 'postgres', engine_version: '17.6', host: 'db.internal', port: 5432 },
     // buffers_backend is not reported (null): it must not read as 0.
     bgwriter: { checkpoints_timed: c.checkpoints, buffers_clean: 0, buffers_backend: null, buffers_alloc: c.alloc },
-    io_stats: [{ backend_type: 'client backend', object: 'relation', context: 'normal', counters: { reads: c.reads, writes: c.writes, hits: 0 } }],
+    io_stats: [
+      {
+        backend_type: 'client backend',
+        object: 'relation',
+        context: 'normal',
+        counters: { reads: c.reads, writes: c.writes, hits: 0 },
+      },
+    ],
   }
 }
 
@@ -40,7 +50,11 @@ describe.each(storeKinds)('quiet counters (%s store)', (kind: StoreKind) => {
   }
 
   const counterRows = async () =>
-    Number((await store.driver.get<{ n: unknown }>('SELECT COUNT(*) AS n FROM metric_counters WHERE database_id = $1', [id]))!.n)
+    Number(
+      (await store.driver.get<{ n: unknown }>('SELECT COUNT(*) AS n FROM metric_counters WHERE database_id = $1', [
+        id,
+      ]))!.n,
+    )
 
   test('zero deltas read as 0 in sampled minutes, absent counters stay absent, gaps stay gaps, hours sum', async () => {
     // Minute 0 (the hour's first batch: every counter written). Minute 1: only buffers_alloc and reads move.
@@ -91,7 +105,13 @@ describe.each(storeKinds)('quiet counters (%s store)', (kind: StoreKind) => {
 
     // Late: minute 3, where buffers_clean moved. Its minute reads it, the hour adds it.
     await ingest(batch(T0 + 3 * MINUTE + 5_000, { alloc: 0, checkpoints: 0, reads: 0, writes: 0 }), T0 + HOUR + MINUTE)
-    await ingest({ ...batch(T0 + 3 * MINUTE + 15_000, { alloc: 0, checkpoints: 0, reads: 0, writes: 0 }), bgwriter: { checkpoints_timed: 0, buffers_clean: 5, buffers_alloc: 0 } }, T0 + HOUR + MINUTE)
+    await ingest(
+      {
+        ...batch(T0 + 3 * MINUTE + 15_000, { alloc: 0, checkpoints: 0, reads: 0, writes: 0 }),
+        bgwriter: { checkpoints_timed: 0, buffers_clean: 5, buffers_alloc: 0 },
+      },
+      T0 + HOUR + MINUTE,
+    )
     const late = await store.internals.metricSeries(id, 'bgwriter', minutes)
     expect(late.map((p) => [(p.ts - T0) / MINUTE, p.values.buffers_clean])).toEqual([
       [0, 0],
@@ -110,7 +130,11 @@ describe.each(storeKinds)('quiet counters (%s store)', (kind: StoreKind) => {
     // An interval of 11,000 years (not whole hours: read from minute rows, quiet counters filled from the
     // hourly ones) costs what the rows cost, not a step per hour of it (that was 10^8 steps here).
     const started = performance.now()
-    const vast = await store.internals.metricSeries(id, 'bgwriter', { since: T0 - 1000 * 24 * HOUR, until: T0 + 2 * HOUR, bucketSeconds: 360_000_000_060 })
+    const vast = await store.internals.metricSeries(id, 'bgwriter', {
+      since: T0 - 1000 * 24 * HOUR,
+      until: T0 + 2 * HOUR,
+      bucketSeconds: 360_000_000_060,
+    })
     expect(performance.now() - started).toBeLessThan(2_000)
     expect(vast.map((p) => p.values)).toEqual([{ checkpoints_timed: 1, buffers_clean: 5, buffers_alloc: 20 }])
   })

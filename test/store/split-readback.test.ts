@@ -29,7 +29,16 @@ const TABLES: Record<string, string> = {
 }
 
 function table(i: number, seqScans: number): TableStat {
-  const counters = { seq_scan: seqScans, seq_tup_read: 10 * i, idx_scan: i, idx_tup_fetch: 0, n_tup_ins: i, n_tup_upd: 0, n_tup_del: 0, n_tup_hot_upd: 0 }
+  const counters = {
+    seq_scan: seqScans,
+    seq_tup_read: 10 * i,
+    idx_scan: i,
+    idx_tup_fetch: 0,
+    n_tup_ins: i,
+    n_tup_upd: 0,
+    n_tup_del: 0,
+    n_tup_hot_upd: 0,
+  }
   return {
     schema_name: 'public',
     table_name: `t${i}`,
@@ -105,12 +114,40 @@ function cycle(name: string, collectedAt: number, tables: number[]): IngestBatch
       duration_ms: i * 10,
       blocking_pids: [],
     })),
-    locks: [{ pid: 100, lock_type: 'relation', mode: 'RowExclusiveLock', relation_name: 't1', granted: true, blocked_by_pid: null, duration_ms: 5, query_text: null }],
-    sequences: [{ schema_name: 'public', sequence_name: 's1', data_type: 'bigint', last_value: 5, max_value: 9e15, increment_by: 1, used_ratio: 0 }],
+    locks: [
+      {
+        pid: 100,
+        lock_type: 'relation',
+        mode: 'RowExclusiveLock',
+        relation_name: 't1',
+        granted: true,
+        blocked_by_pid: null,
+        duration_ms: 5,
+        query_text: null,
+      },
+    ],
+    sequences: [
+      {
+        schema_name: 'public',
+        sequence_name: 's1',
+        data_type: 'bigint',
+        last_value: 5,
+        max_value: 9e15,
+        increment_by: 1,
+        used_ratio: 0,
+      },
+    ],
     unindexed_foreign_keys: [],
     collector_notes: [{ collector: 'tables', message: '1 sequences unreadable (grant pg_read_all_data)' }],
     waits: [{ wait_event_type: 'Lock', wait_event: 'relation', count: 3, total_duration_ms: 3000 }],
-    replication: { is_replica: false, replication_lag_bytes: null, replication_lag_seconds: null, upstream_host: null, replicas: [], slots: [] },
+    replication: {
+      is_replica: false,
+      replication_lag_bytes: null,
+      replication_lag_seconds: null,
+      upstream_host: null,
+      replicas: [],
+      slots: [],
+    },
     bgwriter: { buffers_alloc: 12, checkpoints_timed: 1 },
     database_stats: { xact_commit: 40, xact_rollback: 1, numbackends: 7 },
   }
@@ -130,7 +167,10 @@ describe.each(storeKinds)('a split cycle reads back as the whole one (%s store)'
   const account = storeAccount(kind, 'Split Inc')
 
   test('same rows in every telemetry table, with the latest lists of the previous cycle replaced', async () => {
-    const limits: SplitLimits = { maxBodyBytes: 8_000, maxItems: { ...ingestMaxItems, tables: 9, indexes: 11, query_stats: 25 } }
+    const limits: SplitLimits = {
+      maxBodyBytes: 8_000,
+      maxItems: { ...ingestMaxItems, tables: 9, indexes: 11, query_stats: 25 },
+    }
     const ids: Record<string, string> = {}
     for (const name of ['whole', 'split']) {
       // The earlier cycle had t30..t34 too, which the new one no longer reports.
@@ -143,7 +183,8 @@ describe.each(storeKinds)('a split cycle reads back as the whole one (%s store)'
     expect(split.parts.length).toBeGreaterThan(5)
     expect(split.dropped).toEqual({})
     // Another order than the one sent in, to show that the order of the parts does not matter.
-    for (const part of [...split.parts].reverse()) expect((await store.ingest(orgId, part, T0 + 1000)).kind).toBe('applied')
+    for (const part of [...split.parts].reverse())
+      expect((await store.ingest(orgId, part, T0 + 1000)).kind).toBe('applied')
 
     const whole = await contents(store, ids.whole!)
     const parted = await contents(store, ids.split!)

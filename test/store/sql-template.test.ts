@@ -55,14 +55,18 @@ describe('sql tagged template', () => {
 
   test('ident: text only from its fixed set', () => {
     const COLUMNS = ['calls', 'rows'] as const
-    expect(sql`SELECT ${ident('calls', COLUMNS)} FROM t WHERE r = ${ident(3600, [60, 600, 3600])} AND x = ${1}`.sql).toBe(
-      'SELECT calls FROM t WHERE r = 3600 AND x = $1',
+    expect(
+      sql`SELECT ${ident('calls', COLUMNS)} FROM t WHERE r = ${ident(3600, [60, 600, 3600])} AND x = ${1}`.sql,
+    ).toBe('SELECT calls FROM t WHERE r = 3600 AND x = $1')
+    expect(() => ident('calls; DROP TABLE t', COLUMNS)).toThrow(
+      'SQL identifier not in its fixed set: "calls; DROP TABLE t"',
     )
-    expect(() => ident('calls; DROP TABLE t', COLUMNS)).toThrow('SQL identifier not in its fixed set: "calls; DROP TABLE t"')
     expect(() => ident(61, new Set([60, 3600]))).toThrow('SQL identifier not in its fixed set: 61')
   })
 
   test('fragments are made by the tag, ident and join only', () => {
-    expect(() => new (Fragment as any)(['text'], [], Symbol('sql fragment'))).toThrow('SQL fragments are made by sql``, ident() and join()')
+    expect(() => new (Fragment as any)(['text'], [], Symbol('sql fragment'))).toThrow(
+      'SQL fragments are made by sql``, ident() and join()',
+    )
   })
 })

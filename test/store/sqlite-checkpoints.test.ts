@@ -27,7 +27,8 @@ function freshPath(): string {
 async function write(driver: SqliteDriver, round: number) {
   for (let t = 0; t < 200; t++) {
     await driver.transaction(async (tx) => {
-      for (let r = 0; r < 20; r++) await tx.run('INSERT INTO t (round, payload) VALUES ($1, $2)', [round, 'x'.repeat(1000)])
+      for (let r = 0; r < 20; r++)
+        await tx.run('INSERT INTO t (round, payload) VALUES ($1, $2)', [round, 'x'.repeat(1000)])
     })
   }
 }
@@ -36,7 +37,9 @@ test("commits do not checkpoint; the worker's checkpoint copies the WAL and it i
   const path = freshPath()
   const driver = new SqliteDriver(path)
   try {
-    expect(await driver.get<{ wal_autocheckpoint: number }>('PRAGMA wal_autocheckpoint')).toEqual({ wal_autocheckpoint: 0 })
+    expect(await driver.get<{ wal_autocheckpoint: number }>('PRAGMA wal_autocheckpoint')).toEqual({
+      wal_autocheckpoint: 0,
+    })
     await driver.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, round INTEGER NOT NULL, payload TEXT NOT NULL)')
     await write(driver, 1)
     const first = await driver.checkpoint()
@@ -88,7 +91,10 @@ test('an upgrade names each migration before it runs and leaves no write-ahead l
   await old.close()
   const bytes = statSync(path).size
   const told: [number, number | null][] = []
-  const { store, applied } = await openStore({ dataDir: dirname(path), applying: (m, storeBytes) => told.push([m.version, storeBytes]) })
+  const { store, applied } = await openStore({
+    dataDir: dirname(path),
+    applying: (m, storeBytes) => told.push([m.version, storeBytes]),
+  })
   try {
     expect(applied).toEqual(migrations.filter((m) => m.version > 8).map((m) => m.version))
     expect(told).toEqual(applied.map((v) => [v, bytes]))
@@ -105,7 +111,7 @@ test('an upgrade names each migration before it runs and leaves no write-ahead l
   expect(fresh).toEqual([])
 })
 
-test("with checkpointsWhenTold (dbm serve) no worker runs until startCheckpoints(): and a store closed before it was told starts none and leaves no WAL", async () => {
+test('with checkpointsWhenTold (dbm serve) no worker runs until startCheckpoints(): and a store closed before it was told starts none and leaves no WAL', async () => {
   const path = freshPath()
   const opened = await openStore({ dataDir: dirname(path), checkpointsWhenTold: true })
   const driver = opened.store.driver as SqliteDriver

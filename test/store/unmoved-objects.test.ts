@@ -15,7 +15,19 @@ const T0 = Math.floor(Date.now() / HOUR) * HOUR - 5 * HOUR
 
 /** Table `a`'s sample: `scans` sequential scans since the previous one (null: the first sample). */
 function table(scans: number | null, liveTuples: number, sizeBytes: number | null = 81_920): TableStat {
-  const delta = scans === null ? null : { seq_scan: scans, seq_tup_read: 10 * scans, idx_scan: 0, idx_tup_fetch: 0, n_tup_ins: 0, n_tup_upd: 0, n_tup_del: 0, n_tup_hot_upd: 0 }
+  const delta =
+    scans === null
+      ? null
+      : {
+          seq_scan: scans,
+          seq_tup_read: 10 * scans,
+          idx_scan: 0,
+          idx_tup_fetch: 0,
+          n_tup_ins: 0,
+          n_tup_upd: 0,
+          n_tup_del: 0,
+          n_tup_hot_upd: 0,
+        }
   return {
     schema_name: 'public',
     table_name: 'a',
@@ -83,8 +95,11 @@ describe.each(storeKinds)('unmoved tables and indexes (%s store)', (kind: StoreK
   }
 
   const tableRows = async () =>
-    Number((await store.driver.get<{ n: unknown }>('SELECT COUNT(*) AS n FROM table_stats WHERE database_id = $1', [id]))!.n)
-  const minutes = (points: { ts: number }[], pick: (p: never) => unknown[]) => points.map((p) => [(p.ts - T0) / MINUTE, ...pick(p as never)])
+    Number(
+      (await store.driver.get<{ n: unknown }>('SELECT COUNT(*) AS n FROM table_stats WHERE database_id = $1', [id]))!.n,
+    )
+  const minutes = (points: { ts: number }[], pick: (p: never) => unknown[]) =>
+    points.map((p) => [(p.ts - T0) / MINUTE, ...pick(p as never)])
 
   test('idle minutes read as zeros with carried gauges, a gap stays a gap, hours sum the minutes, a late batch changes its minute only', async () => {
     // Minute 0: the first sample. Minute 1: a moves (2 scans). Minutes 2-6: idle, three batches a minute
@@ -94,7 +109,8 @@ describe.each(storeKinds)('unmoved tables and indexes (%s store)', (kind: StoreK
     await ingest(batch(T0 + MINUTE + 5_000, [table(2, 110)], [index(3)]))
     const afterMove = await tableRows()
     for (let m = 2; m <= 6; m++) {
-      for (const s of [5, 25, 45]) await ingest(batch(T0 + m * MINUTE + s * 1_000, [table(0, 110, m === 4 && s === 25 ? null : 81_920)]))
+      for (const s of [5, 25, 45])
+        await ingest(batch(T0 + m * MINUTE + s * 1_000, [table(0, 110, m === 4 && s === 25 ? null : 81_920)]))
     }
     // Fifteen idle batches wrote no table row.
     expect(await tableRows()).toBe(afterMove)
@@ -126,19 +142,31 @@ describe.each(storeKinds)('unmoved tables and indexes (%s store)', (kind: StoreK
       [60, 0, 0, 120, 90_112],
       [61, 0, 0, 120, 90_112],
     ]
-    const pick = (p: { seq_scan: number | null; seq_tup_read: number | null; n_live_tup: number | null; table_size_bytes: number | null }) => [
-      p.seq_scan,
-      p.seq_tup_read,
-      p.n_live_tup,
-      p.table_size_bytes,
-    ]
+    const pick = (p: {
+      seq_scan: number | null
+      seq_tup_read: number | null
+      n_live_tup: number | null
+      table_size_bytes: number | null
+    }) => [p.seq_scan, p.seq_tup_read, p.n_live_tup, p.table_size_bytes]
     expect(minutes(a.points, pick)).toEqual(expected)
     // A window starting inside the idle stretch carries the gauges in from before it.
-    const inside = await store.objects.tableSeries(id, 'public', 'a', { since: T0 + 3 * MINUTE, until: T0 + 6 * MINUTE })
+    const inside = await store.objects.tableSeries(id, 'public', 'a', {
+      since: T0 + 3 * MINUTE,
+      until: T0 + 6 * MINUTE,
+    })
     expect(minutes(inside.points, pick)).toEqual(expected.slice(3, 6))
     // The index: it moved in minutes 1 and 7 only, its size never changed.
     const aPkey = await store.objects.indexSeries(id, 'public', 'a_pkey', window)
-    expect(minutes(aPkey.points, (p: { idx_scan: number | null; idx_tup_read: number | null; size_bytes: number | null }) => [p.idx_scan, p.idx_tup_read, p.size_bytes])).toEqual([
+    expect(
+      minutes(
+        aPkey.points,
+        (p: { idx_scan: number | null; idx_tup_read: number | null; size_bytes: number | null }) => [
+          p.idx_scan,
+          p.idx_tup_read,
+          p.size_bytes,
+        ],
+      ),
+    ).toEqual([
       [0, null, null, 16_384],
       [1, 3, 6, 16_384],
       [2, 0, 0, 16_384],
@@ -156,7 +184,9 @@ describe.each(storeKinds)('unmoved tables and indexes (%s store)', (kind: StoreK
     // Hourly buckets: the hour's sums of the minutes and its last gauges.
     const hours = await store.objects.tableSeries(id, 'public', 'a', { since: T0 - 40 * HOUR, until: T0 + 2 * HOUR })
     expect(hours.resolution).toBe(3600)
-    expect(hours.points.map((p) => [(p.ts - T0) / HOUR, p.seq_scan, p.seq_tup_read, p.n_live_tup, p.table_size_bytes])).toEqual([
+    expect(
+      hours.points.map((p) => [(p.ts - T0) / HOUR, p.seq_scan, p.seq_tup_read, p.n_live_tup, p.table_size_bytes]),
+    ).toEqual([
       [0, 5, 50, 120, 90_112],
       [1, 0, 0, 120, 90_112],
     ])
@@ -168,7 +198,10 @@ describe.each(storeKinds)('unmoved tables and indexes (%s store)', (kind: StoreK
     await ingest(batch(T0 + 9 * MINUTE + 5_000, [table(4, 125, 90_112)]), T0 + HOUR + 2 * MINUTE)
     const late = await store.objects.tableSeries(id, 'public', 'a', window)
     expect(minutes(late.points, pick)).toEqual([...expected.slice(0, 8), [9, 4, 40, 125, 90_112], ...expected.slice(8)])
-    const lateHours = await store.objects.tableSeries(id, 'public', 'a', { since: T0 - 40 * HOUR, until: T0 + 2 * HOUR })
+    const lateHours = await store.objects.tableSeries(id, 'public', 'a', {
+      since: T0 - 40 * HOUR,
+      until: T0 + 2 * HOUR,
+    })
     expect(lateHours.points.map((p) => [(p.ts - T0) / HOUR, p.seq_scan, p.n_live_tup])).toEqual([
       [0, 9, 120],
       [1, 0, 120],
@@ -181,13 +214,25 @@ describe.each(storeKinds)('unmoved tables and indexes (%s store)', (kind: StoreK
     // Table `b` has no index (PostgreSQL's idx_scan and idx_tup_fetch are null) and the agent predates
     // n_tup_newpage_upd (absent). Minute 0: first sample; minute 1: b moves; minutes 2-4: idle.
     const noIndex = (scans: number | null): TableStat => {
-      const { n_tup_newpage_upd: _, ...sample } = { ...table(scans, 50), table_name: 'b', idx_scan: null, idx_tup_fetch: null }
-      const { n_tup_newpage_upd: __, ...delta } = sample.delta ? { ...sample.delta, idx_scan: null, idx_tup_fetch: null } : { n_tup_newpage_upd: null }
+      const { n_tup_newpage_upd: _, ...sample } = {
+        ...table(scans, 50),
+        table_name: 'b',
+        idx_scan: null,
+        idx_tup_fetch: null,
+      }
+      const { n_tup_newpage_upd: __, ...delta } = sample.delta
+        ? { ...sample.delta, idx_scan: null, idx_tup_fetch: null }
+        : { n_tup_newpage_upd: null }
       return { ...sample, delta: sample.delta ? (delta as TableStat['delta']) : null }
     }
     const b = (m: number, scans: number | null) => batch(T0 + 3 * HOUR + m * MINUTE + 5_000, [noIndex(scans)], [])
     const rowsOfB = async () =>
-      Number((await store.driver.get<{ n: unknown }>(`SELECT COUNT(*) AS n FROM table_stats WHERE database_id = $1 AND table_name = 'b'`, [id]))!.n)
+      Number(
+        (await store.driver.get<{ n: unknown }>(
+          `SELECT COUNT(*) AS n FROM table_stats WHERE database_id = $1 AND table_name = 'b'`,
+          [id],
+        ))!.n,
+      )
     await ingest(b(0, null))
     await ingest(b(1, 2))
     const afterMove = await rowsOfB()
@@ -195,7 +240,11 @@ describe.each(storeKinds)('unmoved tables and indexes (%s store)', (kind: StoreK
     // Three idle batches wrote no row of b.
     expect(await rowsOfB()).toBe(afterMove)
     const series = await store.objects.tableSeries(id, 'public', 'b', { since: T0 + 3 * HOUR, until: T0 + 4 * HOUR })
-    const pick = (p: { seq_scan: number | null; idx_scan: number | null; n_tup_newpage_upd: number | null }) => [p.seq_scan, p.idx_scan, p.n_tup_newpage_upd]
+    const pick = (p: { seq_scan: number | null; idx_scan: number | null; n_tup_newpage_upd: number | null }) => [
+      p.seq_scan,
+      p.idx_scan,
+      p.n_tup_newpage_upd,
+    ]
     expect(series.points.map((p) => [(p.ts - T0 - 3 * HOUR) / MINUTE, ...pick(p)])).toEqual([
       [0, null, null, null],
       [1, 2, null, null],

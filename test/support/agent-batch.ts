@@ -3,7 +3,13 @@
 // unindexed foreign keys and the internals sections (bgwriter, WAL, I/O, database statistics,
 // replication). Counters are deltas; cycle k's values are a function of k, so two runs build the same
 // batches. Used by the store's round-trip test and its measurement script (bench/store-ingest.ts).
-import { BGWRITER_KEYS, DATABASE_COUNTER_KEYS, DATABASE_GAUGE_KEYS, IO_KEYS, WAL_KEYS } from '../../src/shared/metrics.ts'
+import {
+  BGWRITER_KEYS,
+  DATABASE_COUNTER_KEYS,
+  DATABASE_GAUGE_KEYS,
+  IO_KEYS,
+  WAL_KEYS,
+} from '../../src/shared/metrics.ts'
 import type { IndexStat, IngestBatch, QueryStatDelta, TableStat } from '../../src/shared/wire.ts'
 
 export interface AgentBatchShape {
@@ -29,7 +35,9 @@ function statementText(i: number): string {
     case 1:
       return `UPDATE public.${table} SET abalance = abalance + $1, mtime = now() WHERE aid = $2 AND abalance > $3 RETURNING ${cols} /* app=worker job=settle step=${i} */`
     case 2:
-      return `INSERT INTO public.${table} (${cols}) VALUES (${COLUMNS.slice(0, 2 + (i % 6)).map((_, k) => `$${k + 1}`).join(', ')}) ON CONFLICT (aid) DO NOTHING /* app=ingest step=${i} */`
+      return `INSERT INTO public.${table} (${cols}) VALUES (${COLUMNS.slice(0, 2 + (i % 6))
+        .map((_, k) => `$${k + 1}`)
+        .join(', ')}) ON CONFLICT (aid) DO NOTHING /* app=ingest step=${i} */`
     default:
       return `WITH recent AS (SELECT ${cols} FROM public.${table} WHERE mtime > now() - $1::interval AND bid = ANY($2)) SELECT bid, count(*), sum(abalance) FROM recent GROUP BY bid ORDER BY 2 DESC /* app=report step=${i} */`
   }
@@ -123,10 +131,16 @@ function indexes(shape: AgentBatchShape, cycle: number): IndexStat[] {
   })
 }
 
-const numbers = (keys: readonly string[], cycle: number, scale: number) => Object.fromEntries(keys.map((k, i) => [k, ((i + cycle) % 7) * scale]))
+const numbers = (keys: readonly string[], cycle: number, scale: number) =>
+  Object.fromEntries(keys.map((k, i) => [k, ((i + cycle) % 7) * scale]))
 
 /** Cycle `cycle` of database `name` collected at `collectedAt`. */
-export function agentBatch(name: string, collectedAt: number, cycle: number, shape: AgentBatchShape = REAL_SHAPE): IngestBatch {
+export function agentBatch(
+  name: string,
+  collectedAt: number,
+  cycle: number,
+  shape: AgentBatchShape = REAL_SHAPE,
+): IngestBatch {
   const sessions = Array.from({ length: 12 }, (_, i) => ({
     pid: 40_000 + i,
     query_text: statementText(i * 3).replace(/\$\d+/g, String(i)),
@@ -169,7 +183,13 @@ export function agentBatch(name: string, collectedAt: number, cycle: number, sha
       ['IPC', 'ProcArrayGroupUpdate'],
       ['Activity', 'WalWriterMain'],
       ['Timeout', 'VacuumDelay'],
-    ].map(([type, event], i) => ({ wait_event_type: type!, wait_event: event!, count: 1 + ((i + cycle) % 5), total_duration_ms: 1_000 * (1 + ((i + cycle) % 5)), minute: Math.floor(collectedAt / 60_000) * 60_000 })),
+    ].map(([type, event], i) => ({
+      wait_event_type: type!,
+      wait_event: event!,
+      count: 1 + ((i + cycle) % 5),
+      total_duration_ms: 1_000 * (1 + ((i + cycle) % 5)),
+      minute: Math.floor(collectedAt / 60_000) * 60_000,
+    })),
     tables: tables(shape, collectedAt, cycle),
     indexes: indexes(shape, cycle),
     sequences: Array.from({ length: 20 }, (_, i) => ({
@@ -191,13 +211,26 @@ export function agentBatch(name: string, collectedAt: number, cycle: number, sha
       table_size_bytes: 8192 * 1_000,
       n_live_tup: 100_000,
     })),
-    replication: { is_replica: false, replication_lag_bytes: null, replication_lag_seconds: null, upstream_host: null, replicas: [], slots: [] },
+    replication: {
+      is_replica: false,
+      replication_lag_bytes: null,
+      replication_lag_seconds: null,
+      upstream_host: null,
+      replicas: [],
+      slots: [],
+    },
     bgwriter: numbers(BGWRITER_KEYS, cycle, 3),
     wal_stats: numbers(WAL_KEYS, cycle, 1_000),
-    io_stats: ['client backend', 'autovacuum worker', 'checkpointer', 'background writer', 'walsender'].flatMap((backend, b) =>
-      ['relation', 'temp relation'].flatMap((object) =>
-        ['normal', 'vacuum'].map((context, c) => ({ backend_type: backend, object, context, counters: numbers(IO_KEYS, cycle + b + c, 5) })),
-      ),
+    io_stats: ['client backend', 'autovacuum worker', 'checkpointer', 'background writer', 'walsender'].flatMap(
+      (backend, b) =>
+        ['relation', 'temp relation'].flatMap((object) =>
+          ['normal', 'vacuum'].map((context, c) => ({
+            backend_type: backend,
+            object,
+            context,
+            counters: numbers(IO_KEYS, cycle + b + c, 5),
+          })),
+        ),
     ),
     database_stats: { ...numbers(DATABASE_COUNTER_KEYS, cycle, 100), ...numbers(DATABASE_GAUGE_KEYS, 0, 1) },
     collector_notes: [],

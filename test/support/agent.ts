@@ -24,11 +24,20 @@ export interface AgentRig {
  * Starts a server and the agent with `dsn` under `name` (config and buffer in `dir`; `entry`: more YAML
  * lines of the database's entry, indented by four spaces) and waits until the database registers.
  */
-export async function startAgentRig(dsn: string, name: string, dir: string, timings?: AgentOptions['timings'], entry = ''): Promise<AgentRig> {
+export async function startAgentRig(
+  dsn: string,
+  name: string,
+  dir: string,
+  timings?: AgentOptions['timings'],
+  entry = '',
+): Promise<AgentRig> {
   const server = await startTestServer('sqlite')
   const { account, key } = await agentAccount(server)
   const config = join(dir, 'config.yaml')
-  writeFileSync(config, `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n  - name: ${name}\n    dsn: ${dsn}\n    poll_interval: 1s\n${entry}`)
+  writeFileSync(
+    config,
+    `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n  - name: ${name}\n    dsn: ${dsn}\n    poll_interval: 1s\n${entry}`,
+  )
   const agent = new Agent({ configPath: config, bufferDir: dir, log: createLogger('error', () => {}), timings })
   await agent.start()
   const dbId = await until('the database to register', async () => {
@@ -77,7 +86,11 @@ export async function waitForCycles(agent: Agent, name: string, count: number, t
  * counted in a later cycle's deltas.
  */
 export async function waitForBaseline(agent: Agent, name: string): Promise<void> {
-  await until(`the query_stats baseline of ${name}`, async () => (agent.runner(name)?.status.collectors.query_stats?.startsWith('ok') ? true : undefined), {
-    everyMs: 20,
-  })
+  await until(
+    `the query_stats baseline of ${name}`,
+    async () => (agent.runner(name)?.status.collectors.query_stats?.startsWith('ok') ? true : undefined),
+    {
+      everyMs: 20,
+    },
+  )
 }

@@ -22,11 +22,20 @@ receivers:
 `
 
 export async function startAlertmanager(deadlineMs = 10_000): Promise<TestAlertmanager> {
-  if (!existsSync(ALERTMANAGER_BINARY)) throw new Error(`${ALERTMANAGER_BINARY} is missing: run bun scripts/ensure-packages.ts (apt-get install prometheus-alertmanager)`)
+  if (!existsSync(ALERTMANAGER_BINARY))
+    throw new Error(
+      `${ALERTMANAGER_BINARY} is missing: run bun scripts/ensure-packages.ts (apt-get install prometheus-alertmanager)`,
+    )
   const dir = mkdtempSync(join(tmpdir(), 'dbm-alertmanager-'))
   writeFileSync(join(dir, 'alertmanager.yml'), CONFIG)
   const proc = Bun.spawn(
-    [ALERTMANAGER_BINARY, `--config.file=${join(dir, 'alertmanager.yml')}`, `--storage.path=${join(dir, 'data')}`, '--web.listen-address=127.0.0.1:0', '--cluster.listen-address='],
+    [
+      ALERTMANAGER_BINARY,
+      `--config.file=${join(dir, 'alertmanager.yml')}`,
+      `--storage.path=${join(dir, 'data')}`,
+      '--web.listen-address=127.0.0.1:0',
+      '--cluster.listen-address=',
+    ],
     { stdout: 'ignore', stderr: 'pipe' },
   )
   let log = ''
@@ -56,7 +65,10 @@ export async function startAlertmanager(deadlineMs = 10_000): Promise<TestAlertm
   }
   const url = `http://${address}`
   while (true) {
-    const ready = await fetch(`${url}/-/ready`, { signal: AbortSignal.timeout(1000) }).then((r) => r.status === 200, () => false)
+    const ready = await fetch(`${url}/-/ready`, { signal: AbortSignal.timeout(1000) }).then(
+      (r) => r.status === 200,
+      () => false,
+    )
     if (ready) break
     if (Date.now() > deadline || proc.exitCode !== null) {
       await stop()

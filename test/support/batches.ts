@@ -23,17 +23,37 @@ export const at = (minutes: number, seconds = 0) => base + minutes * MINUTE + se
 export const range = (from: number, to: number) => `since=${iso(from)}&until=${iso(to)}`
 
 function batchOf(database: IngestBatch['database'], collectedAt: number, sections: Partial<IngestBatch>): IngestBatch {
-  return { batch_id: crypto.randomUUID(), collected_at: collectedAt, interval_seconds: 10, agent_version: 'test', database, ...sections }
+  return {
+    batch_id: crypto.randomUUID(),
+    collected_at: collectedAt,
+    interval_seconds: 10,
+    agent_version: 'test',
+    database,
+    ...sections,
+  }
 }
 
 /** A batch of PostgreSQL database `name` (a 10-second cycle) with the given sections. */
-export function pgBatch(name: string, collectedAt: number, sections: Partial<IngestBatch> = {}, engineVersion = '17.2'): IngestBatch {
-  return batchOf({ name, engine: 'postgres', engine_version: engineVersion, host: 'db.internal', port: 5432 }, collectedAt, sections)
+export function pgBatch(
+  name: string,
+  collectedAt: number,
+  sections: Partial<IngestBatch> = {},
+  engineVersion = '17.2',
+): IngestBatch {
+  return batchOf(
+    { name, engine: 'postgres', engine_version: engineVersion, host: 'db.internal', port: 5432 },
+    collectedAt,
+    sections,
+  )
 }
 
 /** A batch of ClickHouse database `name` (a 10-second cycle) with the given sections. */
 export function chBatch(name: string, collectedAt: number, sections: Partial<IngestBatch> = {}): IngestBatch {
-  return batchOf({ name, engine: 'clickhouse', engine_version: '26.1.2.1', host: 'ch.internal', port: 8123 }, collectedAt, sections)
+  return batchOf(
+    { name, engine: 'clickhouse', engine_version: '26.1.2.1', host: 'ch.internal', port: 8123 },
+    collectedAt,
+    sections,
+  )
 }
 
 /** The engine-internals endpoints that serve PostgreSQL databases only (routes/internals.ts). */
@@ -106,7 +126,10 @@ export function agentSession(kind: StoreKind) {
           body: { error: 'bucket must be a whole number of seconds, at least 60' },
         })
       }
-      for (const [bucket, near] of [['90', '60 or 120'], ['3599', '3540 or 3600']]) {
+      for (const [bucket, near] of [
+        ['90', '60 or 120'],
+        ['3599', '3540 or 3600'],
+      ]) {
         expect({ path, bucket, ...(await session.get(id, `${path}?bucket=${bucket}`)) }).toEqual({
           path,
           bucket,
@@ -118,9 +141,15 @@ export function agentSession(kind: StoreKind) {
       expect({ path, ...(await session.get(id, `${path}?${month}&bucket=60`)) }).toEqual({
         path,
         status: 400,
-        body: { error: 'bucket too small for this window: at most 10000 intervals per request; use a bucket of at least 300 seconds' },
+        body: {
+          error:
+            'bucket too small for this window: at most 10000 intervals per request; use a bucket of at least 300 seconds',
+        },
       })
-      expect({ path, status: (await session.get(id, `${path}?${month}&bucket=300`)).status }).toEqual({ path, status: 200 })
+      expect({ path, status: (await session.get(id, `${path}?${month}&bucket=300`)).status }).toEqual({
+        path,
+        status: 200,
+      })
       expect({ path, ...(await session.get(id, `${path}?since=yesterday`)) }).toEqual({
         path,
         status: 400,
@@ -133,12 +162,19 @@ export function agentSession(kind: StoreKind) {
       const strangerKey = (await createApiKey(session.server, stranger)).key
       for (const path of paths) {
         const res = await session.server.call('GET', `/api/v1/databases/${id}${path}`, { apiKey: strangerKey })
-        expect({ path, status: res.status, body: res.body }).toEqual({ path, status: 404, body: { error: 'database not found' } })
+        expect({ path, status: res.status, body: res.body }).toEqual({
+          path,
+          status: 404,
+          body: { error: 'database not found' },
+        })
       }
     },
     /** The rows of a table that belong to the database. */
     async rowCount(table: string, id: string): Promise<number> {
-      const row = await session.server.store.driver.get<{ n: number }>(`SELECT COUNT(*) AS n FROM ${table} WHERE database_id = $1`, [id])
+      const row = await session.server.store.driver.get<{ n: number }>(
+        `SELECT COUNT(*) AS n FROM ${table} WHERE database_id = $1`,
+        [id],
+      )
       return Number(row!.n)
     },
   }

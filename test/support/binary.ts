@@ -15,12 +15,14 @@ let build: Promise<string> | undefined
 export function builtBinary(): Promise<string> {
   build ??= (async () => {
     if (process.env.DBM_TEST_BINARY_BUILT === '1') {
-      if (!existsSync(binaryPath)) throw new Error(`DBM_TEST_BINARY_BUILT is set but ${binaryPath} is missing (the runner's build failed)`)
+      if (!existsSync(binaryPath))
+        throw new Error(`DBM_TEST_BINARY_BUILT is set but ${binaryPath} is missing (the runner's build failed)`)
       return binaryPath
     }
     const started = Date.now()
     const result = await runCommand(['bun', 'run', 'build'], { timeoutMs: 120_000 })
-    if (result.exitCode !== 0) throw new Error(`bun run build failed (${result.exitCode}):\n${result.stdout}${result.stderr}`)
+    if (result.exitCode !== 0)
+      throw new Error(`bun run build failed (${result.exitCode}):\n${result.stdout}${result.stderr}`)
     // The binary under test is the one just built, not a stale one.
     if (statSync(binaryPath).mtimeMs < started - 1000) throw new Error(`bun run build did not rewrite ${binaryPath}`)
     return binaryPath

@@ -14,7 +14,9 @@ const screenshots = process.env.DBM_TEST_SCREENSHOTS === '1'
 /** Starts headless Chromium; fails saying how to install it when it is missing. */
 export async function launchBrowser(): Promise<Browser> {
   if (!existsSync(chromiumPath)) {
-    throw new Error(`${chromiumPath} is missing: the dashboard tests need Debian's chromium (apt-get install -y --no-install-recommends chromium)`)
+    throw new Error(
+      `${chromiumPath} is missing: the dashboard tests need Debian's chromium (apt-get install -y --no-install-recommends chromium)`,
+    )
   }
   return chromium.launch({
     executablePath: chromiumPath,
@@ -41,8 +43,10 @@ export async function launchBrowser(): Promise<Browser> {
 function expectedNetworkError(message: ConsoleMessage): boolean {
   const text = message.text()
   const path = new URL(message.location().url || 'http://x/').pathname
-  if (text.startsWith('Failed to load resource: the server responded with a status of 401')) return path === '/api/v1/auth/me' || path === '/api/v1/auth/refresh'
-  if (text.startsWith('Failed to load resource: the server responded with a status of 400')) return path === '/api/v1/auth/refresh'
+  if (text.startsWith('Failed to load resource: the server responded with a status of 401'))
+    return path === '/api/v1/auth/me' || path === '/api/v1/auth/refresh'
+  if (text.startsWith('Failed to load resource: the server responded with a status of 400'))
+    return path === '/api/v1/auth/refresh'
   return false
 }
 
@@ -110,11 +114,17 @@ export async function openPage(
 
 /** How far the page is wider than the viewport (0 when nothing overflows horizontally). */
 export async function horizontalOverflow(page: Page): Promise<number> {
-  return page.evaluate(() => Math.max(document.documentElement.scrollWidth, document.body.scrollWidth) - window.innerWidth)
+  return page.evaluate(
+    () => Math.max(document.documentElement.scrollWidth, document.body.scrollWidth) - window.innerWidth,
+  )
 }
 
 /** Signs in through the dashboard's form as `account` and waits for the databases page. */
-export async function signInThroughForm(page: Page, account: { email: string; password: string }, options: { timeoutMs?: number } = {}): Promise<void> {
+export async function signInThroughForm(
+  page: Page,
+  account: { email: string; password: string },
+  options: { timeoutMs?: number } = {},
+): Promise<void> {
   await page.goto('/#/signin')
   await page.getByLabel('Email', { exact: true }).fill(account.email)
   await page.getByLabel('Password', { exact: true }).fill(account.password)

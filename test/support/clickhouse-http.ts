@@ -2,7 +2,16 @@
 // server (clickhouse-server.ts): where credentials come from, which URL parameters are settings, query
 // parameters or HTTP-only options, how one request becomes the SQL chdb runs, and what the response
 // headers and error bodies look like. Pure functions; no engine here.
-import { brotliCompressSync, brotliDecompressSync, deflateSync, gzipSync, gunzipSync, inflateSync, zstdCompressSync, zstdDecompressSync } from 'node:zlib'
+import {
+  brotliCompressSync,
+  brotliDecompressSync,
+  deflateSync,
+  gzipSync,
+  gunzipSync,
+  inflateSync,
+  zstdCompressSync,
+  zstdDecompressSync,
+} from 'node:zlib'
 
 /** A ClickHouse exception raised by the rig itself (the engine's own arrive as chdb errors). */
 export class ClickHouseHttpError extends Error {
@@ -17,9 +26,24 @@ export class ClickHouseHttpError extends Error {
 
 /** URL parameters the HTTP interface consumes itself; any other one (but `param_*`) is a setting. */
 const HTTP_ONLY_PARAMETERS = new Set([
-  'query', 'database', 'default_format', 'query_id', 'user', 'password', 'quota_key', 'role',
-  'session_id', 'session_timeout', 'session_check', 'close_session', 'compress', 'decompress',
-  'buffer_size', 'wait_end_of_query', 'stacktrace', 'client_protocol_version',
+  'query',
+  'database',
+  'default_format',
+  'query_id',
+  'user',
+  'password',
+  'quota_key',
+  'role',
+  'session_id',
+  'session_timeout',
+  'session_check',
+  'close_session',
+  'compress',
+  'decompress',
+  'buffer_size',
+  'wait_end_of_query',
+  'stacktrace',
+  'client_protocol_version',
 ])
 
 export interface Credentials {
@@ -40,16 +64,27 @@ export function credentialsOf(url: URL, headers: Headers): Credentials {
   const usesHeaders = headerUser !== null || headerKey !== null
   const usesParams = paramUser !== null || paramPassword !== null
   if (authorization !== null) {
-    if (usesHeaders) throw authError('Invalid authentication: it is not allowed to use X-ClickHouse HTTP headers and Authorization HTTP header simultaneously')
-    if (usesParams) throw authError('Invalid authentication: it is not allowed to use Authorization HTTP header and authentication via parameters simultaneously')
+    if (usesHeaders)
+      throw authError(
+        'Invalid authentication: it is not allowed to use X-ClickHouse HTTP headers and Authorization HTTP header simultaneously',
+      )
+    if (usesParams)
+      throw authError(
+        'Invalid authentication: it is not allowed to use Authorization HTTP header and authentication via parameters simultaneously',
+      )
     const basic = /^Basic\s+(.+)$/i.exec(authorization)
     if (!basic?.[1]) throw authError('Invalid authentication: only Basic authorization is supported by this server')
     const decoded = Buffer.from(basic[1], 'base64').toString('utf8')
     const colon = decoded.indexOf(':')
-    return colon < 0 ? { user: decoded, password: '' } : { user: decoded.slice(0, colon), password: decoded.slice(colon + 1) }
+    return colon < 0
+      ? { user: decoded, password: '' }
+      : { user: decoded.slice(0, colon), password: decoded.slice(colon + 1) }
   }
   if (usesHeaders) {
-    if (usesParams) throw authError('Invalid authentication: it is not allowed to use X-ClickHouse HTTP headers and authentication via parameters simultaneously')
+    if (usesParams)
+      throw authError(
+        'Invalid authentication: it is not allowed to use X-ClickHouse HTTP headers and authentication via parameters simultaneously',
+      )
     return { user: headerUser ?? 'default', password: headerKey ?? '' }
   }
   return { user: paramUser ?? 'default', password: paramPassword ?? '' }
@@ -92,7 +127,8 @@ export function parseQueryRequest(method: string, url: URL, body: string, form?:
   const params: [string, string][] = []
   const addParam = (key: string, value: string) => {
     const name = key.slice('param_'.length)
-    if (!IDENTIFIER.test(name)) throw new ClickHouseHttpError(36, 'BAD_ARGUMENTS', `Invalid query parameter name '${name}'`)
+    if (!IDENTIFIER.test(name))
+      throw new ClickHouseHttpError(36, 'BAD_ARGUMENTS', `Invalid query parameter name '${name}'`)
     params.push([name, value])
   }
   for (const [key, value] of url.searchParams) {
@@ -144,8 +180,10 @@ export const SERVER_DEFAULT_SETTINGS: [string, string][] = [['mutations_sync', '
 export function scriptFor(request: QueryRequest): { script: string; logComment: string } {
   const statements: string[] = []
   const given = new Set(request.settings.map(([name]) => name))
-  for (const [name, value] of SERVER_DEFAULT_SETTINGS) if (!given.has(name)) statements.push(`SET ${name} = ${sqlString(value)}`)
-  for (const [name, value] of request.settings) if (name !== 'readonly') statements.push(`SET ${name} = ${sqlString(value)}`)
+  for (const [name, value] of SERVER_DEFAULT_SETTINGS)
+    if (!given.has(name)) statements.push(`SET ${name} = ${sqlString(value)}`)
+  for (const [name, value] of request.settings)
+    if (name !== 'readonly') statements.push(`SET ${name} = ${sqlString(value)}`)
   const logComment = request.settings.find(([name]) => name === 'log_comment')?.[1] ?? request.queryId
   if (!given.has('log_comment')) statements.push(`SET log_comment = ${sqlString(logComment)}`)
   const readonly = request.settings.find(([name]) => name === 'readonly')?.[1]
@@ -209,16 +247,46 @@ const STATUS_BY_EXCEPTION: Record<number, string[]> = {
   401: ['REQUIRED_PASSWORD'],
   403: ['UNKNOWN_USER', 'WRONG_PASSWORD', 'AUTHENTICATION_FAILED', 'SET_NON_GRANTED_ROLE', 'ACCESS_DENIED'],
   400: [
-    'BAD_ARGUMENTS', 'CANNOT_COMPILE_REGEXP', 'CANNOT_PARSE_TEXT', 'CANNOT_PARSE_ESCAPE_SEQUENCE', 'CANNOT_PARSE_QUOTED_STRING',
-    'CANNOT_PARSE_DATE', 'CANNOT_PARSE_DATETIME', 'CANNOT_PARSE_NUMBER', 'CANNOT_PARSE_DOMAIN_VALUE_FROM_STRING',
-    'CANNOT_PARSE_IPV4', 'CANNOT_PARSE_IPV6', 'CANNOT_PARSE_INPUT_ASSERTION_FAILED', 'CANNOT_PARSE_UUID', 'DUPLICATE_COLUMN',
-    'ILLEGAL_COLUMN', 'UNKNOWN_ELEMENT_IN_AST', 'UNKNOWN_TYPE_OF_AST_NODE', 'THERE_IS_NO_COLUMN', 'TOO_DEEP_AST', 'TOO_BIG_AST',
-    'UNEXPECTED_AST_STRUCTURE', 'SYNTAX_ERROR', 'INCORRECT_DATA', 'TYPE_MISMATCH', 'VALUE_IS_OUT_OF_RANGE_OF_DATA_TYPE',
+    'BAD_ARGUMENTS',
+    'CANNOT_COMPILE_REGEXP',
+    'CANNOT_PARSE_TEXT',
+    'CANNOT_PARSE_ESCAPE_SEQUENCE',
+    'CANNOT_PARSE_QUOTED_STRING',
+    'CANNOT_PARSE_DATE',
+    'CANNOT_PARSE_DATETIME',
+    'CANNOT_PARSE_NUMBER',
+    'CANNOT_PARSE_DOMAIN_VALUE_FROM_STRING',
+    'CANNOT_PARSE_IPV4',
+    'CANNOT_PARSE_IPV6',
+    'CANNOT_PARSE_INPUT_ASSERTION_FAILED',
+    'CANNOT_PARSE_UUID',
+    'DUPLICATE_COLUMN',
+    'ILLEGAL_COLUMN',
+    'UNKNOWN_ELEMENT_IN_AST',
+    'UNKNOWN_TYPE_OF_AST_NODE',
+    'THERE_IS_NO_COLUMN',
+    'TOO_DEEP_AST',
+    'TOO_BIG_AST',
+    'UNEXPECTED_AST_STRUCTURE',
+    'SYNTAX_ERROR',
+    'INCORRECT_DATA',
+    'TYPE_MISMATCH',
+    'VALUE_IS_OUT_OF_RANGE_OF_DATA_TYPE',
   ],
   404: [
-    'UNKNOWN_TABLE', 'UNKNOWN_FUNCTION', 'UNKNOWN_IDENTIFIER', 'UNKNOWN_TYPE', 'UNKNOWN_STORAGE', 'UNKNOWN_DATABASE',
-    'UNKNOWN_SETTING', 'UNKNOWN_DIRECTION_OF_SORTING', 'UNKNOWN_AGGREGATE_FUNCTION', 'UNKNOWN_FORMAT',
-    'UNKNOWN_DATABASE_ENGINE', 'UNKNOWN_TYPE_OF_QUERY', 'UNKNOWN_ROLE',
+    'UNKNOWN_TABLE',
+    'UNKNOWN_FUNCTION',
+    'UNKNOWN_IDENTIFIER',
+    'UNKNOWN_TYPE',
+    'UNKNOWN_STORAGE',
+    'UNKNOWN_DATABASE',
+    'UNKNOWN_SETTING',
+    'UNKNOWN_DIRECTION_OF_SORTING',
+    'UNKNOWN_AGGREGATE_FUNCTION',
+    'UNKNOWN_FORMAT',
+    'UNKNOWN_DATABASE_ENGINE',
+    'UNKNOWN_TYPE_OF_QUERY',
+    'UNKNOWN_ROLE',
   ],
   408: ['TIMEOUT_EXCEEDED'],
   411: ['HTTP_LENGTH_REQUIRED'],
@@ -227,7 +295,9 @@ const STATUS_BY_EXCEPTION: Record<number, string[]> = {
   501: ['NOT_IMPLEMENTED'],
   503: ['SOCKET_TIMEOUT', 'CANNOT_OPEN_FILE', 'CANNOT_SCHEDULE_TASK'],
 }
-const statusByName = new Map(Object.entries(STATUS_BY_EXCEPTION).flatMap(([status, names]) => names.map((n) => [n, Number(status)] as const)))
+const statusByName = new Map(
+  Object.entries(STATUS_BY_EXCEPTION).flatMap(([status, names]) => names.map((n) => [n, Number(status)] as const)),
+)
 
 /** The HTTP status ClickHouse answers an exception with (its exceptionCodeToHTTPStatus); 500 otherwise. */
 export function httpStatusOf(exceptionName: string): number {
@@ -255,8 +325,14 @@ export function decodeBody(bytes: Uint8Array<ArrayBuffer>, contentEncoding: stri
 }
 
 /** Compresses a response body as the server does when enable_http_compression=1 and the client accepts it. */
-export function encodeBody(bytes: Uint8Array<ArrayBuffer>, acceptEncoding: string | null): { body: Uint8Array<ArrayBuffer>; encoding?: string } {
-  const accepted = (acceptEncoding ?? '').toLowerCase().split(',').map((e) => e.trim().split(';')[0])
+export function encodeBody(
+  bytes: Uint8Array<ArrayBuffer>,
+  acceptEncoding: string | null,
+): { body: Uint8Array<ArrayBuffer>; encoding?: string } {
+  const accepted = (acceptEncoding ?? '')
+    .toLowerCase()
+    .split(',')
+    .map((e) => e.trim().split(';')[0])
   if (accepted.includes('gzip')) return { body: gzipSync(bytes), encoding: 'gzip' }
   if (accepted.includes('zstd')) return { body: zstdCompressSync(bytes), encoding: 'zstd' }
   if (accepted.includes('br')) return { body: brotliCompressSync(bytes), encoding: 'br' }

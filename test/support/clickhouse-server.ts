@@ -14,8 +14,22 @@ import { parseArgs } from 'node:util'
 import { Session } from 'chdb'
 import type { Server } from 'bun'
 import {
-  ClickHouseHttpError, contentTypeOf, credentialsOf, decodeBody, encodeBody, errorBody, exceptionOf, httpStatusOf,
-  isKillSync, outputFormatOf, parseQueryRequest, scriptFor, sqlString, summaryOf, wrongCredentials, type QueryRequest,
+  ClickHouseHttpError,
+  contentTypeOf,
+  credentialsOf,
+  decodeBody,
+  encodeBody,
+  errorBody,
+  exceptionOf,
+  httpStatusOf,
+  isKillSync,
+  outputFormatOf,
+  parseQueryRequest,
+  scriptFor,
+  sqlString,
+  summaryOf,
+  wrongCredentials,
+  type QueryRequest,
 } from './clickhouse-http.ts'
 
 const { values } = parseArgs({ options: { 'data-dir': { type: 'string' } } })
@@ -24,10 +38,14 @@ if (!dataDir) {
   console.error('usage: clickhouse-server.ts --data-dir DIR')
   process.exit(2)
 }
-const account = { user: process.env.CLICKHOUSE_RIG_USER || 'default', password: process.env.CLICKHOUSE_RIG_PASSWORD ?? '' }
+const account = {
+  user: process.env.CLICKHOUSE_RIG_USER || 'default',
+  password: process.env.CLICKHOUSE_RIG_PASSWORD ?? '',
+}
 const configFile = process.env.CLICKHOUSE_RIG_CONFIG
 /** A chdb Session on the data directory, with the server config file when one was given. */
-const openSession = () => new Session(dataDir!, configFile ? { connectionArgs: [`--config-file=${configFile}`] } : undefined)
+const openSession = () =>
+  new Session(dataDir!, configFile ? { connectionArgs: [`--config-file=${configFile}`] } : undefined)
 
 // Held open for the life of the process: the engine, and what lives only in its memory (the `system`
 // database is a Memory database), stays up between requests.
@@ -72,7 +90,9 @@ function ok(): Response {
 async function kill(logComment: string): Promise<void> {
   const session = openSession()
   try {
-    await session.queryAsync(`KILL QUERY WHERE Settings['log_comment'] = ${sqlString(logComment)} ASYNC`, { format: 'TSV' })
+    await session.queryAsync(`KILL QUERY WHERE Settings['log_comment'] = ${sqlString(logComment)} ASYNC`, {
+      format: 'TSV',
+    })
   } catch {
     // the query may be gone already
   } finally {
@@ -92,7 +112,8 @@ function acquireSession(request: QueryRequest): { session: Session; release(): v
     entry = { session: openSession(), busy: false }
     httpSessions.set(id, entry)
   }
-  if (entry.busy) throw new ClickHouseHttpError(373, 'SESSION_IS_LOCKED', `Session ${id} is locked by a concurrent client`)
+  if (entry.busy)
+    throw new ClickHouseHttpError(373, 'SESSION_IS_LOCKED', `Session ${id} is locked by a concurrent client`)
   entry.busy = true
   clearTimeout(entry.expiry)
   const held = entry
@@ -112,7 +133,8 @@ function acquireSession(request: QueryRequest): { session: Session; release(): v
 
 async function runQuery(req: Request, url: URL, server: Server<undefined>): Promise<Response> {
   const credentials = credentialsOf(url, req.headers)
-  if (credentials.user !== account.user || credentials.password !== account.password) throw wrongCredentials(credentials.user)
+  if (credentials.user !== account.user || credentials.password !== account.password)
+    throw wrongCredentials(credentials.user)
 
   const body = decodeBody(new Uint8Array(await req.arrayBuffer()), req.headers.get('content-encoding'))
   let form: Map<string, string> | undefined
@@ -124,10 +146,18 @@ async function runQuery(req: Request, url: URL, server: Server<undefined>): Prom
   const request = parseQueryRequest(req.method, url, new TextDecoder().decode(body), form)
   if (!request.sql.trim()) throw new ClickHouseHttpError(62, 'SYNTAX_ERROR', 'Empty query')
   if (isKillSync(request.sql)) {
-    throw new ClickHouseHttpError(48, 'NOT_IMPLEMENTED', 'KILL QUERY ... SYNC never returns on this chdb test server; use KILL QUERY ... ASYNC')
+    throw new ClickHouseHttpError(
+      48,
+      'NOT_IMPLEMENTED',
+      'KILL QUERY ... SYNC never returns on this chdb test server; use KILL QUERY ... ASYNC',
+    )
   }
   if (running.has(request.queryId)) {
-    throw new ClickHouseHttpError(216, 'QUERY_WITH_SAME_ID_IS_ALREADY_RUNNING', `Query with id = ${request.queryId} is already running`)
+    throw new ClickHouseHttpError(
+      216,
+      'QUERY_WITH_SAME_ID_IS_ALREADY_RUNNING',
+      `Query with id = ${request.queryId} is already running`,
+    )
   }
   const { script, logComment } = scriptFor(request)
   const format = outputFormatOf(request.sql, request.defaultFormat)
@@ -145,8 +175,13 @@ async function runQuery(req: Request, url: URL, server: Server<undefined>): Prom
     headers.set('Content-Type', contentTypeOf(format))
     headers.set('X-ClickHouse-Format', format)
     // chdb reports the result's rows and in-memory bytes only, not what was read or written.
-    headers.set('X-ClickHouse-Summary', summaryOf({ resultRows: result.rowsRead, resultBytes: result.bytesRead, elapsedSeconds: result.elapsed }))
-    const compressionEnabled = request.settings.some(([name, value]) => name === 'enable_http_compression' && value === '1')
+    headers.set(
+      'X-ClickHouse-Summary',
+      summaryOf({ resultRows: result.rowsRead, resultBytes: result.bytesRead, elapsedSeconds: result.elapsed }),
+    )
+    const compressionEnabled = request.settings.some(
+      ([name, value]) => name === 'enable_http_compression' && value === '1',
+    )
     const bytes = result.bytes() as Uint8Array<ArrayBuffer> // read as bytes: a string would stop at the first NUL
     const encoded = compressionEnabled ? encodeBody(bytes, req.headers.get('accept-encoding')) : { body: bytes }
     if (encoded.encoding) headers.set('Content-Encoding', encoded.encoding)
@@ -163,9 +198,13 @@ async function handle(req: Request, server: Server<undefined>): Promise<Response
   const url = new URL(req.url)
   if (url.pathname === '/ping' || url.pathname === '/replicas_status') return ok()
   // A GET of / without a query is the server's health answer, given without authentication.
-  if (url.pathname === '/' && (req.method === 'GET' || req.method === 'HEAD') && !url.searchParams.has('query')) return ok()
+  if (url.pathname === '/' && (req.method === 'GET' || req.method === 'HEAD') && !url.searchParams.has('query'))
+    return ok()
   if (url.pathname !== '/') {
-    return new Response(`There is no handle ${url.pathname}\n\nUse / or /ping for health checks.\n`, { status: 404, headers: { 'Content-Type': 'text/plain; charset=UTF-8' } })
+    return new Response(`There is no handle ${url.pathname}\n\nUse / or /ping for health checks.\n`, {
+      status: 404,
+      headers: { 'Content-Type': 'text/plain; charset=UTF-8' },
+    })
   }
   const queryId = url.searchParams.get('query_id') ?? undefined
   try {

@@ -114,6 +114,12 @@ export async function seedQueryLog(rig: Rig, rows: QueryLogRow[]): Promise<void>
 }
 
 /** Inserts system.asynchronous_metrics rows (the real table has one row per metric). */
-export async function seedAsynchronousMetrics(rig: Rig, rows: { metric: string; value: number; description?: string }[]): Promise<void> {
-  await rig.insert('system.asynchronous_metrics', rows.map((r) => ({ description: '', ...r })))
+export async function seedAsynchronousMetrics(
+  rig: Rig,
+  rows: { metric: string; value: number; description?: string }[],
+): Promise<void> {
+  await rig.insert(
+    'system.asynchronous_metrics',
+    rows.map((r) => ({ description: '', ...r })),
+  )
 }

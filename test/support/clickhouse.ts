@@ -44,7 +44,11 @@ process.on('exit', () => {
 })
 
 /** Reads the first line the server prints (its port and version), or fails with its stderr. */
-async function readReadyLine(proc: Subprocess<'pipe', 'pipe', 'pipe'>, stderr: () => string, timeoutMs: number): Promise<{ port: number; version: string }> {
+async function readReadyLine(
+  proc: Subprocess<'pipe', 'pipe', 'pipe'>,
+  stderr: () => string,
+  timeoutMs: number,
+): Promise<{ port: number; version: string }> {
   const reader = proc.stdout.getReader()
   const decoder = new TextDecoder()
   let text = ''
@@ -64,13 +68,21 @@ async function readReadyLine(proc: Subprocess<'pipe', 'pipe', 'pipe'>, stderr: (
 }
 
 /** `configFile`: a server config file for the engine (e.g. one declaring users in users.xml). */
-export async function startClickHouse(options: { user?: string; password?: string; configFile?: string } = {}): Promise<ClickHouseRig> {
+export async function startClickHouse(
+  options: { user?: string; password?: string; configFile?: string } = {},
+): Promise<ClickHouseRig> {
   const user = options.user ?? 'default'
   const password = options.password ?? ''
   const started = performance.now()
   const dataDir = mkdtempSync(join(tmpdir(), 'dbm-clickhouse-'))
   const proc = Bun.spawn([process.execPath, serverScript, '--data-dir', dataDir], {
-    env: { ...process.env, UV_THREADPOOL_SIZE: '16', CLICKHOUSE_RIG_USER: user, CLICKHOUSE_RIG_PASSWORD: password, ...(options.configFile ? { CLICKHOUSE_RIG_CONFIG: options.configFile } : {}) },
+    env: {
+      ...process.env,
+      UV_THREADPOOL_SIZE: '16',
+      CLICKHOUSE_RIG_USER: user,
+      CLICKHOUSE_RIG_PASSWORD: password,
+      ...(options.configFile ? { CLICKHOUSE_RIG_CONFIG: options.configFile } : {}),
+    },
     stdin: 'pipe',
     stdout: 'pipe',
     stderr: 'pipe',

@@ -60,13 +60,21 @@ export async function watchDatabase(dsn: string, options: RigOptions = {}): Prom
     body: { name: 'target', engine: dsn.startsWith('postgres') ? 'postgres' : 'clickhouse', host: '127.0.0.1' },
   })
   if (created.status !== 201) throw new Error(`register: ${created.status} ${JSON.stringify(created.body)}`)
-  await server.call('PATCH', `/api/v1/databases/${created.body.id}`, { token: account.token, body: { poll_interval_seconds: 3600 } })
+  await server.call('PATCH', `/api/v1/databases/${created.body.id}`, {
+    token: account.token,
+    body: { poll_interval_seconds: 3600 },
+  })
   const config = join(dir, 'config.yaml')
   writeFileSync(
     config,
     `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n  - name: target\n    dsn: ${dsn}\n    poll_interval: 1h\n${options.entry ?? ''}`,
   )
-  const agent = new Agent({ configPath: config, bufferDir: dir, log: createLogger('error', () => {}), timings: { pingIntervalMs: 60_000 } })
+  const agent = new Agent({
+    configPath: config,
+    bufferDir: dir,
+    log: createLogger('error', () => {}),
+    timings: { pingIntervalMs: 60_000 },
+  })
   await agent.start()
   const api = async (path: string) => {
     // With the API key, not the access token: tests move the server's clock past the token's life.

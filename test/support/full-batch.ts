@@ -29,11 +29,23 @@ const RECORD_KEYS: Record<string, readonly string[]> = {
   'server_state.stats_resets': ['pg_stat_database', 'pg_stat_statements'],
   'log_events.entries[].fields': ['table', 'wait_ms'],
   'custom_metrics.samples[].labels': ['queue', 'state'],
-  server_metrics: [...SERVER_GAUGE_KEYS, ...SERVER_COUNTER_KEYS, diskMetricKey('default', 'free_bytes'), diskMetricKey('default', 'total_bytes')],
+  server_metrics: [
+    ...SERVER_GAUGE_KEYS,
+    ...SERVER_COUNTER_KEYS,
+    diskMetricKey('default', 'free_bytes'),
+    diskMetricKey('default', 'total_bytes'),
+  ],
 }
 
 /** Values of string fields whose pattern the default `<key>-<index>` would not match. */
-const PATTERNED: Record<string, string> = { kind: 'error', severity: 'error', sqlstate: '42P01', query_id: '-4242', type: 'full', redo_lsn: '0/A000278' }
+const PATTERNED: Record<string, string> = {
+  kind: 'error',
+  severity: 'error',
+  sqlstate: '42P01',
+  query_id: '-4242',
+  type: 'full',
+  redo_lsn: '0/A000278',
+}
 
 /** The wire's epoch-millisecond fields: integers up to the last millisecond of the year 9999. */
 const EPOCH_MS_MAXIMUM = 253_402_300_799_999
@@ -45,13 +57,20 @@ const ENTRIES = 2
  * A batch of database `name` (`engine` as given) collected at `collectedAt`, with every field of the
  * wire schema set. Sections of the other engine are set too: the store applies what it is sent.
  */
-export function fullBatch(name: string, collectedAt: number, engine: 'postgres' | 'clickhouse' = 'postgres'): IngestBatch {
+export function fullBatch(
+  name: string,
+  collectedAt: number,
+  engine: 'postgres' | 'clickhouse' = 'postgres',
+): IngestBatch {
   let counter = 0
   const sampleValue = (schema: TSchema, path: string, key: string, index: number): unknown => {
     switch (schema[Kind]) {
       case 'Object':
         return Object.fromEntries(
-          Object.entries(schema.properties as Record<string, TSchema>).map(([k, s]) => [k, sampleValue(s, path ? `${path}.${k}` : k, k, index)]),
+          Object.entries(schema.properties as Record<string, TSchema>).map(([k, s]) => [
+            k,
+            sampleValue(s, path ? `${path}.${k}` : k, k, index),
+          ]),
         )
       case 'Array':
         return Array.from({ length: ENTRIES }, (_, i) => sampleValue(schema.items, `${path}[]`, key, i))
@@ -71,8 +90,14 @@ export function fullBatch(name: string, collectedAt: number, engine: 'postgres' 
       case 'String': {
         let text = PATTERNED[key] ?? `${key}-${index}`
         // Identifier patterns (custom metrics' names and columns) take `<key>_<index>`.
-        if (schema.pattern && !new RegExp(schema.pattern).test(text) && new RegExp(schema.pattern).test(`${key}_${index}`)) text = `${key}_${index}`
-        if (schema.pattern && !new RegExp(schema.pattern).test(text)) throw new Error(`fullBatch: '${text}' does not match the pattern at ${path}: add a value to PATTERNED`)
+        if (
+          schema.pattern &&
+          !new RegExp(schema.pattern).test(text) &&
+          new RegExp(schema.pattern).test(`${key}_${index}`)
+        )
+          text = `${key}_${index}`
+        if (schema.pattern && !new RegExp(schema.pattern).test(text))
+          throw new Error(`fullBatch: '${text}' does not match the pattern at ${path}: add a value to PATTERNED`)
         return text.slice(0, schema.maxLength ?? text.length)
       }
       case 'Boolean':

@@ -38,5 +38,12 @@ export function logSection(entries: LogEvent[], droppedEntries: LogEvent[] = [])
     if (c) c.count += e.count ?? 1
     else counts.set(key, { minute, kind: e.kind, severity: e.severity, count: e.count ?? 1 })
   }
-  return { source: 'files', entries, counts: [...counts.values()], dropped: droppedEntries.length, bytes_read: 1000, backlog_bytes: 0 }
+  return {
+    source: 'files',
+    entries,
+    counts: [...counts.values()],
+    dropped: droppedEntries.length,
+    bytes_read: 1000,
+    backlog_bytes: 0,
+  }
 }

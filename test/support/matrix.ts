@@ -10,14 +10,21 @@ export type Major = (typeof allMajors)[number]
 export type StoreKind = (typeof allStoreKinds)[number]
 
 /** The values of `name` (a comma list), each one of `allowed`; all of `allowed` when unset. */
-export function narrowed<T extends string | number>(name: string, allowed: readonly T[], env: Record<string, string | undefined> = process.env): T[] {
+export function narrowed<T extends string | number>(
+  name: string,
+  allowed: readonly T[],
+  env: Record<string, string | undefined> = process.env,
+): T[] {
   const raw = env[name]?.trim()
   if (!raw) return [...allowed]
   if (env.CI === 'true' || env.CI === '1') {
     throw new Error(`${name} is set, but CI runs the whole matrix: unset ${name} (it narrows local runs only)`)
   }
   const picked: T[] = []
-  for (const item of raw.split(',').map((s) => s.trim()).filter(Boolean)) {
+  for (const item of raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     const value = allowed.find((a) => String(a) === item)
     if (value === undefined) throw new Error(`${name}: unknown value "${item}" (one of ${allowed.join(', ')})`)
     if (!picked.includes(value)) picked.push(value)

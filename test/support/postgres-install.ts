@@ -5,7 +5,18 @@
 // copied once per version to a root-owned cache under the temp directory that every user can read, and
 // data directories live under the temp directory too.
 import { type ChildProcess, spawn } from 'node:child_process'
-import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import {
+  chmodSync,
+  cpSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs'
 import { arch, platform, tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 
@@ -17,7 +28,9 @@ export const PASSWORD = 'dbm-test'
  * locale and encoding). Messages in C: the readiness line is matched in English. --no-sync: a test cluster
  * need not reach the disk before it starts (initdb's fsync of every file took a third of its time). */
 const INITDB_FLAGS = ['--auth=scram-sha-256', '--username=postgres', '--lc-messages=C', '--no-sync']
-const localeEnv = ['LANG', 'LC_ALL', 'LC_CTYPE', 'LC_COLLATE'].map((name) => `${name}=${process.env[name] ?? ''}`).join(' ')
+const localeEnv = ['LANG', 'LC_ALL', 'LC_CTYPE', 'LC_COLLATE']
+  .map((name) => `${name}=${process.env[name] ?? ''}`)
+  .join(' ')
 
 const asRoot = process.getuid?.() === 0
 
@@ -51,17 +64,26 @@ function cacheRoot(): string {
 
 function run(cmd: string[], owner?: Owner): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = spawn(cmd[0]!, cmd.slice(1), { ...owner, env: { ...process.env, LC_MESSAGES: 'C' }, stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(cmd[0]!, cmd.slice(1), {
+      ...owner,
+      env: { ...process.env, LC_MESSAGES: 'C' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
     let output = ''
     child.stdout?.on('data', (c: Buffer) => (output += c.toString()))
     child.stderr?.on('data', (c: Buffer) => (output += c.toString()))
     child.on('error', reject)
-    child.on('close', (code) => (code === 0 ? resolve(output) : reject(new Error(`${cmd.join(' ')} failed (${code}):\n${output}`))))
+    child.on('close', (code) =>
+      code === 0 ? resolve(output) : reject(new Error(`${cmd.join(' ')} failed (${code}):\n${output}`)),
+    )
   })
 }
 
 async function postgresUser(): Promise<Owner> {
-  const lookup = async () => ({ uid: Number((await run(['id', '-u', 'postgres'])).trim()), gid: Number((await run(['id', '-g', 'postgres'])).trim()) })
+  const lookup = async () => ({
+    uid: Number((await run(['id', '-u', 'postgres'])).trim()),
+    gid: Number((await run(['id', '-g', 'postgres'])).trim()),
+  })
   try {
     return await lookup()
   } catch {
@@ -132,7 +154,15 @@ function template(install: Installation): Promise<string> {
       const passwordFile = join(partial, 'password')
       writeFileSync(passwordFile, `${PASSWORD}\n`, { mode: 0o644 })
       if (install.owner) await run(['chown', `${install.owner.uid}:${install.owner.gid}`, partial])
-      await run([join(install.native, 'bin', 'initdb'), `--pgdata=${join(partial, 'data')}`, `--pwfile=${passwordFile}`, ...INITDB_FLAGS], install.owner)
+      await run(
+        [
+          join(install.native, 'bin', 'initdb'),
+          `--pgdata=${join(partial, 'data')}`,
+          `--pwfile=${passwordFile}`,
+          ...INITDB_FLAGS,
+        ],
+        install.owner,
+      )
       rmSync(passwordFile)
     }).then(() => join(dir, 'data'))
     templates.set(install.major, found)
@@ -148,7 +178,9 @@ export async function preparePostgres(majors: readonly number[]): Promise<void> 
 }
 
 /** A new, private folder for one server: `data` inside it is its data directory, copied from the template. */
-export async function newDataDirectory(major: number): Promise<{ install: Installation; dir: string; dataDir: string }> {
+export async function newDataDirectory(
+  major: number,
+): Promise<{ install: Installation; dir: string; dataDir: string }> {
   const install = await installation(major)
   const source = await template(install)
   const dir = mkdtempSync(join(tmpdir(), `dbm-pg${major}-`))
@@ -179,7 +211,13 @@ export interface Postmaster {
 }
 
 /** Starts `postgres -D dataDir -p port flags` as the servers' user, logging its output to `log`. */
-export function startPostmaster(install: Installation, dataDir: string, port: number, flags: string[], log: (line: string) => void): Postmaster {
+export function startPostmaster(
+  install: Installation,
+  dataDir: string,
+  port: number,
+  flags: string[],
+  log: (line: string) => void,
+): Postmaster {
   const child = spawn(join(install.native, 'bin', 'postgres'), ['-D', dataDir, '-p', String(port), ...flags], {
     ...install.owner,
     env: { ...process.env, LC_MESSAGES: 'C' },

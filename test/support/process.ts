@@ -23,7 +23,10 @@ export interface Finished {
 }
 
 /** Runs `cmd` (in the repository root unless `cwd` is given) to completion (killed after `timeoutMs`). */
-export async function runCommand(cmd: string[], options: { env?: Record<string, string>; timeoutMs?: number; cwd?: string } = {}): Promise<Finished> {
+export async function runCommand(
+  cmd: string[],
+  options: { env?: Record<string, string>; timeoutMs?: number; cwd?: string } = {},
+): Promise<Finished> {
   const proc = Bun.spawn(cmd, {
     cwd: options.cwd ?? repoRoot,
     env: cleanEnv(options.env),
@@ -33,7 +36,11 @@ export async function runCommand(cmd: string[], options: { env?: Record<string, 
     timeout: options.timeoutMs ?? 10_000,
     killSignal: 'SIGKILL',
   })
-  const [stdout, stderr, exitCode] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
+  const [stdout, stderr, exitCode] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ])
   return { exitCode, stdout, stderr }
 }
 
@@ -60,16 +67,19 @@ export async function startServe(
   options: { dataDir: string; extraArgs?: string[]; env?: Record<string, string> },
 ): Promise<ServeProcess> {
   const port = await freePort()
-  const proc = Bun.spawn([...command, 'serve', '--listen', `127.0.0.1:${port}`, '--data-dir', options.dataDir, ...(options.extraArgs ?? [])], {
-    cwd: repoRoot,
-    env: cleanEnv(options.env),
-    stdin: 'ignore',
-    stdout: 'ignore',
-    stderr: 'pipe',
-    // A safety net for a test that forgets its server; a busy machine's slow test runs past a minute.
-    timeout: 600_000,
-    killSignal: 'SIGKILL',
-  })
+  const proc = Bun.spawn(
+    [...command, 'serve', '--listen', `127.0.0.1:${port}`, '--data-dir', options.dataDir, ...(options.extraArgs ?? [])],
+    {
+      cwd: repoRoot,
+      env: cleanEnv(options.env),
+      stdin: 'ignore',
+      stdout: 'ignore',
+      stderr: 'pipe',
+      // A safety net for a test that forgets its server; a busy machine's slow test runs past a minute.
+      timeout: 600_000,
+      killSignal: 'SIGKILL',
+    },
+  )
   running.add(proc)
   void proc.exited.then(() => running.delete(proc))
 
@@ -143,7 +153,11 @@ export async function request<T = any>(
   if (options.body !== undefined) headers['content-type'] = 'application/json'
   if (options.token) headers.authorization = `Bearer ${options.token}`
   if (options.apiKey) headers['x-api-key'] = options.apiKey
-  const res = await fetch(base + path, { method, headers, body: options.body === undefined ? undefined : JSON.stringify(options.body) })
+  const res = await fetch(base + path, {
+    method,
+    headers,
+    body: options.body === undefined ? undefined : JSON.stringify(options.body),
+  })
   const text = await res.text()
   let body: any = text
   try {

@@ -7,7 +7,9 @@ import parsePrometheusTextFormat, { type ParsedFamily, type ParsedSample } from 
 export type Scrape = Map<string, ParsedFamily> & { text: string }
 
 export function parseScrape(text: string): Scrape {
-  return Object.assign(new Map(parsePrometheusTextFormat(text).map((family) => [family.name, family] as const)), { text })
+  return Object.assign(new Map(parsePrometheusTextFormat(text).map((family) => [family.name, family] as const)), {
+    text,
+  })
 }
 
 /** Units a dbm metric may end in (base units), after which a counter adds `_total`. */
@@ -27,7 +29,9 @@ export function checkConventions(scrape: Scrape, prefix = 'dbm_'): void {
     expect(['COUNTER', 'GAUGE', 'HISTOGRAM']).toContain(type)
     expect(name.endsWith('_total')).toBe(type === 'COUNTER')
     if (type === 'HISTOGRAM') expect(UNITS.some((unit) => name.endsWith(`_${unit}`))).toBe(true)
-    expect(/_(milli|micro|nano)?(ms|us|millis|milliseconds|minutes|hours|kb|mb|gb|kib|mib|percent)(_|$)/.test(name)).toBe(false)
+    expect(
+      /_(milli|micro|nano)?(ms|us|millis|milliseconds|minutes|hours|kb|mb|gb|kib|mib|percent)(_|$)/.test(name),
+    ).toBe(false)
   }
 }
 
@@ -58,15 +62,29 @@ export interface HistogramSeries {
  * buckets of every label set of a histogram into one, so the histogram's TYPE line is read as untyped
  * here: the package then parses its _bucket, _sum and _count lines as samples with their labels.
  */
-export function histogram(scrape: Scrape, name: string, labels: Record<string, string> = {}): HistogramSeries | undefined {
+export function histogram(
+  scrape: Scrape,
+  name: string,
+  labels: Record<string, string> = {},
+): HistogramSeries | undefined {
   // Each label set's lines come out as families of their own, several of the same name.
-  const untyped = parsePrometheusTextFormat(scrape.text.replace(`# TYPE ${name} histogram\n`, `# TYPE ${name} untyped\n`))
-  const of = (suffix: string) => untyped.filter((f) => f.name === `${name}_${suffix}`).flatMap((f) => f.metrics.filter((s) => matches(s, labels)))
+  const untyped = parsePrometheusTextFormat(
+    scrape.text.replace(`# TYPE ${name} histogram\n`, `# TYPE ${name} untyped\n`),
+  )
+  const of = (suffix: string) =>
+    untyped.filter((f) => f.name === `${name}_${suffix}`).flatMap((f) => f.metrics.filter((s) => matches(s, labels)))
   const count = of('count')
   if (count.length === 0) return undefined
   if (count.length > 1) throw new Error(`${name}: ${count.length} series match ${JSON.stringify(labels)}`)
-  const buckets = of('bucket').map((s) => [s.labels!.le === '+Inf' ? Number.POSITIVE_INFINITY : Number(s.labels!.le), Number(s.value)] as [number, number])
-  return { buckets: buckets.sort((a, b) => a[0] - b[0]), sum: Number(of('sum')[0]?.value), count: Number(count[0]!.value) }
+  const buckets = of('bucket').map(
+    (s) =>
+      [s.labels!.le === '+Inf' ? Number.POSITIVE_INFINITY : Number(s.labels!.le), Number(s.value)] as [number, number],
+  )
+  return {
+    buckets: buckets.sort((a, b) => a[0] - b[0]),
+    sum: Number(of('sum')[0]?.value),
+    count: Number(count[0]!.value),
+  }
 }
 
 /** A histogram series' count (0 when absent). */

@@ -21,7 +21,12 @@ export interface Standby {
  * as application_name dbm_replica, through the physical slot `slot` when given, with `flags` added to
  * its server flags (e.g. `-c hot_standby_feedback=on`); resolves once it streams.
  */
-export async function startStandby(server: PostgresServer, sql: postgres.Sql, slot?: string, flags: string[] = []): Promise<Standby> {
+export async function startStandby(
+  server: PostgresServer,
+  sql: postgres.Sql,
+  slot?: string,
+  flags: string[] = [],
+): Promise<Standby> {
   const [{ data_directory }] = (await sql`SHOW data_directory`) as unknown as [{ data_directory: string }]
   const dir = mkdtempSync(join(tmpdir(), 'dbm-replica-'))
   const dataDir = join(dir, 'data')
@@ -30,7 +35,9 @@ export async function startStandby(server: PostgresServer, sql: postgres.Sql, sl
     await backup`SELECT pg_backup_start('dbm-test', true)`
     const copy = Bun.spawnSync(['cp', '-a', data_directory, dataDir])
     if (copy.exitCode !== 0) throw new Error(`copying the data directory failed: ${copy.stderr}`)
-    const [{ labelfile }] = (await backup`SELECT labelfile FROM pg_backup_stop(false)`) as unknown as [{ labelfile: string }]
+    const [{ labelfile }] = (await backup`SELECT labelfile FROM pg_backup_stop(false)`) as unknown as [
+      { labelfile: string },
+    ]
     writeFileSync(join(dataDir, 'backup_label'), labelfile)
   } finally {
     backup.release()
@@ -51,7 +58,13 @@ export async function startStandby(server: PostgresServer, sql: postgres.Sql, sl
   const port = await freePort()
   // Its start is not awaited: the "ready" line of a standby says "read-only connections", so this waits
   // for it to stream instead (polling through the refusals while it starts).
-  const standby = startPostmaster(install, dataDir, port, ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', ...flags], () => {})
+  const standby = startPostmaster(
+    install,
+    dataDir,
+    port,
+    ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', ...flags],
+    () => {},
+  )
   const url = `postgres://postgres:dbm-test@127.0.0.1:${port}/postgres`
   const probe = postgres(url, { max: 1, onnotice: () => {} })
   try {

@@ -20,7 +20,9 @@ export const storeKinds: StoreKind[] = testedStoreKinds
 export const TEST_JWT_SECRET = 'test-secret-that-is-long-enough-for-hs256-0123456789'
 
 /** A fresh store location of the given kind: a temp data dir, or a new database on the shared server. */
-export async function freshStoreLocation(kind: StoreKind): Promise<{ dataDir: string; databaseUrl?: string; cleanup(): void }> {
+export async function freshStoreLocation(
+  kind: StoreKind,
+): Promise<{ dataDir: string; databaseUrl?: string; cleanup(): void }> {
   const dataDir = mkdtempSync(join(tmpdir(), 'dbm-test-'))
   const databaseUrl = kind === 'postgres' ? await (await sharedPostgres()).freshDatabase() : undefined
   return { dataDir, databaseUrl, cleanup: () => rmSync(dataDir, { recursive: true, force: true }) }
@@ -85,7 +87,9 @@ export async function startTestServer(
     ingestAdmission?: Deps['ingestAdmission']
   } = {},
 ): Promise<TestServer> {
-  const location = options.dataDir ? { dataDir: options.dataDir, databaseUrl: options.databaseUrl, cleanup() {} } : await freshStoreLocation(kind)
+  const location = options.dataDir
+    ? { dataDir: options.dataDir, databaseUrl: options.databaseUrl, cleanup() {} }
+    : await freshStoreLocation(kind)
   const { store } = await openStore(location)
   const logs: string[] = []
   const log = createLogger('debug', (line) => logs.push(line))
@@ -175,7 +179,10 @@ export interface Account {
 
 let accountCounter = 0
 /** Signs up a new account (from its own client address) and returns its tokens. */
-export async function signup(server: TestServer, overrides: { email?: string; org_name?: string } = {}): Promise<Account> {
+export async function signup(
+  server: TestServer,
+  overrides: { email?: string; org_name?: string } = {},
+): Promise<Account> {
   const email = overrides.email ?? `user${++accountCounter}-${Math.random().toString(36).slice(2, 7)}@example.com`
   const password = 'correct horse battery'
   const res = await server.call('POST', '/api/v1/auth/signup', {
@@ -214,7 +221,12 @@ export const ALL_SCOPES = ['ingest', 'read', 'admin']
  * A new API key of the account's organization, with every scope unless `scopes` says (the API's own
  * default, when a request names none, is ingest and read: test/api/api-key-scopes.test.ts).
  */
-export async function createApiKey(server: TestServer, account: Account, name = 'test key', scopes: string[] = ALL_SCOPES): Promise<{ id: string; key: string }> {
+export async function createApiKey(
+  server: TestServer,
+  account: Account,
+  name = 'test key',
+  scopes: string[] = ALL_SCOPES,
+): Promise<{ id: string; key: string }> {
   const res = await server.call('POST', '/api/v1/api-keys', { token: account.token, body: { name, scopes } })
   if (res.status !== 201) throw new Error(`key creation failed: ${res.status} ${JSON.stringify(res.body)}`)
   return { id: res.body.id, key: res.body.key }
@@ -233,12 +245,26 @@ export async function agentAccount(
 /** A member of `owner`'s organization, named "A Member", joined through an invite (the link its mail carries). */
 export async function inviteMember(server: TestServer, owner: Account): Promise<Account> {
   const email = `member-${Math.random().toString(36).slice(2, 9)}@example.com`
-  const res = await server.call('POST', '/api/v1/organization/invites', { token: owner.token, body: { email, role: 'member' } })
+  const res = await server.call('POST', '/api/v1/organization/invites', {
+    token: owner.token,
+    body: { email, role: 'member' },
+  })
   if (res.status !== 201) throw new Error(`invite failed: ${res.status} ${JSON.stringify(res.body)}`)
   await server.deps.mailer.idle()
   const token = new URL(server.mailLink(email, /invited/)!).searchParams.get('token')
   const password = 'member password 1'
-  const accepted = await server.call('POST', '/api/v1/auth/accept-invite', { ip: uniqueIp(), body: { token, name: 'A Member', password } })
-  if (accepted.status !== 201) throw new Error(`accepting the invite failed: ${accepted.status} ${JSON.stringify(accepted.body)}`)
-  return { email, password, token: accepted.body.access_token, refreshToken: accepted.body.refresh_token, userId: accepted.body.user.id, orgId: owner.orgId }
+  const accepted = await server.call('POST', '/api/v1/auth/accept-invite', {
+    ip: uniqueIp(),
+    body: { token, name: 'A Member', password },
+  })
+  if (accepted.status !== 201)
+    throw new Error(`accepting the invite failed: ${accepted.status} ${JSON.stringify(accepted.body)}`)
+  return {
+    email,
+    password,
+    token: accepted.body.access_token,
+    refreshToken: accepted.body.refresh_token,
+    userId: accepted.body.user.id,
+    orgId: owner.orgId,
+  }
 }

@@ -22,7 +22,9 @@ export interface PostgresTable {
   indexes: string[]
 }
 
-export type StoreSchema = { dialect: 'sqlite'; objects: SqliteObject[] } | { dialect: 'postgres'; tables: PostgresTable[] }
+export type StoreSchema =
+  | { dialect: 'sqlite'; objects: SqliteObject[] }
+  | { dialect: 'postgres'; tables: PostgresTable[] }
 
 export async function schemaOf(driver: SqlDriver): Promise<StoreSchema> {
   if (driver.dialect === 'sqlite') {
@@ -33,7 +35,13 @@ export async function schemaOf(driver: SqlDriver): Promise<StoreSchema> {
   }
   const tables: PostgresTable[] = []
   for (const name of await tableNames(driver)) {
-    const columns = await driver.all<{ name: string; type: string; not_null: boolean; default: string | null; collation: string | null }>(
+    const columns = await driver.all<{
+      name: string
+      type: string
+      not_null: boolean
+      default: string | null
+      collation: string | null
+    }>(
       `SELECT a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull AS not_null,
               pg_get_expr(d.adbin, d.adrelid) AS default, co.collname AS collation
        FROM pg_attribute a
@@ -71,7 +79,9 @@ export async function schemaOf(driver: SqlDriver): Promise<StoreSchema> {
 export async function tableNames(driver: SqlDriver): Promise<string[]> {
   const rows =
     driver.dialect === 'sqlite'
-      ? await driver.all<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
+      ? await driver.all<{ name: string }>(
+          "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
+        )
       : await driver.all<{ name: string }>(
           "SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY table_name",
         )
@@ -101,7 +111,9 @@ function kindOf(declared: string): ColumnKind {
 /** The columns of a table in order, with the kind of value each holds and where its foreign key points. */
 export async function columnsOf(driver: SqlDriver, table: string): Promise<ColumnInfo[]> {
   if (driver.dialect === 'sqlite') {
-    const columns = await driver.all<{ name: string; type: string; notnull: number; pk: number }>(`PRAGMA table_info(${table})`)
+    const columns = await driver.all<{ name: string; type: string; notnull: number; pk: number }>(
+      `PRAGMA table_info(${table})`,
+    )
     const keys = await driver.all<{ table: string; from: string; to: string }>(`PRAGMA foreign_key_list(${table})`)
     return columns.map((c) => {
       const fk = keys.find((k) => k.from === c.name)

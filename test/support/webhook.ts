@@ -19,7 +19,12 @@ export function startWebhookReceiver(options: { statuses?: number[]; hang?: bool
     async fetch(request) {
       const raw = await request.text()
       const url = new URL(request.url)
-      received.push({ headers: Object.fromEntries(request.headers), raw, body: JSON.parse(raw), path: url.pathname + url.search })
+      received.push({
+        headers: Object.fromEntries(request.headers),
+        raw,
+        body: JSON.parse(raw),
+        path: url.pathname + url.search,
+      })
       if (options.hang) await Bun.sleep(2000)
       return new Response('ok', { status: statuses.shift() ?? 200 })
     },

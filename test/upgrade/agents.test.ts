@@ -11,7 +11,14 @@ import postgres from 'postgres'
 import { Agent } from '../../src/agent/agent.ts'
 import { createLogger } from '../../src/shared/log.ts'
 import { IngestBatch } from '../../src/shared/wire.ts'
-import { FIRST_WIRE_VERSION, WIRE_ADDITIONS, WIRE_VERSION, WIRE_VERSION_HEADER, addedAfter, schemaPaths } from '../../src/shared/wire-contract.ts'
+import {
+  FIRST_WIRE_VERSION,
+  WIRE_ADDITIONS,
+  WIRE_VERSION,
+  WIRE_VERSION_HEADER,
+  addedAfter,
+  schemaPaths,
+} from '../../src/shared/wire-contract.ts'
 import { sharedPostgres, statementsDatabase } from '../support/postgres.ts'
 import { request, startServe, stopAllServers } from '../support/process.ts'
 import { agentAccount, startTestServer } from '../support/server.ts'
@@ -28,21 +35,39 @@ const MARKERS = expected.sqlite.markers
 const tagOf = (text: string) => text.slice(text.indexOf('/*'))
 
 /** Each marker's calls over the last hour, summed over its rows, from a server's GET /queries. */
-async function markerCalls(base: string, auth: { token?: string; apiKey?: string }, dbId: string, since: number): Promise<number[]> {
+async function markerCalls(
+  base: string,
+  auth: { token?: string; apiKey?: string },
+  dbId: string,
+  since: number,
+): Promise<number[]> {
   const window = `since=${encodeURIComponent(new Date(since).toISOString())}&until=${encodeURIComponent(new Date(Date.now() + 60_000).toISOString())}`
   const q = await request(base, 'GET', `/api/v1/databases/${dbId}/queries?${window}&limit=500`, auth)
   if (q.status !== 200) throw new Error(`queries: ${q.status} ${JSON.stringify(q.body)}`)
-  return MARKERS.map((m) => (q.body as any[]).filter((r) => r.query_text.includes(tagOf(m.text))).reduce((sum, r) => sum + r.total_calls, 0))
+  return MARKERS.map((m) =>
+    (q.body as any[]).filter((r) => r.query_text.includes(tagOf(m.text))).reduce((sum, r) => sum + r.total_calls, 0),
+  )
 }
 
 /** The current agent in this process, watching a fresh database as `app`, pushing to `endpoint`. */
 async function startAgent(endpoint: string, key: string) {
   const dsn = await statementsDatabase(await sharedPostgres())
   const dir = mkdtempSync(join(root, 'agent-'))
-  writeFileSync(join(dir, 'config.yaml'), `api:\n  endpoint: ${endpoint}\n  key: ${key}\ndatabases:\n  - name: app\n    dsn: ${dsn}\n    poll_interval: 1s\n`)
-  const agent = new Agent({ configPath: join(dir, 'config.yaml'), bufferDir: dir, log: createLogger('error', () => {}) })
+  writeFileSync(
+    join(dir, 'config.yaml'),
+    `api:\n  endpoint: ${endpoint}\n  key: ${key}\ndatabases:\n  - name: app\n    dsn: ${dsn}\n    poll_interval: 1s\n`,
+  )
+  const agent = new Agent({
+    configPath: join(dir, 'config.yaml'),
+    bufferDir: dir,
+    log: createLogger('error', () => {}),
+  })
   await agent.start()
-  await until('the baseline', async () => (agent.runner('app')?.status.collectors.query_stats?.startsWith('ok') ? true : undefined), { timeoutMs: 30_000 })
+  await until(
+    'the baseline',
+    async () => (agent.runner('app')?.status.collectors.query_stats?.startsWith('ok') ? true : undefined),
+    { timeoutMs: 30_000 },
+  )
   const runMarkers = async () => {
     const sql = postgres(dsn, { max: 1, onnotice: () => {} })
     for (const m of MARKERS) for (let i = 0; i < m.runs; i++) await sql.unsafe(m.text, [i + 1])
@@ -84,7 +109,8 @@ describe("v0.1.0's agent against the current server", () => {
       }
       const dbId = (await server.call('GET', '/api/v1/databases', { token: account.token })).body[0].id
       expect(await markerCalls(server.base, { token: account.token }, dbId, since)).toEqual(MARKERS.map((m) => m.runs))
-      for (const body of bodies) expect((await server.call('POST', '/api/v1/ingest', { apiKey: key, body })).body.duplicate).toBe(true)
+      for (const body of bodies)
+        expect((await server.call('POST', '/api/v1/ingest', { apiKey: key, body })).body.duplicate).toBe(true)
       expect(await markerCalls(server.base, { token: account.token }, dbId, since)).toEqual(MARKERS.map((m) => m.runs))
     } finally {
       await server.stop()
@@ -100,22 +126,47 @@ describe('the current agent against older servers', () => {
       return
     }
     const serve = await startServe([binary], { dataDir: mkdtempSync(join(root, 'v010-')) })
-    const owner = { email: 'agent-owner@example.com', password: 'upgrade correct horse battery', name: 'A', org_name: 'Agents' }
+    const owner = {
+      email: 'agent-owner@example.com',
+      password: 'upgrade correct horse battery',
+      name: 'A',
+      org_name: 'Agents',
+    }
     const signup = await request(serve.base, 'POST', '/api/v1/auth/signup', { body: owner })
-    const key = (await request(serve.base, 'POST', '/api/v1/api-keys', { token: signup.body.access_token, body: { name: 'agent', scopes: ['ingest'] } })).body.key
+    const key = (
+      await request(serve.base, 'POST', '/api/v1/api-keys', {
+        token: signup.body.access_token,
+        body: { name: 'agent', scopes: ['ingest'] },
+      })
+    ).body.key
     const since = Date.now() - 60_000
     const { agent, runMarkers, database } = await startAgent(serve.base, key)
     try {
       await runMarkers()
-      const dbId = await until('the database', async () => (await request(serve.base, 'GET', '/api/v1/databases', { token: signup.body.access_token })).body[0]?.id as string | undefined)
+      const dbId = await until(
+        'the database',
+        async () =>
+          (await request(serve.base, 'GET', '/api/v1/databases', { token: signup.body.access_token })).body[0]?.id as
+            | string
+            | undefined,
+      )
       const wanted = MARKERS.map((m) => m.runs)
-      await until('the exact calls', async () => {
-        const calls = await markerCalls(serve.base, { token: signup.body.access_token }, dbId, since)
-        return calls.every((c, i) => c >= wanted[i]!) ? calls : undefined
-      }, { timeoutMs: 30_000 })
+      await until(
+        'the exact calls',
+        async () => {
+          const calls = await markerCalls(serve.base, { token: signup.body.access_token }, dbId, since)
+          return calls.every((c, i) => c >= wanted[i]!) ? calls : undefined
+        },
+        { timeoutMs: 30_000 },
+      )
       expect(await markerCalls(serve.base, { token: signup.body.access_token }, dbId, since)).toEqual(wanted)
       const db = database()
-      expect({ dropped: db.dropped_batches, lost: db.lost_batches, retries: db.unknown_field_retries, wire: db.server_wire_version }).toEqual({ dropped: 0, lost: 0, retries: 0, wire: 1 })
+      expect({
+        dropped: db.dropped_batches,
+        lost: db.lost_batches,
+        retries: db.unknown_field_retries,
+        wire: db.server_wire_version,
+      }).toEqual({ dropped: 0, lost: 0, retries: 0, wire: 1 })
       expect(db.left_out.fields).toContain('tables[].heap_bytes')
       expect(db.left_out.values).toBeGreaterThan(0)
       expect(agent.status().status).toBe('ok')
@@ -135,7 +186,8 @@ describe('the current agent against older servers', () => {
       port: 0,
       async fetch(req) {
         const url = new URL(req.url)
-        if (url.pathname !== '/api/v1/ingest') return fetch(server.base + url.pathname + url.search, { headers: req.headers })
+        if (url.pathname !== '/api/v1/ingest')
+          return fetch(server.base + url.pathname + url.search, { headers: req.headers })
         const body = await req.text()
         const batch = JSON.parse(body)
         const unknown = addedAfter(FIRST_WIRE_VERSION).find((path) => holds(batch, path))
@@ -151,16 +203,28 @@ describe('the current agent against older servers', () => {
     const { agent, runMarkers, database } = await startAgent(`http://127.0.0.1:${strict.port}`, key)
     try {
       await runMarkers()
-      const dbId = await until('the database', async () => (await server.call('GET', '/api/v1/databases', { token: account.token })).body[0]?.id as string | undefined)
+      const dbId = await until(
+        'the database',
+        async () =>
+          (await server.call('GET', '/api/v1/databases', { token: account.token })).body[0]?.id as string | undefined,
+      )
       const wanted = MARKERS.map((m) => m.runs)
-      await until('the exact calls', async () => {
-        const calls = await markerCalls(server.base, { token: account.token }, dbId, since)
-        return calls.every((c, i) => c >= wanted[i]!) ? calls : undefined
-      }, { timeoutMs: 30_000 })
+      await until(
+        'the exact calls',
+        async () => {
+          const calls = await markerCalls(server.base, { token: account.token }, dbId, since)
+          return calls.every((c, i) => c >= wanted[i]!) ? calls : undefined
+        },
+        { timeoutMs: 30_000 },
+      )
       expect(await markerCalls(server.base, { token: account.token }, dbId, since)).toEqual(wanted)
       const db = database()
       expect(refused.length).toBeGreaterThan(0)
-      expect({ dropped: db.dropped_batches, retries: db.unknown_field_retries, wire: db.server_wire_version }).toEqual({ dropped: 0, retries: refused.length, wire: 1 })
+      expect({ dropped: db.dropped_batches, retries: db.unknown_field_retries, wire: db.server_wire_version }).toEqual({
+        dropped: 0,
+        retries: refused.length,
+        wire: 1,
+      })
       expect(agent.status().status).toBe('ok')
     } finally {
       await agent.stop()
@@ -173,14 +237,28 @@ describe('the current agent against older servers', () => {
     const refusing = Bun.serve({
       hostname: '127.0.0.1',
       port: 0,
-      fetch: (req) => (new URL(req.url).pathname === '/api/v1/ingest' ? Response.json({ error: 'invalid batch: collected_at' }, { status: 400 }) : Response.json({ error: 'not found' }, { status: 404 })),
+      fetch: (req) =>
+        new URL(req.url).pathname === '/api/v1/ingest'
+          ? Response.json({ error: 'invalid batch: collected_at' }, { status: 400 })
+          : Response.json({ error: 'not found' }, { status: 404 }),
     })
-    const { agent, database } = await startAgent(`http://127.0.0.1:${refusing.port}`, 'dbm_ak_0123456789abcdef_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx')
+    const { agent, database } = await startAgent(
+      `http://127.0.0.1:${refusing.port}`,
+      'dbm_ak_0123456789abcdef_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx',
+    )
     try {
-      await until('a dropped batch', async () => (database().dropped_batches > 0 ? true : undefined), { timeoutMs: 20_000 })
+      await until('a dropped batch', async () => (database().dropped_batches > 0 ? true : undefined), {
+        timeoutMs: 20_000,
+      })
       const health = agent.status()
       expect(health.status).toBe('degraded')
-      expect(health.reasons.some((r) => r.startsWith('app: the API refused batches as malformed and they were dropped') && r.includes('HTTP 400: invalid batch: collected_at'))).toBe(true)
+      expect(
+        health.reasons.some(
+          (r) =>
+            r.startsWith('app: the API refused batches as malformed and they were dropped') &&
+            r.includes('HTTP 400: invalid batch: collected_at'),
+        ),
+      ).toBe(true)
     } finally {
       await agent.stop()
       refusing.stop(true)

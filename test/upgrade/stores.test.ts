@@ -15,7 +15,15 @@ import { createLogger } from '../../src/shared/log.ts'
 import { sharedPostgres, statementsDatabase } from '../support/postgres.ts'
 import { type ServeProcess, request, runCommand, startServe, stopAllServers } from '../support/process.ts'
 import { until } from '../support/wait.ts'
-import { differences, expected, jwtSecretOf, postgresStore, previousRelease, sqliteContent, sqliteDataDir } from './fixtures.ts'
+import {
+  differences,
+  expected,
+  jwtSecretOf,
+  postgresStore,
+  previousRelease,
+  sqliteContent,
+  sqliteDataDir,
+} from './fixtures.ts'
 
 const root = mkdtempSync(join(tmpdir(), 'dbm-upgrade-'))
 const source = ['bun', join(import.meta.dir, '..', '..', 'src', 'cli.ts')]
@@ -28,7 +36,8 @@ afterAll(async () => {
 })
 
 /** Answers whose figures follow the clock, not the store: a database's status (and why) and its 30-day availability. */
-const moving = (path: string) => /^\/api\/v1\/databases(\/[^/?]+)?\.body(\[\d+\])?\.(status|reason|availability_30d\w*)$/.test(path)
+const moving = (path: string) =>
+  /^\/api\/v1\/databases(\/[^/?]+)?\.body(\[\d+\])?\.(status|reason|availability_30d\w*)$/.test(path)
 
 /**
  * The answer as v0.1.0 would give it now: events the server added since (a silent agent noticed after
@@ -97,7 +106,11 @@ for (const kind of ['sqlite', 'postgres'] as const) {
         .setExpirationTime(now + 600)
         .sign(new TextEncoder().encode(jwtSecretOf(kind)))
       expect((await request(serve.base, 'GET', '/api/v1/auth/me', { token: old })).status).toBe(200)
-      const expired = await new SignJWT({ sub, org, sid, typ }).setProtectedHeader({ alg: 'HS256' }).setIssuedAt(now - 960).setExpirationTime(now - 60).sign(new TextEncoder().encode(jwtSecretOf(kind)))
+      const expired = await new SignJWT({ sub, org, sid, typ })
+        .setProtectedHeader({ alg: 'HS256' })
+        .setIssuedAt(now - 960)
+        .setExpirationTime(now - 60)
+        .sign(new TextEncoder().encode(jwtSecretOf(kind)))
       expect((await request(serve.base, 'GET', '/api/v1/auth/me', { token: expired })).status).toBe(401)
       if (kind !== 'postgres') return
       // Another serve of the same store with a data directory of its own (a second replica, or the new
@@ -106,7 +119,9 @@ for (const kind of ['sqlite', 'postgres'] as const) {
       try {
         expect((await request(other.base, 'GET', '/api/v1/auth/me', { token: old })).status).toBe(200)
         const login = await request(other.base, 'POST', '/api/v1/auth/login', { body: fixture.owner })
-        expect((await request(serve.base, 'GET', '/api/v1/auth/me', { token: login.body.access_token })).status).toBe(200)
+        expect((await request(serve.base, 'GET', '/api/v1/auth/me', { token: login.body.access_token })).status).toBe(
+          200,
+        )
       } finally {
         await other.stop()
       }
@@ -117,11 +132,18 @@ for (const kind of ['sqlite', 'postgres'] as const) {
       const dsn = await statementsDatabase(pg)
       const dir = mkdtempSync(join(root, 'agent-'))
       const config = join(dir, 'config.yaml')
-      writeFileSync(config, `api:\n  endpoint: ${serve.base}\n  key: ${fixture.keys.agent}\ndatabases:\n  - name: app\n    dsn: ${dsn}\n    poll_interval: 1s\n`)
+      writeFileSync(
+        config,
+        `api:\n  endpoint: ${serve.base}\n  key: ${fixture.keys.agent}\ndatabases:\n  - name: app\n    dsn: ${dsn}\n    poll_interval: 1s\n`,
+      )
       const agent = new Agent({ configPath: config, bufferDir: dir, log: createLogger('error', () => {}) })
       await agent.start()
       try {
-        await until('the baseline', async () => (agent.runner('app')?.status.collectors.query_stats?.startsWith('ok') ? true : undefined), { timeoutMs: 30_000 })
+        await until(
+          'the baseline',
+          async () => (agent.runner('app')?.status.collectors.query_stats?.startsWith('ok') ? true : undefined),
+          { timeoutMs: 30_000 },
+        )
         const marker = fixture.markers[0]!
         const sql = postgres(dsn, { max: 1, onnotice: () => {} })
         for (let i = 0; i < 5; i++) await sql.unsafe(marker.text, [i + 1])
@@ -131,10 +153,17 @@ for (const kind of ['sqlite', 'postgres'] as const) {
           'the five new calls',
           async () => {
             // By its text: queryid hashes the table's OID, which differs in the database the agent watches now.
-            const q = await request(serve.base, 'GET', `/api/v1/databases/${fixture.database_id}/queries?${window}&limit=500`, { token })
+            const q = await request(
+              serve.base,
+              'GET',
+              `/api/v1/databases/${fixture.database_id}/queries?${window}&limit=500`,
+              { token },
+            )
             if (q.status !== 200) throw new Error(`${q.status} ${JSON.stringify(q.body)}`)
             const tag = marker.text.slice(marker.text.indexOf('/*'))
-            const total = (q.body as any[]).filter((r) => r.query_text.includes(tag)).reduce((sum, r) => sum + r.total_calls, 0)
+            const total = (q.body as any[])
+              .filter((r) => r.query_text.includes(tag))
+              .reduce((sum, r) => sum + r.total_calls, 0)
             return total !== marker.runs ? total : undefined
           },
           { timeoutMs: 30_000 },
@@ -156,23 +185,35 @@ for (const kind of ['sqlite', 'postgres'] as const) {
       }
       const before = await storeContent()
       const files = readdirSync(dataDir).sort()
-      const run = await runCommand([binary, 'serve', '--listen', '127.0.0.1:0', '--data-dir', dataDir], { env: serveEnv(), timeoutMs: 20_000 })
+      const run = await runCommand([binary, 'serve', '--listen', '127.0.0.1:0', '--data-dir', dataDir], {
+        env: serveEnv(),
+        timeoutMs: 20_000,
+      })
       expect(run.exitCode).toBe(1)
       const lines = run.stderr.trim().split('\n')
       expect(lines).toHaveLength(1)
-      expect(lines[0]).toContain(`the store's schema is version ${latestVersion}, but this dbm knows versions up to 16: upgrade dbm`)
+      expect(lines[0]).toContain(
+        `the store's schema is version ${latestVersion}, but this dbm knows versions up to 16: upgrade dbm`,
+      )
       expect(await storeContent()).toBe(before)
       expect(readdirSync(dataDir).sort()).toEqual(files)
     }, 120_000)
 
     test('the current code refuses a store whose schema is ahead of it, and changes nothing', async () => {
-      await execute(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (${latestVersion + 1}, 'a later release', 0)`)
+      await execute(
+        `INSERT INTO schema_migrations (version, name, applied_at) VALUES (${latestVersion + 1}, 'a later release', 0)`,
+      )
       const before = await storeContent()
-      const run = await runCommand([...source, 'serve', '--listen', '127.0.0.1:0', '--data-dir', dataDir], { env: serveEnv(), timeoutMs: 20_000 })
+      const run = await runCommand([...source, 'serve', '--listen', '127.0.0.1:0', '--data-dir', dataDir], {
+        env: serveEnv(),
+        timeoutMs: 20_000,
+      })
       expect(run.exitCode).toBe(1)
       const lines = run.stderr.trim().split('\n')
       expect(lines).toHaveLength(1)
-      expect(lines[0]).toContain(`the store's schema is version ${latestVersion + 1}, but this dbm knows versions up to ${latestVersion}: upgrade dbm`)
+      expect(lines[0]).toContain(
+        `the store's schema is version ${latestVersion + 1}, but this dbm knows versions up to ${latestVersion}: upgrade dbm`,
+      )
       expect(await storeContent()).toBe(before)
     }, 60_000)
 
@@ -194,13 +235,18 @@ for (const kind of ['sqlite', 'postgres'] as const) {
       if (kind === 'sqlite') return sqliteContent(join(dataDir, 'dbm.sqlite'))
       const sql = postgres(databaseUrl!, { max: 1, onnotice: () => {} })
       try {
-        const tables = await sql<{ name: string }[]>`SELECT table_name AS name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1`
+        const tables = await sql<
+          { name: string }[]
+        >`SELECT table_name AS name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1`
         const parts: string[] = []
         for (const { name } of tables) {
-          const rows = await sql.unsafe(`SELECT md5(string_agg(t::text, ',' ORDER BY t::text)) AS h, count(*) AS n FROM "${name}" t`)
+          const rows = await sql.unsafe(
+            `SELECT md5(string_agg(t::text, ',' ORDER BY t::text)) AS h, count(*) AS n FROM "${name}" t`,
+          )
           parts.push(`${name}:${rows[0]!.n}:${rows[0]!.h}`)
         }
-        const columns = await sql`SELECT table_name, column_name, data_type FROM information_schema.columns WHERE table_schema = 'public' ORDER BY 1, 2`
+        const columns =
+          await sql`SELECT table_name, column_name, data_type FROM information_schema.columns WHERE table_schema = 'public' ORDER BY 1, 2`
         return JSON.stringify([parts, columns])
       } finally {
         await sql.end()

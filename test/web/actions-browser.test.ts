@@ -94,12 +94,18 @@ describe('actions in the dashboard (PostgreSQL 17, the real agent, Chromium)', (
 
   test('a member sees the sessions, and no Cancel or Terminate button', async () => {
     const email = `member-${Math.random().toString(36).slice(2, 9)}@example.com`
-    const invite = await rig.server.call('POST', '/api/v1/organization/invites', { token: rig.account.token, body: { email, role: 'member' } })
+    const invite = await rig.server.call('POST', '/api/v1/organization/invites', {
+      token: rig.account.token,
+      body: { email, role: 'member' },
+    })
     expect(invite.status).toBe(201)
     await rig.server.deps.mailer.idle()
     const token = new URL(rig.server.mailLink(email, /invited/)!).searchParams.get('token')
     const password = 'member password 1'
-    const joined = await rig.server.call('POST', '/api/v1/auth/accept-invite', { ip: uniqueIp(), body: { token, name: 'member', password } })
+    const joined = await rig.server.call('POST', '/api/v1/auth/accept-invite', {
+      ip: uniqueIp(),
+      body: { token, name: 'member', password },
+    })
     expect(joined.status).toBe(201)
     const s = await sleeper('seen-by-member')
     try {

@@ -16,7 +16,10 @@ let receiver: ReturnType<typeof startWebhookReceiver>
 let owner: Account
 
 beforeAll(async () => {
-  ;[server, browser] = await Promise.all([startTestServer('sqlite', { webhooks: { allowPrivate: true } }), launchBrowser()])
+  ;[server, browser] = await Promise.all([
+    startTestServer('sqlite', { webhooks: { allowPrivate: true } }),
+    launchBrowser(),
+  ])
   receiver = startWebhookReceiver()
   owner = await signup(server)
 })
@@ -58,7 +61,10 @@ for (const viewport of [
       await item.getByRole('button', { name: 'Send test' }).click()
       await item.locator('[data-destination-test="delivered"]').waitFor()
       const got = receiver.received.filter((h) => h.path === path).map((h) => h.body.text)
-      expect(got).toEqual(['[test] Alert: Test alert from dbm on dbm-test', '[test] Resolved: Test alert from dbm on dbm-test'])
+      expect(got).toEqual([
+        '[test] Alert: Test alert from dbm on dbm-test',
+        '[test] Resolved: Test alert from dbm on dbm-test',
+      ])
       expect(await horizontalOverflow(page)).toBe(0)
       await tab.screenshot(`alert-destinations-${viewport.width}`)
 
@@ -84,7 +90,10 @@ test('a member sees the destinations read-only', async () => {
   const org = await signup(server)
   await server.deps.mailer.idle()
   await verify(server, org)
-  const made = await server.call('POST', '/api/v1/organization/alert-destinations', { token: org.token, body: { kind: 'alertmanager', name: 'team alertmanager', url: `${receiver.url}/am` } })
+  const made = await server.call('POST', '/api/v1/organization/alert-destinations', {
+    token: org.token,
+    body: { kind: 'alertmanager', name: 'team alertmanager', url: `${receiver.url}/am` },
+  })
   expect(made.status).toBe(201)
   const { email, password } = await inviteMember(server, org)
 

@@ -1,5 +1,14 @@
 import { describe, expect, test } from 'bun:test'
-import { chartSummary, collectingSince, completeBuckets, shownRange, spanWords, stack, withGaps, withoutPartialStarts } from '../../src/web/components/chart.tsx'
+import {
+  chartSummary,
+  collectingSince,
+  completeBuckets,
+  shownRange,
+  spanWords,
+  stack,
+  withGaps,
+  withoutPartialStarts,
+} from '../../src/web/components/chart.tsx'
 
 const MIN = 60_000
 
@@ -7,7 +16,10 @@ describe('chart time axis', () => {
   test('spans exactly the given range, with empty ends', () => {
     const since = 1_700_000_000_000
     const until = since + 6 * 3600_000
-    const [xs, ys] = withGaps([since + 3600_000, since + 3600_000 + MIN], [{ label: 'a', values: [1, 2] }], MIN, [since, until])
+    const [xs, ys] = withGaps([since + 3600_000, since + 3600_000 + MIN], [{ label: 'a', values: [1, 2] }], MIN, [
+      since,
+      until,
+    ])
     expect(xs[0]).toBe(since / 1000)
     expect(xs[xs.length - 1]).toBe(until / 1000)
     expect(ys[0]).toEqual([null, 1, 2, null])
@@ -91,13 +103,21 @@ describe('collecting since', () => {
   })
 
   test('the text alternative names it', () => {
-    expect(chartSummary('Calls', 'count', [until - MIN], [{ label: 'calls', values: [3] }], range, 'collecting since 14:02')).toContain('(collecting since 14:02). calls: latest 3')
+    expect(
+      chartSummary('Calls', 'count', [until - MIN], [{ label: 'calls', values: [3] }], range, 'collecting since 14:02'),
+    ).toContain('(collecting since 14:02). calls: latest 3')
   })
 })
 
 test('a per-bucket chart names its bucket', async () => {
   const { perBucket } = await import('../../src/web/pages/db/common.tsx')
-  expect([60, 300, 3600, 7200, 86_400].map(perBucket)).toEqual(['per minute', 'per 5 minutes', 'per hour', 'per 2 hours', 'per day'])
+  expect([60, 300, 3600, 7200, 86_400].map(perBucket)).toEqual([
+    'per minute',
+    'per 5 minutes',
+    'per hour',
+    'per 2 hours',
+    'per day',
+  ])
 })
 
 describe('legend and text alternative', () => {
@@ -136,7 +156,9 @@ describe('legend and text alternative', () => {
     expect(text).toContain(' to ')
     expect(text).toContain('total time: latest 40 ms, max 2.50 s')
     expect(text).toContain('empty: no values')
-    expect(chartSummary('Calls', 'count', [], [{ label: 'calls', values: [] }])).toBe('Calls: no points in this time range.')
+    expect(chartSummary('Calls', 'count', [], [{ label: 'calls', values: [] }])).toBe(
+      'Calls: no points in this time range.',
+    )
   })
 })
 
@@ -148,7 +170,12 @@ describe('a range longer than the data', () => {
     const since = collectingSince(until - 20 * MIN, range, MIN)
     expect(shownRange(range, since, MIN)).toEqual([until - 21 * MIN, until])
     // Twenty minutes of a six-hour range fill the chart instead of its last 6 %.
-    const [xs] = withGaps([until - 20 * MIN, until - 19 * MIN], [{ label: 'a', values: [1, 2] }], MIN, shownRange(range, since, MIN))
+    const [xs] = withGaps(
+      [until - 20 * MIN, until - 19 * MIN],
+      [{ label: 'a', values: [1, 2] }],
+      MIN,
+      shownRange(range, since, MIN),
+    )
     expect(xs[0]).toBe((until - 21 * MIN) / 1000)
     expect(xs[xs.length - 1]).toBe(until / 1000)
   })

@@ -36,7 +36,9 @@ interface Checkpointer {
 
 const read = async (): Promise<Checkpointer> =>
   (
-    await sql<Checkpointer[]>`SELECT num_requested::int AS requested, write_time::float8 AS write, sync_time::float8 AS sync, buffers_written::float8 AS buffers FROM pg_stat_checkpointer`
+    await sql<
+      Checkpointer[]
+    >`SELECT num_requested::int AS requested, write_time::float8 AS write, sync_time::float8 AS sync, buffers_written::float8 AS buffers FROM pg_stat_checkpointer`
   )[0]!
 
 test('a paced checkpoint written over about 27 s is spread over the buckets it ran in, its totals kept', async () => {
@@ -71,15 +73,24 @@ test('a paced checkpoint written over about 27 s is spread over the buckets it r
   // The checkpoint's delta lands in the bucket it ended in.
   const seen = Math.floor(Date.now() / STEP) * STEP
   const point = (ts: number, w: number, s: number, b: number) =>
-    ({ ts: new Date(ts).toISOString(), checkpoint_write_time_ms: w, checkpoint_sync_time_ms: s, buffers_checkpoint: b, checkpoints_timed: w > 0 ? 1 : 0 }) as never
-  const points = [0, 1, 2, 3, 4, 5].map((i) => point(seen - (6 - i) * STEP, 0, 0, 0)).concat([point(seen, write, sync, buffers)])
+    ({
+      ts: new Date(ts).toISOString(),
+      checkpoint_write_time_ms: w,
+      checkpoint_sync_time_ms: s,
+      buffers_checkpoint: b,
+      checkpoints_timed: w > 0 ? 1 : 0,
+    }) as never
+  const points = [0, 1, 2, 3, 4, 5]
+    .map((i) => point(seen - (6 - i) * STEP, 0, 0, 0))
+    .concat([point(seen, write, sync, buffers)])
   const spread = spreadCheckpoints(points, STEP) as unknown as Record<string, number>[]
   const sum = (k: string) => spread.reduce((s, p) => s + (p[k] ?? 0), 0)
   expect(sum('checkpoint_write_time_ms')).toBeCloseTo(write, 6)
   expect(sum('checkpoint_sync_time_ms')).toBeCloseTo(sync, 6)
   expect(sum('buffers_checkpoint')).toBeCloseTo(buffers, 6)
   // No bucket holds more than its length of checkpoint time, and the time goes back exactly as far as it lasted.
-  for (const p of spread) expect(p.checkpoint_write_time_ms! + p.checkpoint_sync_time_ms!).toBeLessThanOrEqual(STEP + 1e-6)
+  for (const p of spread)
+    expect(p.checkpoint_write_time_ms! + p.checkpoint_sync_time_ms!).toBeLessThanOrEqual(STEP + 1e-6)
   const busy = spread.filter((p) => p.checkpoint_write_time_ms! + p.checkpoint_sync_time_ms! > 0)
   expect(busy.length).toBe(Math.ceil((write + sync) / STEP))
   expect(busy.length).toBeGreaterThanOrEqual(2)

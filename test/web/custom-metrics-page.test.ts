@@ -23,7 +23,14 @@ let emptyId = ''
 
 const section = (i: number): CustomMetricsSection => ({
   definitions: [
-    { name: 'queue_depth', kind: 'gauge', labels: ['queue'], values: ['depth'], interval_seconds: 60, description: `Jobs waiting ${HOSTILE}` },
+    {
+      name: 'queue_depth',
+      kind: 'gauge',
+      labels: ['queue'],
+      values: ['depth'],
+      interval_seconds: 60,
+      description: `Jobs waiting ${HOSTILE}`,
+    },
     { name: 'jobs_done', kind: 'counter', labels: [], values: ['n'], interval_seconds: 60 },
     { name: 'outbox_rows', kind: 'gauge', labels: [], values: ['rows'], interval_seconds: 60 },
   ],
@@ -41,7 +48,10 @@ beforeAll(async () => {
   ;({ account, key } = await agentAccount(server))
   const t0 = Math.floor(Date.now() / MINUTE) * MINUTE - 3 * MINUTE
   for (let i = 0; i < 3; i++) {
-    const res = await server.call('POST', '/api/v1/ingest', { apiKey: key, body: pgBatch('custom-page', t0 + i * MINUTE, { custom_metrics: section(i) }) })
+    const res = await server.call('POST', '/api/v1/ingest', {
+      apiKey: key,
+      body: pgBatch('custom-page', t0 + i * MINUTE, { custom_metrics: section(i) }),
+    })
     if (res.status !== 200) throw new Error(`ingest: ${res.status} ${JSON.stringify(res.body)}`)
     dbId = res.body.database_id
   }

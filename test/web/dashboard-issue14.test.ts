@@ -24,7 +24,7 @@ import type { Browser, Page } from 'playwright-core'
 import postgres from 'postgres'
 import { ago, fmtMs } from '../../src/web/components/ui.tsx'
 import { formatFigure } from '../../src/web/pages/db/figures.ts'
-import { type AgentRig, startAgentRig, waitForBaseline, } from '../support/agent.ts'
+import { type AgentRig, startAgentRig, waitForBaseline } from '../support/agent.ts'
 import { type BrowserPage, horizontalOverflow, launchBrowser, openPage, signInThroughForm } from '../support/browser.ts'
 import { sharedPostgres } from '../support/postgres.ts'
 import { until } from '../support/wait.ts'
@@ -85,7 +85,11 @@ beforeAll(async () => {
   await shopSql.unsafe('VACUUM ledger_b')
 
   for (const _ of [0, 1]) dirs.push(mkdtempSync(join(tmpdir(), 'dbm-issue14-')))
-  ;[shop, cold, browser] = await Promise.all([startAgentRig(shopDsn, 'shop', dirs[0]!), startAgentRig(coldDsn, 'cold', dirs[1]!), launchBrowser()])
+  ;[shop, cold, browser] = await Promise.all([
+    startAgentRig(shopDsn, 'shop', dirs[0]!),
+    startAgentRig(coldDsn, 'cold', dirs[1]!),
+    launchBrowser(),
+  ])
   await Promise.all([waitForBaseline(shop.agent, 'shop'), waitForBaseline(cold.agent, 'cold')])
   for (let i = 0; i < 3; i++) {
     await shopSql.unsafe(`SELECT count(*) FROM big WHERE pad <> 'y' /* ${IO_MARK} */`)
@@ -107,7 +111,8 @@ afterAll(async () => {
 })
 
 const iso = (ms: number) => new Date(ms).toISOString()
-const windowOf = (since: number, until: number) => `since=${encodeURIComponent(iso(since))}&until=${encodeURIComponent(iso(until))}`
+const windowOf = (since: number, until: number) =>
+  `since=${encodeURIComponent(iso(since))}&until=${encodeURIComponent(iso(until))}`
 
 /** The API's answer with the rig's token, whatever its status. */
 async function call(rig: AgentRig, path: string) {
@@ -135,261 +140,346 @@ async function newPage(rig: AgentRig): Promise<BrowserPage> {
 const signIn = (rig: AgentRig, page: Page) => signInThroughForm(page, rig.account)
 
 /** HH:MM of `ms` as the page's fmtClock writes it today, in the browser's locale. */
-const clockIn = (page: Page, ms: number) => page.evaluate((at) => new Date(at).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' }), ms)
+const clockIn = (page: Page, ms: number) =>
+  page.evaluate((at) => new Date(at).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' }), ms)
 
 describe('issue 14: the API behind the dashboard (real PostgreSQL 17)', () => {
-  test('/overview follows since/until: top statements as /queries ranks them, the cache hit ratio of the window', async () => {
-    const hash = (await pgIoTime(shopSql)).hash
-    await until('the marked scan in /queries', async () => ((await shop.api('/queries')) as any[]).find((q) => q.query_hash === hash))
-    // To the end of the current minute: the scan's minute bucket may have started a moment ago (a window
-    // ending before it, as "now less 2 s" did at a minute's first seconds, would leave it out).
-    const to = Math.ceil((Date.now() + 1) / 60_000) * 60_000
-    const from = to - 3_600_000
-    const overview = (await call(shop, `/overview?${windowOf(from, to)}`)).body
-    const queries = (await call(shop, `/queries?${windowOf(from, to)}&limit=5`)).body as any[]
-    expect(overview.since).toBe(iso(from))
-    expect(overview.until).toBe(iso(to))
-    expect(overview.top_queries.map((q: any) => q.query_hash)).toEqual(queries.map((q) => q.query_hash))
-    expect(overview.top_queries.map((q: any) => q.query_hash)).toContain(hash)
-    // The ratio is that of the window's blks_hit and blks_read deltas, as the internals' series sum them.
-    const points = (await call(shop, `/database-stats/timeseries?${windowOf(from, to)}&bucket=3600`)).body as any[]
-    const hit = points.reduce((s, p) => s + (p.blks_hit ?? 0), 0)
-    const read = points.reduce((s, p) => s + (p.blks_read ?? 0), 0)
-    expect(read).toBeGreaterThan(0)
-    expect(overview.cache_hit_ratio).toBe(Number((hit / (hit + read)).toFixed(4)))
+  test(
+    '/overview follows since/until: top statements as /queries ranks them, the cache hit ratio of the window',
+    async () => {
+      const hash = (await pgIoTime(shopSql)).hash
+      await until('the marked scan in /queries', async () =>
+        ((await shop.api('/queries')) as any[]).find((q) => q.query_hash === hash),
+      )
+      // To the end of the current minute: the scan's minute bucket may have started a moment ago (a window
+      // ending before it, as "now less 2 s" did at a minute's first seconds, would leave it out).
+      const to = Math.ceil((Date.now() + 1) / 60_000) * 60_000
+      const from = to - 3_600_000
+      const overview = (await call(shop, `/overview?${windowOf(from, to)}`)).body
+      const queries = (await call(shop, `/queries?${windowOf(from, to)}&limit=5`)).body as any[]
+      expect(overview.since).toBe(iso(from))
+      expect(overview.until).toBe(iso(to))
+      expect(overview.top_queries.map((q: any) => q.query_hash)).toEqual(queries.map((q) => q.query_hash))
+      expect(overview.top_queries.map((q: any) => q.query_hash)).toContain(hash)
+      // The ratio is that of the window's blks_hit and blks_read deltas, as the internals' series sum them.
+      const points = (await call(shop, `/database-stats/timeseries?${windowOf(from, to)}&bucket=3600`)).body as any[]
+      const hit = points.reduce((s, p) => s + (p.blks_hit ?? 0), 0)
+      const read = points.reduce((s, p) => s + (p.blks_read ?? 0), 0)
+      expect(read).toBeGreaterThan(0)
+      expect(overview.cache_hit_ratio).toBe(Number((hit / (hit + read)).toFixed(4)))
 
-    // Hours before the database existed: nothing, and no ratio.
-    const past = (await call(shop, `/overview?${windowOf(to - 3 * 3_600_000, to - 2 * 3_600_000)}`)).body
-    expect(past.top_queries).toEqual([])
-    expect(past.cache_hit_ratio).toBeNull()
-    // Without a window: the last 24 hours' statements as before, and no window fields.
-    const plain = (await call(shop, '/overview')).body
-    expect(plain).not.toHaveProperty('since')
-    expect(plain.top_queries.map((q: any) => q.query_hash)).toContain(hash)
-    // Bad windows are refused with the telemetry routes' messages.
-    expect(await call(shop, '/overview?since=yesterday')).toMatchObject({ status: 400, body: { error: 'since must be an RFC 3339 timestamp, like 2026-01-31T12:00:00Z' } })
-    expect(await call(shop, `/overview?${windowOf(to, to - 1000)}`)).toMatchObject({ status: 400, body: { error: 'since must be before until' } })
-  }, TEST_MS)
+      // Hours before the database existed: nothing, and no ratio.
+      const past = (await call(shop, `/overview?${windowOf(to - 3 * 3_600_000, to - 2 * 3_600_000)}`)).body
+      expect(past.top_queries).toEqual([])
+      expect(past.cache_hit_ratio).toBeNull()
+      // Without a window: the last 24 hours' statements as before, and no window fields.
+      const plain = (await call(shop, '/overview')).body
+      expect(plain).not.toHaveProperty('since')
+      expect(plain.top_queries.map((q: any) => q.query_hash)).toContain(hash)
+      // Bad windows are refused with the telemetry routes' messages.
+      expect(await call(shop, '/overview?since=yesterday')).toMatchObject({
+        status: 400,
+        body: { error: 'since must be an RFC 3339 timestamp, like 2026-01-31T12:00:00Z' },
+      })
+      expect(await call(shop, `/overview?${windowOf(to, to - 1000)}`)).toMatchObject({
+        status: 400,
+        body: { error: 'since must be before until' },
+      })
+    },
+    TEST_MS,
+  )
 
-  test("a statement's I/O time is pg_stat_statements' blk read and write time; /queries sorts by it", async () => {
-    const truth = await pgIoTime(shopSql)
-    expect(truth.read).toBeGreaterThan(0)
-    const row = await until(
-      "dbm's I/O time to reach pg_stat_statements'",
-      async () => {
-        const r = ((await shop.api('/queries')) as any[]).find((q) => q.query_hash === truth.hash)
-        return r && r.blk_read_time_ms === Number(truth.read.toFixed(3)) && r.blk_write_time_ms === Number(truth.write.toFixed(3)) ? r : undefined
-      },
-      { timeoutMs: 30_000 },
-    )
-    expect(row.blk_read_time_ms).toBeGreaterThan(0)
-    const byIo = (await shop.api('/queries?sort_by=io_time')) as any[]
-    expect(byIo[0].query_hash).toBe(truth.hash)
-    const io = byIo.map((q) => q.blk_read_time_ms + q.blk_write_time_ms)
-    expect(io).toEqual([...io].sort((a, b) => b - a))
-  }, TEST_MS)
+  test(
+    "a statement's I/O time is pg_stat_statements' blk read and write time; /queries sorts by it",
+    async () => {
+      const truth = await pgIoTime(shopSql)
+      expect(truth.read).toBeGreaterThan(0)
+      const row = await until(
+        "dbm's I/O time to reach pg_stat_statements'",
+        async () => {
+          const r = ((await shop.api('/queries')) as any[]).find((q) => q.query_hash === truth.hash)
+          return r &&
+            r.blk_read_time_ms === Number(truth.read.toFixed(3)) &&
+            r.blk_write_time_ms === Number(truth.write.toFixed(3))
+            ? r
+            : undefined
+        },
+        { timeoutMs: 30_000 },
+      )
+      expect(row.blk_read_time_ms).toBeGreaterThan(0)
+      const byIo = (await shop.api('/queries?sort_by=io_time')) as any[]
+      expect(byIo[0].query_hash).toBe(truth.hash)
+      const io = byIo.map((q) => q.blk_read_time_ms + q.blk_write_time_ms)
+      expect(io).toEqual([...io].sort((a, b) => b - a))
+    },
+    TEST_MS,
+  )
 })
 
 describe('issue 14: the dashboard (Chromium)', () => {
-  test('a signed-out visit makes no failing request; signing in and out sets and clears the session hint', async () => {
-    const b = await newPage(shop)
-    const failed: string[] = []
-    b.page.on('response', (r) => {
-      if (r.status() >= 400) failed.push(`${r.status()} ${r.url()}`)
-    })
-    await b.page.goto('/')
-    await b.page.getByRole('heading', { name: 'Sign in to dbm' }).waitFor()
-    await b.page.goto('/#/databases/x/overview')
-    await b.page.getByRole('heading', { name: 'Sign in to dbm' }).waitFor()
-    expect(failed).toEqual([])
-    b.assertNoErrors()
+  test(
+    'a signed-out visit makes no failing request; signing in and out sets and clears the session hint',
+    async () => {
+      const b = await newPage(shop)
+      const failed: string[] = []
+      b.page.on('response', (r) => {
+        if (r.status() >= 400) failed.push(`${r.status()} ${r.url()}`)
+      })
+      await b.page.goto('/')
+      await b.page.getByRole('heading', { name: 'Sign in to dbm' }).waitFor()
+      await b.page.goto('/#/databases/x/overview')
+      await b.page.getByRole('heading', { name: 'Sign in to dbm' }).waitFor()
+      expect(failed).toEqual([])
+      b.assertNoErrors()
 
-    await signIn(shop, b.page)
-    // The page sees the hint, never the tokens.
-    expect(await b.page.evaluate(() => document.cookie)).toBe('dbm_session=1')
-    const cookies = await b.context.cookies()
-    expect(cookies.find((c) => c.name === 'dbm_session')).toMatchObject({ value: '1', httpOnly: false, path: '/' })
-    expect(cookies.find((c) => c.name === 'dbm_access')).toMatchObject({ httpOnly: true })
-    await b.page.getByRole('button', { name: 'Sign out' }).click()
-    await b.page.getByRole('heading', { name: 'Sign in to dbm' }).waitFor()
-    expect(await b.page.evaluate(() => document.cookie)).toBe('')
-    // The next visit, signed out: again nothing that fails.
-    await b.page.goto('/#/databases')
-    await b.page.reload()
-    await b.page.getByRole('heading', { name: 'Sign in to dbm' }).waitFor()
-    expect(failed).toEqual([])
-    b.assertNoErrors()
-  }, TEST_MS)
+      await signIn(shop, b.page)
+      // The page sees the hint, never the tokens.
+      expect(await b.page.evaluate(() => document.cookie)).toBe('dbm_session=1')
+      const cookies = await b.context.cookies()
+      expect(cookies.find((c) => c.name === 'dbm_session')).toMatchObject({ value: '1', httpOnly: false, path: '/' })
+      expect(cookies.find((c) => c.name === 'dbm_access')).toMatchObject({ httpOnly: true })
+      await b.page.getByRole('button', { name: 'Sign out' }).click()
+      await b.page.getByRole('heading', { name: 'Sign in to dbm' }).waitFor()
+      expect(await b.page.evaluate(() => document.cookie)).toBe('')
+      // The next visit, signed out: again nothing that fails.
+      await b.page.goto('/#/databases')
+      await b.page.reload()
+      await b.page.getByRole('heading', { name: 'Sign in to dbm' }).waitFor()
+      expect(failed).toEqual([])
+      b.assertNoErrors()
+    },
+    TEST_MS,
+  )
 
-  test('a page opened right after signing in stays open: the sign-in’s late redirect to the list does not undo it', async () => {
-    const b = await newPage(shop)
-    const { page } = b
-    await page.goto('/#/signin')
-    await page.getByLabel('Email', { exact: true }).fill(shop.account.email)
-    await page.getByLabel('Password', { exact: true }).fill(shop.account.password)
-    // The page's timers held still: the effects Preact runs after paint wait, as on a busy machine, until
-    // the next render runs them (flakes of history-browser.test.ts: the list came back over the page).
-    await page.clock.install()
-    await page.clock.pauseAt(Date.now() + 1000)
-    await page.getByRole('button', { name: 'Sign in' }).click()
-    await page.waitForURL(/#\/databases$/)
-    await page.goto(`/#/databases/${shop.dbId}/tables`)
-    await page.clock.resume()
-    await page.locator('.db-head h1', { hasText: 'shop' }).waitFor()
-    expect(new URL(page.url()).hash).toBe(`#/databases/${shop.dbId}/tables`)
-    b.assertNoErrors()
-  }, TEST_MS)
+  test(
+    'a page opened right after signing in stays open: the sign-in’s late redirect to the list does not undo it',
+    async () => {
+      const b = await newPage(shop)
+      const { page } = b
+      await page.goto('/#/signin')
+      await page.getByLabel('Email', { exact: true }).fill(shop.account.email)
+      await page.getByLabel('Password', { exact: true }).fill(shop.account.password)
+      // The page's timers held still: the effects Preact runs after paint wait, as on a busy machine, until
+      // the next render runs them (flakes of history-browser.test.ts: the list came back over the page).
+      await page.clock.install()
+      await page.clock.pauseAt(Date.now() + 1000)
+      await page.getByRole('button', { name: 'Sign in' }).click()
+      await page.waitForURL(/#\/databases$/)
+      await page.goto(`/#/databases/${shop.dbId}/tables`)
+      await page.clock.resume()
+      await page.locator('.db-head h1', { hasText: 'shop' }).waitFor()
+      expect(new URL(page.url()).hash).toBe(`#/databases/${shop.dbId}/tables`)
+      b.assertNoErrors()
+    },
+    TEST_MS,
+  )
 
-  test('overview: the dead tuples card takes the doctor’s two criticals; figures and charts follow ?range=; a new database’s chart starts at its data', async () => {
-    const b = await newPage(shop)
-    const { page } = b
-    await signIn(shop, page)
-    await until('two critical dead-row findings', async () => {
-      const doctor = (await shop.api('/doctor')) as any
-      return doctor.top_issues.filter((f: any) => f.rule === 'pg_dead_tuples' && f.severity === 'critical').length === 2 ? true : undefined
-    })
-    const overview = (await shop.api('/overview')) as any
-    // The database-wide share stays under the card's own warning threshold (20 %): only the doctor makes it critical.
-    expect(overview.dead_tuple_ratio).toBeLessThan(0.2)
+  test(
+    'overview: the dead tuples card takes the doctor’s two criticals; figures and charts follow ?range=; a new database’s chart starts at its data',
+    async () => {
+      const b = await newPage(shop)
+      const { page } = b
+      await signIn(shop, page)
+      await until('two critical dead-row findings', async () => {
+        const doctor = (await shop.api('/doctor')) as any
+        return doctor.top_issues.filter((f: any) => f.rule === 'pg_dead_tuples' && f.severity === 'critical').length ===
+          2
+          ? true
+          : undefined
+      })
+      const overview = (await shop.api('/overview')) as any
+      // The database-wide share stays under the card's own warning threshold (20 %): only the doctor makes it critical.
+      expect(overview.dead_tuple_ratio).toBeLessThan(0.2)
 
-    const firstOverview = page.waitForRequest((r) => r.url().includes('/overview?'))
-    await page.goto(`/#/databases/${shop.dbId}/overview`)
-    const asked = new URL((await firstOverview).url())
-    expect(Date.parse(asked.searchParams.get('until')!) - Date.parse(asked.searchParams.get('since')!)).toBe(6 * 3_600_000)
-    const dead = page.locator('[data-card="dead"]')
-    await dead.locator('.value.critical').waitFor()
-    expect(await dead.locator('.sub').textContent()).toBe('of all rows · 2 critical findings')
-    expect(await dead.locator('.label a').getAttribute('href')).toBe(`#/databases/${shop.dbId}/issues`)
-    await page.getByText('The costliest over the last 6 hours by total time.').waitFor()
-    // Data from a few minutes ago in a 6-hour range: the axis starts at the data, the caption says the range.
-    const chart = page.locator('[data-chart="overview-transactions"]')
-    await expect(chart.locator('.chart-since').textContent()).resolves.toMatch(/^ · collecting since .+ \(of a 6 h range\)$/)
-    const label = (await chart.locator('.chart').getAttribute('aria-label')) ?? ''
-    const rangeStart = await page.evaluate(() => new Date(Date.now() - 6 * 3_600_000).toLocaleString(undefined, { dateStyle: 'short', timeStyle: 'short' }))
-    expect(label).toStartWith('Transactions per second, ')
-    expect(label).not.toContain(`${rangeStart} to`)
-    await b.screenshot('issue14-overview-6h')
+      const firstOverview = page.waitForRequest((r) => r.url().includes('/overview?'))
+      await page.goto(`/#/databases/${shop.dbId}/overview`)
+      const asked = new URL((await firstOverview).url())
+      expect(Date.parse(asked.searchParams.get('until')!) - Date.parse(asked.searchParams.get('since')!)).toBe(
+        6 * 3_600_000,
+      )
+      const dead = page.locator('[data-card="dead"]')
+      await dead.locator('.value.critical').waitFor()
+      expect(await dead.locator('.sub').textContent()).toBe('of all rows · 2 critical findings')
+      expect(await dead.locator('.label a').getAttribute('href')).toBe(`#/databases/${shop.dbId}/issues`)
+      await page.getByText('The costliest over the last 6 hours by total time.').waitFor()
+      // Data from a few minutes ago in a 6-hour range: the axis starts at the data, the caption says the range.
+      const chart = page.locator('[data-chart="overview-transactions"]')
+      await expect(chart.locator('.chart-since').textContent()).resolves.toMatch(
+        /^ · collecting since .+ \(of a 6 h range\)$/,
+      )
+      const label = (await chart.locator('.chart').getAttribute('aria-label')) ?? ''
+      const rangeStart = await page.evaluate(() =>
+        new Date(Date.now() - 6 * 3_600_000).toLocaleString(undefined, { dateStyle: 'short', timeStyle: 'short' }),
+      )
+      expect(label).toStartWith('Transactions per second, ')
+      expect(label).not.toContain(`${rangeStart} to`)
+      await b.screenshot('issue14-overview-6h')
 
-    // The range picker: the overview asks for the last hour and says so.
-    const hourOverview = page.waitForRequest((r) => {
-      const u = new URL(r.url())
-      return u.pathname.endsWith('/overview') && Date.parse(u.searchParams.get('until') ?? '') - Date.parse(u.searchParams.get('since') ?? '') === 3_600_000
-    })
-    await page.getByLabel('Time range').selectOption('1h')
-    await page.waitForURL(/\/overview\?range=1h$/)
-    await hourOverview
-    await page.getByText('The costliest over the last hour by total time.').waitFor()
-    await page.getByText('Over the last hour.').waitFor()
-    await expect(page.locator('[data-card="hit"] .sub').textContent()).resolves.toStartWith('over the last hour')
-    expect(await page.getByRole('link', { name: 'All statements' }).getAttribute('href')).toBe(`#/databases/${shop.dbId}/queries?range=1h`)
-    await b.screenshot('issue14-overview-1h')
-    // At phone width the range picker and the cards' longer notes overflow nothing.
-    await page.setViewportSize({ width: 390, height: 844 })
-    await page.locator('[data-card="dead"]').waitFor()
-    expect(await horizontalOverflow(page)).toBe(0)
-    await b.screenshot('issue14-overview-phone')
-    b.assertNoErrors()
-  }, TEST_MS)
+      // The range picker: the overview asks for the last hour and says so.
+      const hourOverview = page.waitForRequest((r) => {
+        const u = new URL(r.url())
+        return (
+          u.pathname.endsWith('/overview') &&
+          Date.parse(u.searchParams.get('until') ?? '') - Date.parse(u.searchParams.get('since') ?? '') === 3_600_000
+        )
+      })
+      await page.getByLabel('Time range').selectOption('1h')
+      await page.waitForURL(/\/overview\?range=1h$/)
+      await hourOverview
+      await page.getByText('The costliest over the last hour by total time.').waitFor()
+      await page.getByText('Over the last hour.').waitFor()
+      await expect(page.locator('[data-card="hit"] .sub').textContent()).resolves.toStartWith('over the last hour')
+      expect(await page.getByRole('link', { name: 'All statements' }).getAttribute('href')).toBe(
+        `#/databases/${shop.dbId}/queries?range=1h`,
+      )
+      await b.screenshot('issue14-overview-1h')
+      // At phone width the range picker and the cards' longer notes overflow nothing.
+      await page.setViewportSize({ width: 390, height: 844 })
+      await page.locator('[data-card="dead"]').waitFor()
+      expect(await horizontalOverflow(page)).toBe(0)
+      await b.screenshot('issue14-overview-phone')
+      b.assertNoErrors()
+    },
+    TEST_MS,
+  )
 
-  test("doctor: a dead-row finding's last vacuum reads as a time, the one pg_stat_user_tables gives", async () => {
-    const { at } = (await shopSql<{ at: number }[]>`SELECT (extract(epoch FROM last_vacuum) * 1000)::float8 AS at FROM pg_stat_user_tables WHERE relname = 'ledger_a'`)[0]!
-    const b = await newPage(shop)
-    const { page } = b
-    await signIn(shop, page)
-    // The finding on ledger_a, opened on the Issues page: it leads its cause's issue or is one of the
-    // consequences folded under it (the innermost panel that names it).
-    const doctor = (await shop.api('/doctor')) as { top_issues: { key: string; rule: string; objects: string[] }[] }
-    const key = doctor.top_issues.find((f) => f.rule === 'pg_dead_tuples' && f.objects.some((o) => o.includes('ledger_a')))?.key
-    expect(key).toBeDefined()
-    await page.goto(`/#/databases/${shop.dbId}/issues?finding=${encodeURIComponent(key!)}`)
-    const finding = page.locator('article.finding', { hasText: 'public.ledger_a' }).filter({ hasText: 'pg_dead_tuples' }).last()
-    await finding.waitFor()
-    const vacuum = finding.locator('dt[title="last_vacuum"] + dd')
-    const expected = await page.evaluate((ms) => new Date(ms).toLocaleString(), at)
-    await expect(vacuum.textContent()).resolves.toMatch(new RegExp(`^\\d+ (s|min) ago \\(${expected.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\)$`))
-    // No epoch milliseconds printed as a count anywhere (1,795,644,671,436).
-    expect(await page.locator('main').textContent()).not.toMatch(/\d{1,3}(,\d{3}){4}/)
-    await expect(finding.locator('[data-as-of]').textContent()).resolves.toMatch(/^as of .+ \(\d+ (s|min) ago\)$/)
-    await b.screenshot('issue14-doctor-dead-rows')
-    b.assertNoErrors()
-  }, TEST_MS)
+  test(
+    "doctor: a dead-row finding's last vacuum reads as a time, the one pg_stat_user_tables gives",
+    async () => {
+      const { at } = (
+        await shopSql<
+          { at: number }[]
+        >`SELECT (extract(epoch FROM last_vacuum) * 1000)::float8 AS at FROM pg_stat_user_tables WHERE relname = 'ledger_a'`
+      )[0]!
+      const b = await newPage(shop)
+      const { page } = b
+      await signIn(shop, page)
+      // The finding on ledger_a, opened on the Issues page: it leads its cause's issue or is one of the
+      // consequences folded under it (the innermost panel that names it).
+      const doctor = (await shop.api('/doctor')) as { top_issues: { key: string; rule: string; objects: string[] }[] }
+      const key = doctor.top_issues.find(
+        (f) => f.rule === 'pg_dead_tuples' && f.objects.some((o) => o.includes('ledger_a')),
+      )?.key
+      expect(key).toBeDefined()
+      await page.goto(`/#/databases/${shop.dbId}/issues?finding=${encodeURIComponent(key!)}`)
+      const finding = page
+        .locator('article.finding', { hasText: 'public.ledger_a' })
+        .filter({ hasText: 'pg_dead_tuples' })
+        .last()
+      await finding.waitFor()
+      const vacuum = finding.locator('dt[title="last_vacuum"] + dd')
+      const expected = await page.evaluate((ms) => new Date(ms).toLocaleString(), at)
+      await expect(vacuum.textContent()).resolves.toMatch(
+        new RegExp(`^\\d+ (s|min) ago \\(${expected.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\)$`),
+      )
+      // No epoch milliseconds printed as a count anywhere (1,795,644,671,436).
+      expect(await page.locator('main').textContent()).not.toMatch(/\d{1,3}(,\d{3}){4}/)
+      await expect(finding.locator('[data-as-of]').textContent()).resolves.toMatch(/^as of .+ \(\d+ (s|min) ago\)$/)
+      await b.screenshot('issue14-doctor-dead-rows')
+      b.assertNoErrors()
+    },
+    TEST_MS,
+  )
 
-  test('statements: an I/O time column sorted by the server, a statement’s I/O time chart; "track_io_timing" explained where all are 0', async () => {
-    const truth = await pgIoTime(shopSql)
-    const b = await newPage(shop)
-    const { page } = b
-    await signIn(shop, page)
-    await page.goto(`/#/databases/${shop.dbId}/queries`)
-    // The statements' table (not the databases list the sign-in left on screen).
-    await page.getByRole('columnheader', { name: 'I/O time' }).waitFor()
-    // (No waitForRequest: playwright-core's request objects raced its protocol under load in CI, "Cannot
-    // find parent object request@…", and closed the browser; the URL and the rows tell the same.)
-    await page.getByRole('button', { name: 'I/O time' }).click()
-    await page.waitForURL(/sort=io_time/)
-    const first = page.locator('tbody tr').first()
-    // The table re-renders with the server's order: wait for it rather than read it at once.
-    await first.locator('.stmt-text', { hasText: IO_MARK }).waitFor()
-    const api = ((await shop.api('/queries?sort_by=io_time')) as any[])[0]
-    expect(api.query_hash).toBe(truth.hash)
-    const ioCell = first.locator('td').nth(6)
-    await expect(ioCell.textContent()).resolves.toBe(fmtMs(api.blk_read_time_ms + api.blk_write_time_ms))
-    expect(await page.locator('[data-io-timing]').count()).toBe(0)
-    await b.screenshot('issue14-statements-io')
-    await first.locator('.stmt-text').click()
-    await page.locator('[data-chart="statement-io-time"] figcaption').waitFor()
-    expect(await page.locator('[data-chart="statement-io-time"] .legend-toggle').allTextContents()).toEqual(['read', 'write'])
-    b.assertNoErrors()
+  test(
+    'statements: an I/O time column sorted by the server, a statement’s I/O time chart; "track_io_timing" explained where all are 0',
+    async () => {
+      const truth = await pgIoTime(shopSql)
+      const b = await newPage(shop)
+      const { page } = b
+      await signIn(shop, page)
+      await page.goto(`/#/databases/${shop.dbId}/queries`)
+      // The statements' table (not the databases list the sign-in left on screen).
+      await page.getByRole('columnheader', { name: 'I/O time' }).waitFor()
+      // (No waitForRequest: playwright-core's request objects raced its protocol under load in CI, "Cannot
+      // find parent object request@…", and closed the browser; the URL and the rows tell the same.)
+      await page.getByRole('button', { name: 'I/O time' }).click()
+      await page.waitForURL(/sort=io_time/)
+      const first = page.locator('tbody tr').first()
+      // The table re-renders with the server's order: wait for it rather than read it at once.
+      await first.locator('.stmt-text', { hasText: IO_MARK }).waitFor()
+      const api = ((await shop.api('/queries?sort_by=io_time')) as any[])[0]
+      expect(api.query_hash).toBe(truth.hash)
+      const ioCell = first.locator('td').nth(6)
+      await expect(ioCell.textContent()).resolves.toBe(fmtMs(api.blk_read_time_ms + api.blk_write_time_ms))
+      expect(await page.locator('[data-io-timing]').count()).toBe(0)
+      await b.screenshot('issue14-statements-io')
+      await first.locator('.stmt-text').click()
+      await page.locator('[data-chart="statement-io-time"] figcaption').waitFor()
+      expect(await page.locator('[data-chart="statement-io-time"] .legend-toggle').allTextContents()).toEqual([
+        'read',
+        'write',
+      ])
+      b.assertNoErrors()
 
-    // "cold" reads from disk with track_io_timing off (the agent reports the setting): every I/O time is 0, and the page says why.
-    const coldHash = (await pgIoTime(coldSql)).hash
-    await until('the cold scan in /queries', async () => ((await cold.api('/queries')) as any[]).find((q) => q.query_hash === coldHash && q.shared_blks_read > 0))
-    const c = await newPage(cold)
-    await signIn(cold, c.page)
-    await c.page.goto(`/#/databases/${cold.dbId}/queries`)
-    await c.page.locator('[data-io-timing]', { hasText: 'track_io_timing is off on this server' }).waitFor()
-    await c.screenshot('issue14-statements-io-timing-off')
-    c.assertNoErrors()
-  }, TEST_MS)
+      // "cold" reads from disk with track_io_timing off (the agent reports the setting): every I/O time is 0, and the page says why.
+      const coldHash = (await pgIoTime(coldSql)).hash
+      await until('the cold scan in /queries', async () =>
+        ((await cold.api('/queries')) as any[]).find((q) => q.query_hash === coldHash && q.shared_blks_read > 0),
+      )
+      const c = await newPage(cold)
+      await signIn(cold, c.page)
+      await c.page.goto(`/#/databases/${cold.dbId}/queries`)
+      await c.page.locator('[data-io-timing]', { hasText: 'track_io_timing is off on this server' }).waitFor()
+      await c.screenshot('issue14-statements-io-timing-off')
+      c.assertNoErrors()
+    },
+    TEST_MS,
+  )
 
-  test('the header’s "last seen" moves with each batch, without a reload', async () => {
-    const b = await newPage(shop)
-    const { page } = b
-    await signIn(shop, page)
-    await page.goto(`/#/databases/${shop.dbId}/tables`)
-    const lastSeen = page.locator('[data-last-seen]')
-    await lastSeen.waitFor()
-    const shown = new Set<string>()
-    // Three different batches' times in the header's title within 15 s (the record alone reloads every minute).
-    await until(
-      'the header to show three successive batches',
-      async () => {
-        const title = (await lastSeen.getAttribute('title')) ?? ''
-        const api = (await shop.server.call('GET', `/api/v1/databases/${shop.dbId}/health`, { token: shop.account.token })).body
-        const expected = await page.evaluate((t) => new Date(t).toLocaleString(), api.last_seen_at)
-        if (title === expected) shown.add(title)
-        return shown.size >= 3 ? true : undefined
-      },
-      { timeoutMs: 15_000, everyMs: 200 },
-    )
-    await expect(lastSeen.textContent()).resolves.toMatch(/^last seen [0-3] s ago$/)
-    b.assertNoErrors()
-  }, TEST_MS)
+  test(
+    'the header’s "last seen" moves with each batch, without a reload',
+    async () => {
+      const b = await newPage(shop)
+      const { page } = b
+      await signIn(shop, page)
+      await page.goto(`/#/databases/${shop.dbId}/tables`)
+      const lastSeen = page.locator('[data-last-seen]')
+      await lastSeen.waitFor()
+      const shown = new Set<string>()
+      // Three different batches' times in the header's title within 15 s (the record alone reloads every minute).
+      await until(
+        'the header to show three successive batches',
+        async () => {
+          const title = (await lastSeen.getAttribute('title')) ?? ''
+          const api = (
+            await shop.server.call('GET', `/api/v1/databases/${shop.dbId}/health`, { token: shop.account.token })
+          ).body
+          const expected = await page.evaluate((t) => new Date(t).toLocaleString(), api.last_seen_at)
+          if (title === expected) shown.add(title)
+          return shown.size >= 3 ? true : undefined
+        },
+        { timeoutMs: 15_000, everyMs: 200 },
+      )
+      await expect(lastSeen.textContent()).resolves.toMatch(/^last seen [0-3] s ago$/)
+      b.assertNoErrors()
+    },
+    TEST_MS,
+  )
 
-  test('an agent that stopped: a red "data from HH:MM" banner, and no live-looking figures', async () => {
-    // A session idle in a transaction, in the agent's snapshots when it stops.
-    const txPool = postgres(coldDsn, { max: 1, onnotice: () => {} })
-    const tx = await txPool.reserve()
-    try {
-      await tx.unsafe('BEGIN')
-      const { pid } = (await tx<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`)[0]!
-      await until('the open transaction in /active', async () => ((await cold.api('/active')) as any[]).find((s) => s.pid === pid && s.xact_start && s.state === 'idle in transaction'))
-      await stoppedAgent(pid)
-    } finally {
-      await tx.unsafe('ROLLBACK').catch(() => {})
-      tx.release()
-      await txPool.end({ timeout: 1 })
-    }
-  }, TEST_MS)
+  test(
+    'an agent that stopped: a red "data from HH:MM" banner, and no live-looking figures',
+    async () => {
+      // A session idle in a transaction, in the agent's snapshots when it stops.
+      const txPool = postgres(coldDsn, { max: 1, onnotice: () => {} })
+      const tx = await txPool.reserve()
+      try {
+        await tx.unsafe('BEGIN')
+        const { pid } = (await tx<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`)[0]!
+        await until('the open transaction in /active', async () =>
+          ((await cold.api('/active')) as any[]).find(
+            (s) => s.pid === pid && s.xact_start && s.state === 'idle in transaction',
+          ),
+        )
+        await stoppedAgent(pid)
+      } finally {
+        await tx.unsafe('ROLLBACK').catch(() => {})
+        tx.release()
+        await txPool.end({ timeout: 1 })
+      }
+    },
+    TEST_MS,
+  )
 })
 
 /** The "agent that stopped" test's pages, with `pid` a session idle in a transaction in the agent's last snapshot. */
@@ -423,7 +513,8 @@ async function stoppedAgent(pid: number) {
   await expect(page.locator('[data-card="dead"] .sub').textContent()).resolves.toStartWith(`as of ${hhmm}`)
   await b.screenshot('issue14-stale-overview')
   // Every page of the database carries the banner.
-  const tab = (name: string) => page.getByRole('navigation', { name: /^Sections of/ }).getByRole('link', { name, exact: true })
+  const tab = (name: string) =>
+    page.getByRole('navigation', { name: /^Sections of/ }).getByRole('link', { name, exact: true })
   await tab('Tables').click()
   await page.locator('[data-stale]').waitFor()
 
@@ -435,14 +526,18 @@ async function stoppedAgent(pid: number) {
   await keyFigures.waitFor()
   // The diagnosis the layout loaded may predate the stop by a batch: run it again and wait for the last data's.
   await page.getByRole('button', { name: 'Run again' }).click()
-  await until('the key figures as of the last data', async () => ((await keyFigures.locator('[data-as-of]').textContent())?.startsWith(asOf) ? true : undefined))
+  await until('the key figures as of the last data', async () =>
+    (await keyFigures.locator('[data-as-of]').textContent())?.startsWith(asOf) ? true : undefined,
+  )
   await expect(keyFigures.locator('[data-as-of]').textContent()).resolves.toMatch(/\([2-9] min ago\)$/)
   expect(await keyFigures.locator('[data-as-of]').getAttribute('class')).toContain('sev-critical')
   for (const key of ['active_queries', 'blocked_queries', 'longest_query_ms']) {
     await expect(keyFigures.locator(`dt[title="${key}"] + dd`).textContent()).resolves.toBe('—')
   }
   expect(summary.cache_hit_ratio).toBeGreaterThan(0)
-  await expect(keyFigures.locator('dt[title="cache_hit_ratio"] + dd').textContent()).resolves.toBe(formatFigure('cache_hit_ratio', summary.cache_hit_ratio))
+  await expect(keyFigures.locator('dt[title="cache_hit_ratio"] + dd').textContent()).resolves.toBe(
+    formatFigure('cache_hit_ratio', summary.cache_hit_ratio),
+  )
   await b.screenshot('issue14-stale-doctor')
 
   // The Active page: the last snapshot, said to be from its time and not live, in the stale colour.
@@ -463,7 +558,9 @@ async function stoppedAgent(pid: number) {
   const headers = await page.locator('thead th').allTextContents()
   const column = headers.findIndex((h) => h.startsWith('Transaction since')) + 1
   expect(column).toBeGreaterThan(0)
-  const row = page.locator('tbody tr').filter({ has: page.locator('td:first-child', { hasText: new RegExp(`^${pid}$`) }) })
+  const row = page
+    .locator('tbody tr')
+    .filter({ has: page.locator('td:first-child', { hasText: new RegExp(`^${pid}$`) }) })
   const since = row.locator(`td:nth-child(${column})`)
   const frozen = ago(session.xact_start, session.ts)
   // (Counted to now, two minutes on, it would read otherwise.)
@@ -475,7 +572,11 @@ async function stoppedAgent(pid: number) {
   const collected = page.getByText(/^collected \d+ min ago$/)
   const before = await collected.textContent()
   await page.clock.fastForward(60_000)
-  await until("the page to count the snapshot's age a minute on", async () => ((await collected.textContent()) !== before ? true : undefined), { timeoutMs: 20_000 })
+  await until(
+    "the page to count the snapshot's age a minute on",
+    async () => ((await collected.textContent()) !== before ? true : undefined),
+    { timeoutMs: 20_000 },
+  )
   await expect(since.textContent()).resolves.toBe(frozen)
   await expect(badge.textContent()).resolves.toBe(`Data from ${snapshotClock}, not live`)
   b.assertNoErrors()

@@ -10,18 +10,43 @@ import { fmtClock } from '../../src/web/components/ui.tsx'
 import { describeTest } from '../../src/web/pages/account.tsx'
 import { blockingChains, reconnectDelay, staleAfterMs, streamStatus } from '../../src/web/pages/db/active.tsx'
 import type { Session } from '../../src/web/pages/db/types.ts'
-import { DEFAULT_RANGE, RANGES, bucketFor, eventHref, fmtDuration, issuesHref, windowQuery, withWindow } from '../../src/web/pages/db/common.tsx'
+import {
+  DEFAULT_RANGE,
+  RANGES,
+  bucketFor,
+  eventHref,
+  fmtDuration,
+  issuesHref,
+  windowQuery,
+  withWindow,
+} from '../../src/web/pages/db/common.tsx'
 import { figureLabel, formatFigure } from '../../src/web/pages/db/figures.ts'
 import { spreadCheckpoints } from '../../src/web/pages/db/internals.tsx'
 import type { FindingGroup } from '../../src/web/pages/db/types.ts'
-import { CARD_RULES, availabilityCard, doctorVerdict, rangeWords, topCauses, watchedWords, worseTone } from '../../src/web/pages/db/overview.tsx'
+import {
+  CARD_RULES,
+  availabilityCard,
+  doctorVerdict,
+  rangeWords,
+  topCauses,
+  watchedWords,
+  worseTone,
+} from '../../src/web/pages/db/overview.tsx'
 import { GROUPS, MARKED } from '../../src/web/pages/db/events.tsx'
 import { statusTone } from '../../src/web/pages/databases.tsx'
 import { healthPollMs } from '../../src/web/pages/database.tsx'
 import { latestRun } from '../../src/web/pages/db/objects.tsx'
 import { groupPlans, spread } from '../../src/web/pages/db/plan-groups.ts'
 import { misestimated, planRoot } from '../../src/web/pages/db/plan-tree.tsx'
-import { countedSince, filterStatements, ioTime, ioTimingOff, listQuery, notesTitle, timeShare } from '../../src/web/pages/db/statements.tsx'
+import {
+  countedSince,
+  filterStatements,
+  ioTime,
+  ioTimingOff,
+  listQuery,
+  notesTitle,
+  timeShare,
+} from '../../src/web/pages/db/statements.tsx'
 
 const session = (pid: number, blocking: number[] = []): Session => ({
   pid,
@@ -36,12 +61,26 @@ const session = (pid: number, blocking: number[] = []): Session => ({
 
 /** A chain as nested [pid, children] pairs. */
 type Shape = [number | string, Shape[]]
-const shape = (nodes: ReturnType<typeof blockingChains>): Shape[] => nodes.map((n) => [n.session.pid, shape(n.children)])
+const shape = (nodes: ReturnType<typeof blockingChains>): Shape[] =>
+  nodes.map((n) => [n.session.pid, shape(n.children)])
 
 describe('blockingChains', () => {
   test('a chain of blocker → blocked → blocked, and sessions that block nothing stay out', () => {
     const chains = blockingChains([session(1), session(2, [1]), session(3, [2]), session(4, [2]), session(5)])
-    expect(shape(chains)).toEqual([[1, [[2, [[3, []], [4, []]]]]]])
+    expect(shape(chains)).toEqual([
+      [
+        1,
+        [
+          [
+            2,
+            [
+              [3, []],
+              [4, []],
+            ],
+          ],
+        ],
+      ],
+    ])
   })
 
   test('a session blocked by two sessions appears once, under the first, "also blocked by" the other; both blockers count it', () => {
@@ -50,7 +89,9 @@ describe('blockingChains', () => {
       [1, [[3, []]]],
       [2, []],
     ])
-    expect(chains.map((c) => [c.session.pid, c.blocks, c.children.map((n) => [n.session.pid, n.alsoBlockedBy])])).toEqual([
+    expect(
+      chains.map((c) => [c.session.pid, c.blocks, c.children.map((n) => [n.session.pid, n.alsoBlockedBy])]),
+    ).toEqual([
       [1, 1, [[3, [2]]]],
       [2, 1, []],
     ])
@@ -79,7 +120,11 @@ describe('blockingChains', () => {
 describe('plans', () => {
   test('planRoot reads EXPLAIN JSON as the agent sends it, as EXPLAIN prints it, and a bare node', () => {
     const node = { 'Node Type': 'Seq Scan', 'Plan Rows': 10 }
-    expect(planRoot({ Plan: node, 'Execution Time': 1.5, 'Planning Time': 0.1 })).toEqual({ root: node, executionMs: 1.5, planningMs: 0.1 })
+    expect(planRoot({ Plan: node, 'Execution Time': 1.5, 'Planning Time': 0.1 })).toEqual({
+      root: node,
+      executionMs: 1.5,
+      planningMs: 0.1,
+    })
     expect(planRoot([{ Plan: node }])).toEqual({ root: node, executionMs: undefined, planningMs: undefined })
     expect(planRoot(node)).toEqual({ root: node })
     expect(planRoot('not a plan')).toBeUndefined()
@@ -115,15 +160,21 @@ describe('windows and durations', () => {
 })
 
 describe('one default window, kept from tab to tab', () => {
-  test('the default is one of the picker\'s ranges: six hours', () => {
+  test("the default is one of the picker's ranges: six hours", () => {
     expect(DEFAULT_RANGE).toBe('6h')
     expect(RANGES.map((r) => r.key)).toContain(DEFAULT_RANGE)
   })
 
   test('links keep range, since and until, and nothing else of the route', () => {
-    const query = new URLSearchParams('range=custom&since=2026-01-01T00:00:00.000Z&until=2026-01-02T00:00:00.000Z&sort=calls&plan=2')
-    expect(windowQuery(query)).toBe('range=custom&since=2026-01-01T00%3A00%3A00.000Z&until=2026-01-02T00%3A00%3A00.000Z')
-    expect(withWindow('#/databases/1/waits', new URLSearchParams('range=24h&limit=50'))).toBe('#/databases/1/waits?range=24h')
+    const query = new URLSearchParams(
+      'range=custom&since=2026-01-01T00:00:00.000Z&until=2026-01-02T00:00:00.000Z&sort=calls&plan=2',
+    )
+    expect(windowQuery(query)).toBe(
+      'range=custom&since=2026-01-01T00%3A00%3A00.000Z&until=2026-01-02T00%3A00%3A00.000Z',
+    )
+    expect(withWindow('#/databases/1/waits', new URLSearchParams('range=24h&limit=50'))).toBe(
+      '#/databases/1/waits?range=24h',
+    )
     expect(withWindow('#/databases/1/waits', new URLSearchParams('sort=calls'))).toBe('#/databases/1/waits')
   })
 })
@@ -154,8 +205,14 @@ describe('statements list', () => {
 
 describe('tables: last vacuum and analyze', () => {
   test('the later of the manual and the automatic run, saying which; undefined when neither ran', () => {
-    expect(latestRun('2026-01-02T00:00:00Z', '2026-01-01T00:00:00Z')).toEqual({ at: '2026-01-02T00:00:00Z', kind: 'manual' })
-    expect(latestRun('2026-01-01T00:00:00Z', '2026-01-03T00:00:00Z')).toEqual({ at: '2026-01-03T00:00:00Z', kind: 'auto' })
+    expect(latestRun('2026-01-02T00:00:00Z', '2026-01-01T00:00:00Z')).toEqual({
+      at: '2026-01-02T00:00:00Z',
+      kind: 'manual',
+    })
+    expect(latestRun('2026-01-01T00:00:00Z', '2026-01-03T00:00:00Z')).toEqual({
+      at: '2026-01-03T00:00:00Z',
+      kind: 'auto',
+    })
     expect(latestRun(null, 1_700_000_000_000)).toEqual({ at: 1_700_000_000_000, kind: 'auto' })
     expect(latestRun(1_700_000_000_000, null)).toEqual({ at: 1_700_000_000_000, kind: 'manual' })
     expect(latestRun(null, null)).toBeUndefined()
@@ -189,10 +246,20 @@ describe("the doctor's figures in human units", () => {
   test("the catalog's time columns sent as epoch milliseconds read as times, never as counts", () => {
     // The doctor's dead-row finding sends pg_stat_user_tables' last_vacuum and last_autovacuum so.
     const at = Date.now() - 11_000
-    for (const key of ['last_vacuum', 'last_autovacuum', 'last_analyze', 'last_autoanalyze', 'stats_reset', 'xact_start', 'as_of', 'opened_at', 'holder_since']) {
+    for (const key of [
+      'last_vacuum',
+      'last_autovacuum',
+      'last_analyze',
+      'last_autoanalyze',
+      'stats_reset',
+      'xact_start',
+      'as_of',
+      'opened_at',
+      'holder_since',
+    ]) {
       const text = formatFigure(key, at)
       expect(text).toBe(`11 s ago (${new Date(at).toLocaleString()})`)
-      expect(text).not.toContain((at).toLocaleString())
+      expect(text).not.toContain(at.toLocaleString())
     }
     // A sequence's last_value stays a count.
     expect(formatFigure('last_value', 1_795_644_671_436)).toBe((1_795_644_671_436).toLocaleString())
@@ -224,7 +291,12 @@ describe('doctor figure labels', () => {
 })
 
 describe('plans grouped by plan', () => {
-  const plan = (ts: string, hash: string, time: number | null, extra: Partial<{ cost: number; source: 'sampled' | 'auto_explain'; changed: boolean }> = {}) => ({
+  const plan = (
+    ts: string,
+    hash: string,
+    time: number | null,
+    extra: Partial<{ cost: number; source: 'sampled' | 'auto_explain'; changed: boolean }> = {},
+  ) => ({
     ts,
     plan_hash: hash,
     actual_time_ms: time,
@@ -262,13 +334,18 @@ describe('plans grouped by plan', () => {
   })
 
   test("the oldest sample keeps the server's mark (it compared it with the plan before the window)", () => {
-    const [g] = groupPlans([plan('2026-01-01T10:01:00Z', 'A', 1), plan('2026-01-01T10:00:00Z', 'A', 1, { changed: true })])
+    const [g] = groupPlans([
+      plan('2026-01-01T10:01:00Z', 'A', 1),
+      plan('2026-01-01T10:00:00Z', 'A', 1, { changed: true }),
+    ])
     expect(g!.changedAt).toEqual([Date.parse('2026-01-01T10:00:00Z')])
     expect(groupPlans([plan('2026-01-01T10:00:00Z', 'A', 1)])[0]!.changedAt).toEqual([])
   })
 
   test('fifty samples of one plan are one row', () => {
-    const many = Array.from({ length: 50 }, (_, i) => plan(new Date(Date.UTC(2026, 0, 1, 10, 0, 50 - i)).toISOString(), 'e203c75e8cce', 300 + i))
+    const many = Array.from({ length: 50 }, (_, i) =>
+      plan(new Date(Date.UTC(2026, 0, 1, 10, 0, 50 - i)).toISOString(), 'e203c75e8cce', 300 + i),
+    )
     const groups = groupPlans(many)
     expect(groups).toHaveLength(1)
     expect(groups[0]!.samples).toHaveLength(50)
@@ -320,7 +397,9 @@ describe('statements: notes, counting start, the filter in links', () => {
     expect(issuesHref(db, 'pg_dead_tuples:public.t')).toBe('#/databases/d%201/issues?finding=pg_dead_tuples%3Apublic.t')
     expect(eventHref('#/databases/abc/alerts', 'cause:pid:42')).toBe('#/databases/abc/issues?finding=cause%3Apid%3A42')
     expect(eventHref('#/databases/abc/alerts', null)).toBe('#/databases/abc/issues')
-    expect(eventHref('#/databases/abc/doctor?finding=pg_x%3Ay', 'other')).toBe('#/databases/abc/issues?finding=pg_x%3Ay')
+    expect(eventHref('#/databases/abc/doctor?finding=pg_x%3Ay', 'other')).toBe(
+      '#/databases/abc/issues?finding=pg_x%3Ay',
+    )
     expect(eventHref('#/databases/abc/recommendations')).toBe('#/databases/abc/issues')
     expect(eventHref('#/databases/abc/tables/public%2Ft', 'public.t')).toBe('#/databases/abc/tables/public%2Ft')
   })
@@ -342,9 +421,15 @@ describe('the live stream', () => {
     const now = 1_700_000_000_000
     const base = { ts: null, active: [] }
     expect(streamStatus({ ...base, state: 'live', receivedAt: now }, 5, now)).toBe('Live, every 5 s')
-    expect(streamStatus({ ...base, state: 'reconnecting', receivedAt: now - 40_000 }, 5, now)).toBe('Reconnecting… (last data 40 s ago)')
-    expect(streamStatus({ ...base, state: 'reconnecting', receivedAt: now - 125_000 }, 5, now)).toBe('Reconnecting… (last data 2 min 5 s ago)')
-    expect(streamStatus({ ...base, state: 'reconnecting', message: 'session expired' }, 5, now)).toBe('Reconnecting… (session expired)')
+    expect(streamStatus({ ...base, state: 'reconnecting', receivedAt: now - 40_000 }, 5, now)).toBe(
+      'Reconnecting… (last data 40 s ago)',
+    )
+    expect(streamStatus({ ...base, state: 'reconnecting', receivedAt: now - 125_000 }, 5, now)).toBe(
+      'Reconnecting… (last data 2 min 5 s ago)',
+    )
+    expect(streamStatus({ ...base, state: 'reconnecting', message: 'session expired' }, 5, now)).toBe(
+      'Reconnecting… (session expired)',
+    )
     expect(streamStatus({ ...base, state: 'paused' }, 5, now)).toBe('Paused')
   })
 
@@ -364,14 +449,22 @@ describe('the live stream', () => {
 describe('webhook test outcome', () => {
   test('delivered or not, with the generic reason of the API', () => {
     expect(describeTest({ delivered: true })).toBe('Delivered: the receiver answered 2xx.')
-    expect(describeTest({ delivered: false, reason: TEST_NOT_DELIVERED })).toBe(`Not delivered: ${TEST_NOT_DELIVERED} (the server's log has the cause).`)
-    expect(describeTest({ delivered: false, reason: 'no route.' })).toBe("Not delivered: no route (the server's log has the cause).")
+    expect(describeTest({ delivered: false, reason: TEST_NOT_DELIVERED })).toBe(
+      `Not delivered: ${TEST_NOT_DELIVERED} (the server's log has the cause).`,
+    )
+    expect(describeTest({ delivered: false, reason: 'no route.' })).toBe(
+      "Not delivered: no route (the server's log has the cause).",
+    )
     expect(describeTest({ delivered: false })).toBe("Not delivered: no answer (the server's log has the cause).")
   })
 })
 
 describe('statement I/O time', () => {
-  const row = (read: number, write: number, blocks: number) => ({ blk_read_time_ms: read, blk_write_time_ms: write, shared_blks_read: blocks })
+  const row = (read: number, write: number, blocks: number) => ({
+    blk_read_time_ms: read,
+    blk_write_time_ms: write,
+    shared_blks_read: blocks,
+  })
 
   test('read plus write time', () => {
     expect(ioTime(row(1.5, 2.25, 0))).toBe(3.75)
@@ -399,7 +492,7 @@ describe('checkpoints spread over the minutes they ran', () => {
       checkpoints_timed: timed,
     }) as unknown as Point
 
-  test("a timed checkpoint written over 4.5 minutes (checkpoint_timeout 5 min × 0.9) is shared among them, totals kept", () => {
+  test('a timed checkpoint written over 4.5 minutes (checkpoint_timeout 5 min × 0.9) is shared among them, totals kept', () => {
     // PostgreSQL counted it all in the minute it ended (10:05): 270 s of writes, 5,400 buffers.
     const points = [0, 1, 2, 3, 4].map((m) => point(m, 0, 0, 0)).concat([point(5, 270_000, 0, 5400, 1)])
     const spread = spreadCheckpoints(points, 60_000)
@@ -412,7 +505,14 @@ describe('checkpoints spread over the minutes they ran', () => {
   test('the sync comes after the writes; buckets before the first point get points of their own', () => {
     const spread = spreadCheckpoints([point(0, 0, 0, 0), point(1, 90_000, 30_000, 300)], 60_000)
     // Ends 10:02: sync 10:01:30–10:02, writes 10:00:00–10:01:30.
-    expect(spread.map((p) => [p.ts.slice(11, 16), p.checkpoint_write_time_ms, p.checkpoint_sync_time_ms, p.buffers_checkpoint])).toEqual([
+    expect(
+      spread.map((p) => [
+        p.ts.slice(11, 16),
+        p.checkpoint_write_time_ms,
+        p.checkpoint_sync_time_ms,
+        p.buffers_checkpoint,
+      ]),
+    ).toEqual([
       ['10:00', 60_000, 0, 200],
       ['10:01', 30_000, 30_000, 100],
     ])
@@ -432,9 +532,17 @@ describe('overview cards take the doctor’s word', () => {
   const f = (rule: string, severity: 'critical' | 'warning' | 'info') => ({ rule, severity })
 
   test('the worst finding on the card’s subject, counted; information leaves the card alone', () => {
-    const findings = [f('pg_dead_tuples', 'critical'), f('pg_dead_tuples', 'critical'), f('pg_dead_tuples', 'warning'), f('pg_unused_indexes', 'critical')]
+    const findings = [
+      f('pg_dead_tuples', 'critical'),
+      f('pg_dead_tuples', 'critical'),
+      f('pg_dead_tuples', 'warning'),
+      f('pg_unused_indexes', 'critical'),
+    ]
     expect(doctorVerdict(findings, CARD_RULES.dead!)).toEqual({ tone: 'critical', note: '2 critical findings' })
-    expect(doctorVerdict([f('pg_blocked_sessions', 'warning')], CARD_RULES.blocked!)).toEqual({ tone: 'warning', note: '1 warning finding' })
+    expect(doctorVerdict([f('pg_blocked_sessions', 'warning')], CARD_RULES.blocked!)).toEqual({
+      tone: 'warning',
+      note: '1 warning finding',
+    })
     expect(doctorVerdict([f('pg_cache_hit_ratio', 'info')], CARD_RULES.hit!)).toEqual({ tone: undefined })
     expect(doctorVerdict(undefined, CARD_RULES.dead!)).toEqual({ tone: undefined })
   })
@@ -447,15 +555,30 @@ describe('overview cards take the doctor’s word', () => {
   })
 
   test('top issues: one line per cause, the doctor’s order (worst first), each with its count of findings', () => {
-    const cause = (key: string, severity: FindingGroup['severity'], findings: string[]): FindingGroup => ({ key, kind: 'finding', severity, title: `${key} title`, lead: findings[0]!, findings, objects: [], how_to_fix: [] })
+    const cause = (key: string, severity: FindingGroup['severity'], findings: string[]): FindingGroup => ({
+      key,
+      kind: 'finding',
+      severity,
+      title: `${key} title`,
+      lead: findings[0]!,
+      findings,
+      objects: [],
+      how_to_fix: [],
+    })
     const groups = [
-      cause('session:pid 7', 'critical', ['pg_idle_in_transaction:pid 7', 'pg_dead_tuples:public.t', 'pg_xmin_horizon:pid 7']),
+      cause('session:pid 7', 'critical', [
+        'pg_idle_in_transaction:pid 7',
+        'pg_dead_tuples:public.t',
+        'pg_xmin_horizon:pid 7',
+      ]),
       cause('index:public.o(c)', 'warning', ['pg_sequential_scans:public.o', 'pg_slow_statements:-4']),
       cause('pg_cache_hit_ratio', 'warning', ['pg_cache_hit_ratio']),
       cause('pg_checkpoints', 'info', ['pg_checkpoints']),
     ]
     // The findings as the doctor sends them (worst first, at most 100): the lead of the second cause left out.
-    const findings = ['pg_dead_tuples:public.t', 'pg_idle_in_transaction:pid 7', 'pg_cache_hit_ratio'].map((key) => ({ key, detail: `${key} detail` }) as any)
+    const findings = ['pg_dead_tuples:public.t', 'pg_idle_in_transaction:pid 7', 'pg_cache_hit_ratio'].map(
+      (key) => ({ key, detail: `${key} detail` }) as any,
+    )
     expect(topCauses(groups, findings).map((c) => [c.group.key, c.findings, c.lead?.key])).toEqual([
       ['session:pid 7', 3, 'pg_idle_in_transaction:pid 7'],
       ['index:public.o(c)', 2, undefined],
@@ -472,17 +595,31 @@ describe('overview cards take the doctor’s word', () => {
 
 describe('the header follows the agent', () => {
   test('it asks for the status at the poll interval, from 1 s to 30 s', () => {
-    expect([healthPollMs(1), healthPollMs(10), healthPollMs(300), healthPollMs(0)]).toEqual([1000, 10_000, 30_000, 10_000])
+    expect([healthPollMs(1), healthPollMs(10), healthPollMs(300), healthPollMs(0)]).toEqual([
+      1000, 10_000, 30_000, 10_000,
+    ])
   })
 })
 
-describe('the overview\'s availability card', () => {
+describe("the overview's availability card", () => {
   test('30 days and 24 hours as percentages, toned by the 30-day share, a dash before any report', () => {
-    expect(availabilityCard({ uptime_30d: 1, uptime_24h: 1 })).toMatchObject({ value: '100 %', sub: 'over 30 days · 100 % in 24 h', tone: undefined })
-    expect(availabilityCard({ uptime_30d: 0.9995, uptime_24h: 0.98 })).toMatchObject({ value: '99.95 %', sub: 'over 30 days · 98.00 % in 24 h', tone: undefined })
+    expect(availabilityCard({ uptime_30d: 1, uptime_24h: 1 })).toMatchObject({
+      value: '100 %',
+      sub: 'over 30 days · 100 % in 24 h',
+      tone: undefined,
+    })
+    expect(availabilityCard({ uptime_30d: 0.9995, uptime_24h: 0.98 })).toMatchObject({
+      value: '99.95 %',
+      sub: 'over 30 days · 98.00 % in 24 h',
+      tone: undefined,
+    })
     expect(availabilityCard({ uptime_30d: 0.995, uptime_24h: null }).tone).toBe('warning')
     expect(availabilityCard({ uptime_30d: 0.9, uptime_24h: 0.5 }).tone).toBe('critical')
-    expect(availabilityCard({ uptime_30d: null, uptime_24h: null })).toMatchObject({ value: '—', sub: 'over 30 days', tone: undefined })
+    expect(availabilityCard({ uptime_30d: null, uptime_24h: null })).toMatchObject({
+      value: '—',
+      sub: 'over 30 days',
+      tone: undefined,
+    })
   })
 
   test('a ratio of two minutes says so: the time watched of the 30 days, on the card and the list', () => {
@@ -498,15 +635,26 @@ describe('the overview\'s availability card', () => {
 
 describe('outages on the Events page and the list', () => {
   test('an Outages filter, and marks for the database going down and coming back', () => {
-    expect(GROUPS.find((g) => g.key === 'outages')).toEqual({ key: 'outages', label: 'Outages', kinds: ['database_down', 'database_up'] })
+    expect(GROUPS.find((g) => g.key === 'outages')).toEqual({
+      key: 'outages',
+      label: 'Outages',
+      kinds: ['database_down', 'database_up'],
+    })
     expect([MARKED.database_down, MARKED.database_up]).toEqual(['down', 'up'])
   })
 
   test("the list's badge: red while down or after its agent stopped, grey before any data, as the header", () => {
-    const db = { status: 'disconnected' as const, reason: null, down_since: null, last_seen_at: '2026-01-01T00:00:00.000Z' }
+    const db = {
+      status: 'disconnected' as const,
+      reason: null,
+      down_since: null,
+      last_seen_at: '2026-01-01T00:00:00.000Z',
+    }
     expect(statusTone({ ...db, status: 'connected' })).toBe('ok')
     expect(statusTone({ ...db, reason: 'database_down', down_since: '2026-01-01T00:00:00.000Z' })).toBe('critical')
-    expect(statusTone({ ...db, reason: 'database_down', down_since: '2026-01-01T00:00:00.000Z', last_seen_at: null })).toBe('critical')
+    expect(
+      statusTone({ ...db, reason: 'database_down', down_since: '2026-01-01T00:00:00.000Z', last_seen_at: null }),
+    ).toBe('critical')
     expect(statusTone({ ...db, reason: 'agent_silent' })).toBe('critical')
     expect(statusTone({ ...db, reason: 'no_data', last_seen_at: null })).toBe('muted')
   })

@@ -20,7 +20,16 @@ const MINUTE = 60_000
 const unknown = (keys: readonly string[]) => Object.fromEntries(keys.map((k) => [k, null]))
 
 const table = (name: string): TableStat =>
-  ({ ...unknown([...TABLE_COUNTERS, ...TABLE_GAUGES]), schema_name: 'public', table_name: name, last_vacuum: null, last_autovacuum: null, last_analyze: null, last_autoanalyze: null, delta: null }) as TableStat
+  ({
+    ...unknown([...TABLE_COUNTERS, ...TABLE_GAUGES]),
+    schema_name: 'public',
+    table_name: name,
+    last_vacuum: null,
+    last_autovacuum: null,
+    last_analyze: null,
+    last_autoanalyze: null,
+    delta: null,
+  }) as TableStat
 
 const index = (name: string, tableName: string): IndexStat =>
   ({
@@ -48,7 +57,12 @@ beforeAll(async () => {
   ;[server, browser] = await Promise.all([startTestServer('sqlite'), launchBrowser()])
   ;({ account, key } = await agentAccount(server))
   const batch = (at: number, sections: Partial<IngestBatch>) =>
-    pgBatch('events-page', at, { database_stats: { numbackends: 3, xact_commit: 10 }, tables: [table('orders')], indexes: [], ...sections })
+    pgBatch('events-page', at, {
+      database_stats: { numbackends: 3, xact_commit: 10 },
+      tables: [table('orders')],
+      indexes: [],
+      ...sections,
+    })
   const send = async (b: IngestBatch) => {
     const res = await server.call('POST', '/api/v1/ingest', { apiKey: key, body: b })
     if (res.status !== 200) throw new Error(`ingest: ${res.status} ${JSON.stringify(res.body)}`)
@@ -58,8 +72,22 @@ beforeAll(async () => {
   for (let at = now - 40 * MINUTE; at <= now - MINUTE; at += MINUTE) {
     const started = at >= restartAt ? restartAt : now - 50 * MINUTE
     const settings = at >= settingAt ? { work_mem: '16MB' } : { work_mem: '4MB' }
-    const objects = at >= now - 10 * MINUTE ? { tables: [table('orders'), table(HOSTILE_TABLE)], indexes: [index(HOSTILE_INDEX, HOSTILE_TABLE)] } : {}
-    await send(batch(at, { interval_seconds: 60, server_state: { started_at: started, agent_started_at: now - 50 * MINUTE, settings_hash: settings.work_mem, settings }, ...objects }))
+    const objects =
+      at >= now - 10 * MINUTE
+        ? { tables: [table('orders'), table(HOSTILE_TABLE)], indexes: [index(HOSTILE_INDEX, HOSTILE_TABLE)] }
+        : {}
+    await send(
+      batch(at, {
+        interval_seconds: 60,
+        server_state: {
+          started_at: started,
+          agent_started_at: now - 50 * MINUTE,
+          settings_hash: settings.work_mem,
+          settings,
+        },
+        ...objects,
+      }),
+    )
   }
   // The widest kind cell: a warning badge beside "cancel / terminate" (a refused action's audit event).
   await server.deps.store.actions.auditAction(dbId, {
@@ -91,7 +119,11 @@ describe('events page', () => {
       const { page } = p
       await page.goto(`/#/databases/${dbId}/events?range=1h`)
       await page.locator('tr[data-kind="session_action"]').waitFor({ timeout: 30_000 }) // the first page load of the file, on a loaded machine
-      const rows = await page.locator('tbody tr').evaluateAll((trs) => trs.map((tr) => [tr.getAttribute('data-kind'), tr.querySelector('.event-title')?.textContent]))
+      const rows = await page
+        .locator('tbody tr')
+        .evaluateAll((trs) =>
+          trs.map((tr) => [tr.getAttribute('data-kind'), tr.querySelector('.event-title')?.textContent]),
+        )
       expect(rows).toEqual([
         ['session_action', 'Terminate of pid 4242 refused (asked by owner)'],
         ['index_created', `Index created: public.${HOSTILE_INDEX}`],
@@ -112,7 +144,9 @@ describe('events page', () => {
 
       await page.getByLabel('Show').selectOption('settings')
       await page.waitForURL(/kind=settings/)
-      expect(await page.locator('tbody tr').evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-kind')))).toEqual(['setting_change'])
+      expect(
+        await page.locator('tbody tr').evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-kind'))),
+      ).toEqual(['setting_change'])
       p.assertNoErrors()
     } finally {
       await p.close()
@@ -132,7 +166,12 @@ describe('events page', () => {
         const badges = [...document.querySelectorAll<HTMLElement>('td.event-kind .badge')].map((b) => {
           const box = b.getBoundingClientRect()
           const row = b.closest('tr')!.getBoundingClientRect()
-          return { label: b.textContent, inRow: box.left >= row.left && box.right <= row.right, whole: b.scrollWidth <= b.clientWidth, height: Math.round(box.height) }
+          return {
+            label: b.textContent,
+            inRow: box.left >= row.left && box.right <= row.right,
+            whole: b.scrollWidth <= b.clientWidth,
+            height: Math.round(box.height),
+          }
         })
         return { wrapScrolls: wrap.scrollWidth > wrap.clientWidth, badges }
       })
@@ -156,7 +195,12 @@ describe('events page', () => {
       await page.goto(`/#/databases/${dbId}/overview`)
       const chart = page.locator('[data-chart="overview-connections"] .chart[role="img"]')
       await chart.waitFor({ timeout: 30_000 })
-      await page.waitForFunction(() => document.querySelector('[data-chart="overview-connections"] .chart')?.getAttribute('aria-label')?.includes('Marked:'))
+      await page.waitForFunction(() =>
+        document
+          .querySelector('[data-chart="overview-connections"] .chart')
+          ?.getAttribute('aria-label')
+          ?.includes('Marked:'),
+      )
       const label = (await chart.getAttribute('aria-label'))!
       expect(label).toContain('Marked: ')
       expect(label).toContain('restart at ')

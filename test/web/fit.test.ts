@@ -41,18 +41,29 @@ beforeAll(async () => {
   const [binary, chromium] = await Promise.all([builtBinary(), launchBrowser()])
   browser = chromium
   server = await startServe([binary], { dataDir: join(dir, 'data') })
-  const signup = await request(server.base, 'POST', '/api/v1/auth/signup', { body: { ...account, name: 'Fit', org_name: 'Fit' } })
+  const signup = await request(server.base, 'POST', '/api/v1/auth/signup', {
+    body: { ...account, name: 'Fit', org_name: 'Fit' },
+  })
   expect(signup.status).toBe(201)
   // No SMTP: the verification mail is the server's log line, its link carries the token.
-  const token = await until('the verification mail in the log', async () => /verify\?token=([A-Za-z0-9_-]+)/.exec(server.stderr())?.[1])
+  const token = await until(
+    'the verification mail in the log',
+    async () => /verify\?token=([A-Za-z0-9_-]+)/.exec(server.stderr())?.[1],
+  )
   expect((await request(server.base, 'GET', `/api/v1/auth/verify-email?token=${token}`)).status).toBe(200)
   accessToken = signup.body.access_token
-  const key = await request(server.base, 'POST', '/api/v1/api-keys', { token: signup.body.access_token, body: { name: 'fit', scopes: ['ingest', 'read'] } })
+  const key = await request(server.base, 'POST', '/api/v1/api-keys', {
+    token: signup.body.access_token,
+    body: { name: 'fit', scopes: ['ingest', 'read'] },
+  })
   collectedAt = [Date.now() - 120_000, Date.now() - 60_000]
   for (const engine of ['postgres', 'clickhouse'] as const) {
     // Two cycles a minute apart: charts have two points, deltas a previous sample.
     for (const at of collectedAt) {
-      const res = await request(server.base, 'POST', '/api/v1/ingest', { apiKey: key.body.key, body: fullBatch(`fit-${engine}`, at, engine) })
+      const res = await request(server.base, 'POST', '/api/v1/ingest', {
+        apiKey: key.body.key,
+        body: fullBatch(`fit-${engine}`, at, engine),
+      })
       expect(res.status).toBe(200)
       ids[engine] = res.body.database_id
     }
@@ -87,7 +98,9 @@ afterAll(async () => {
 async function settled(page: Page): Promise<void> {
   await until('the page to settle', async () => {
     if (inFlight > 0) return undefined
-    const loading = await page.evaluate(() => [...document.querySelectorAll('main [role="status"]')].some((e) => /…$/.test(e.textContent ?? '')))
+    const loading = await page.evaluate(() =>
+      [...document.querySelectorAll('main [role="status"]')].some((e) => /…$/.test(e.textContent ?? '')),
+    )
     return loading ? undefined : true
   })
 }
@@ -101,7 +114,9 @@ async function clippedBoxes(page: Page): Promise<string[]> {
       const style = getComputedStyle(el)
       if (style.overflowX !== 'hidden' && style.overflowX !== 'clip') continue
       if (style.textOverflow === 'ellipsis' || el.closest('.sr-only, .content-heading, .uplot, .chart')) continue
-      found.push(`<${el.tagName.toLowerCase()} class="${el.className}"> ${el.clientWidth} of ${el.scrollWidth} px: ${(el.textContent ?? '').slice(0, 60)}`)
+      found.push(
+        `<${el.tagName.toLowerCase()} class="${el.className}"> ${el.clientWidth} of ${el.scrollWidth} px: ${(el.textContent ?? '').slice(0, 60)}`,
+      )
     }
     return found
   })
@@ -121,8 +136,10 @@ async function checkEveryWay(page: Page, where: string): Promise<string[]> {
     await page.waitForFunction((s) => document.documentElement.dataset.theme === s, scheme)
     await tab.screenshot(`fit-${where.replace(/\W+/g, '-')}-${viewport.width}-${scheme}`)
     const overflow = await horizontalOverflow(page)
-    if (overflow > 0) problems.push(`${where} at ${viewport.width} px, ${scheme}: the document is ${overflow} px wider than the screen`)
-    for (const box of await clippedBoxes(page)) problems.push(`${where} at ${viewport.width} px, ${scheme}: clipped ${box}`)
+    if (overflow > 0)
+      problems.push(`${where} at ${viewport.width} px, ${scheme}: the document is ${overflow} px wider than the screen`)
+    for (const box of await clippedBoxes(page))
+      problems.push(`${where} at ${viewport.width} px, ${scheme}: clipped ${box}`)
   }
   return problems
 }
@@ -137,10 +154,14 @@ for (const engine of ['postgres', 'clickhouse'] as const) {
       const nav = page.getByRole('navigation', { name: `Sections of fit-${engine}` })
       await nav.waitFor()
       // The navigation is TABS: every tab once, in its group's order.
-      expect(await nav.locator('a').evaluateAll((links) => links.map((a) => a.getAttribute('href')!.split('?')[0]!.split('/').pop()))).toEqual(
-        tabsOf(engine).map((t) => t.slug),
+      expect(
+        await nav
+          .locator('a')
+          .evaluateAll((links) => links.map((a) => a.getAttribute('href')!.split('?')[0]!.split('/').pop())),
+      ).toEqual(tabsOf(engine).map((t) => t.slug))
+      expect(await nav.locator('.sections-label').allTextContents()).toEqual(
+        TABS[engine].filter((g) => g.tabs.length > 1 || g.tabs[0]!.label !== g.label).map((g) => g.label),
       )
-      expect(await nav.locator('.sections-label').allTextContents()).toEqual(TABS[engine].filter((g) => g.tabs.length > 1 || g.tabs[0]!.label !== g.label).map((g) => g.label))
       const problems: string[] = []
       for (const t of tabsOf(engine)) {
         const where = `${engine}-${t.slug}`
@@ -148,7 +169,10 @@ for (const engine of ['postgres', 'clickhouse'] as const) {
         await nav.getByRole('link', { name: t.label, exact: true }).click()
         await page.waitForURL(new RegExp(`/${t.slug}$`))
         // The address changes first, the navigation's mark follows when the page renders: wait for it.
-        await nav.locator('[aria-current="page"]').filter({ hasText: new RegExp(`^${t.label}$`) }).waitFor()
+        await nav
+          .locator('[aria-current="page"]')
+          .filter({ hasText: new RegExp(`^${t.label}$`) })
+          .waitFor()
         expect(await nav.locator('[aria-current="page"]').textContent()).toBe(t.label)
         await settled(page)
         problems.push(...(await checkEveryWay(page, where)))
@@ -185,14 +209,28 @@ test('Overview: Top issues is one line per cause, worst first, each with its cou
   const section = page.locator('section', { has: page.getByRole('heading', { name: 'Top issues', level: 2 }) })
   const lines = section.locator('ul.issue-list > li')
   await lines.first().waitFor()
-  const shown = await lines.evaluateAll((list) => list.map((li) => [li.querySelector('.row a')!.textContent, li.querySelector('.row .small.muted')!.textContent, li.querySelector('.row a')!.getAttribute('href')]))
+  const shown = await lines.evaluateAll((list) =>
+    list.map((li) => [
+      li.querySelector('.row a')!.textContent,
+      li.querySelector('.row .small.muted')!.textContent,
+      li.querySelector('.row a')!.getAttribute('href'),
+    ]),
+  )
   expect(shown).toEqual(
-    groups.slice(0, 3).map((g) => [g.title, `${g.findings.length} finding${g.findings.length === 1 ? '' : 's'}`, `#/databases/${ids.postgres}/issues?finding=${encodeURIComponent(g.lead)}`]),
+    groups
+      .slice(0, 3)
+      .map((g) => [
+        g.title,
+        `${g.findings.length} finding${g.findings.length === 1 ? '' : 's'}`,
+        `#/databases/${ids.postgres}/issues?finding=${encodeURIComponent(g.lead)}`,
+      ]),
   )
   const open = section.getByRole('link', { name: 'Open the issues', exact: true })
   expect(await open.getAttribute('href')).toBe(`#/databases/${ids.postgres}/issues`)
   // (Issues then asks for its alerts: read to their end before the next test leaves the page.)
-  const alerts = ['open', 'resolved'].map((status) => page.waitForResponse((r) => r.url().includes(`/alerts?status=${status}`)).then((r) => r.finished()))
+  const alerts = ['open', 'resolved'].map((status) =>
+    page.waitForResponse((r) => r.url().includes(`/alerts?status=${status}`)).then((r) => r.finished()),
+  )
   await open.click()
   await page.waitForURL(/\/issues$/)
   await Promise.all(alerts)
@@ -216,14 +254,18 @@ test('Issues stays short at 390 px: the worst critical cause open, the others fo
     await page.goto('about:blank')
     // Issues asks for the open and the resolved alerts: wait until both answers are read to their end, so
     // that no request of this page is still running when it is left (it would count as failed).
-    const alerts = ['open', 'resolved'].map((status) => page.waitForResponse((r) => r.url().includes(`/alerts?status=${status}`)).then((r) => r.finished()))
+    const alerts = ['open', 'resolved'].map((status) =>
+      page.waitForResponse((r) => r.url().includes(`/alerts?status=${status}`)).then((r) => r.finished()),
+    )
     await page.goto(`/#/databases/${ids.postgres}/issues`)
     await page.locator('[data-history]').waitFor()
     await Promise.all(alerts)
     await settled(page)
     const panels = page.locator('article.finding')
     expect(await panels.count()).toBe(causes.length)
-    const open = await panels.evaluateAll((list) => list.map((a) => a.querySelector('.collapsible')?.getAttribute('data-open') === 'true'))
+    const open = await panels.evaluateAll((list) =>
+      list.map((a) => a.querySelector('.collapsible')?.getAttribute('data-open') === 'true'),
+    )
     const heights = await panels.evaluateAll((list) => list.map((a) => a.getBoundingClientRect().height))
     const height = await page.evaluate(() => document.documentElement.scrollHeight)
     return { open, heights, height }
@@ -274,17 +316,28 @@ test('every file of the dashboard goes out compressed as the client accepts, wit
     const plain = await fetch(server.base + path, { headers: { 'accept-encoding': 'identity' } })
     const original = new Uint8Array(await plain.arrayBuffer())
     expect([plain.headers.get('content-encoding'), plain.headers.get('vary')]).toEqual([null, 'Accept-Encoding'])
-    const decode = { br: (b: Uint8Array<ArrayBuffer>) => brotliDecompressSync(b), gzip: (b: Uint8Array<ArrayBuffer>) => Bun.gunzipSync(b) }
+    const decode = {
+      br: (b: Uint8Array<ArrayBuffer>) => brotliDecompressSync(b),
+      gzip: (b: Uint8Array<ArrayBuffer>) => Bun.gunzipSync(b),
+    }
     for (const encoding of ['br', 'gzip'] as const) {
       const accept = encoding === 'br' ? 'gzip, deflate, br' : 'gzip, deflate, br;q=0'
       const res = await fetch(server.base + path, { headers: { 'accept-encoding': accept }, decompress: false })
       const body = new Uint8Array(await res.arrayBuffer())
-      expect([path, res.headers.get('content-encoding'), res.headers.get('vary'), Number(res.headers.get('content-length'))]).toEqual([path, encoding, 'Accept-Encoding', body.byteLength])
+      expect([
+        path,
+        res.headers.get('content-encoding'),
+        res.headers.get('vary'),
+        Number(res.headers.get('content-length')),
+      ]).toEqual([path, encoding, 'Accept-Encoding', body.byteLength])
       expect(new Uint8Array(decode[encoding](body))).toEqual(original)
       if (original.byteLength > 4096) expect(body.byteLength).toBeLessThan(original.byteLength / 2)
       const etag = res.headers.get('etag')!
       expect(etag).not.toBe(plain.headers.get('etag'))
-      const again = await fetch(server.base + path, { headers: { 'accept-encoding': accept, 'if-none-match': etag }, decompress: false })
+      const again = await fetch(server.base + path, {
+        headers: { 'accept-encoding': accept, 'if-none-match': etag },
+        decompress: false,
+      })
       expect([again.status, again.headers.get('content-encoding')]).toEqual([304, null])
       sizes.push(`${path} ${encoding} ${original.byteLength} -> ${body.byteLength}`)
     }
@@ -303,7 +356,10 @@ test('at 390 px the sections are a menu: the button names where one is, Esc clos
   await button.click()
   expect(await button.getAttribute('aria-expanded')).toBe('true')
   // Every link shows whole: no label is cut.
-  for (const link of await nav.locator('a').all()) expect(await link.evaluate((a) => a.scrollWidth <= a.clientWidth + 1 && a.getBoundingClientRect().right <= innerWidth)).toBe(true)
+  for (const link of await nav.locator('a').all())
+    expect(
+      await link.evaluate((a) => a.scrollWidth <= a.clientWidth + 1 && a.getBoundingClientRect().right <= innerWidth),
+    ).toBe(true)
   await page.keyboard.press('Escape')
   await nav.waitFor({ state: 'hidden' })
   expect(await page.evaluate(() => document.activeElement?.classList.contains('sections-toggle'))).toBe(true)

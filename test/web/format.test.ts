@@ -70,9 +70,13 @@ describe('other formatters', () => {
   test('fmtClock: the time of day, with the date when it is another day', () => {
     const now = new Date(2026, 2, 10, 15, 0).getTime()
     const today = new Date(2026, 2, 10, 14, 2).getTime()
-    expect(fmtClock(today, now)).toBe(new Date(today).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' }))
+    expect(fmtClock(today, now)).toBe(
+      new Date(today).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' }),
+    )
     const earlier = new Date(2026, 2, 8, 9, 5).getTime()
-    expect(fmtClock(earlier, now)).toContain(new Date(earlier).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' }))
+    expect(fmtClock(earlier, now)).toContain(
+      new Date(earlier).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' }),
+    )
     expect(fmtClock(earlier, now)).not.toBe(fmtClock(today, now))
     expect(fmtClock(null)).toBe('—')
   })

@@ -49,11 +49,13 @@ afterAll(async () => {
 const signIn = (page: Page) => signInThroughForm(page, rig.account)
 
 /** The pids drawn in the blocking tree, one entry per node drawn. */
-const drawnPids = (page: Page) => page.locator('.chain-tree li[data-pid]').evaluateAll((nodes) => nodes.map((n) => Number(n.getAttribute('data-pid'))))
+const drawnPids = (page: Page) =>
+  page.locator('.chain-tree li[data-pid]').evaluateAll((nodes) => nodes.map((n) => Number(n.getAttribute('data-pid'))))
 
 describe('session history on the Active and Locks pages (PostgreSQL 17, Chromium)', () => {
   test('a session blocked by two pids is drawn once, live and in a past snapshot; the chain is listed after it ended', async () => {
-    const connect = (application: string) => postgres(dsn, { max: 1, onnotice: () => {}, connection: { application_name: application } })
+    const connect = (application: string) =>
+      postgres(dsn, { max: 1, onnotice: () => {}, connection: { application_name: application } })
     const root = connect('dbm-root')
     const waiter = connect('dbm-waiter')
     const locker = connect('dbm-locker')
@@ -64,7 +66,9 @@ describe('session history on the Active and Locks pages (PostgreSQL 17, Chromium
       await root.unsafe('UPDATE accounts SET balance = balance - 10 WHERE id = 1')
       const waiting = waiter.unsafe('UPDATE accounts SET balance = balance + 10 WHERE id = 1').execute()
       waiting.catch(() => {})
-      await until('the waiter to wait', async () => ((await setup`SELECT 1 FROM pg_locks WHERE pid = ${waiterPid} AND NOT granted`).length > 0 ? true : undefined))
+      await until('the waiter to wait', async () =>
+        (await setup`SELECT 1 FROM pg_locks WHERE pid = ${waiterPid} AND NOT granted`).length > 0 ? true : undefined,
+      )
       const locking = locker.unsafe('ALTER TABLE accounts ADD COLUMN note text').execute()
       locking.catch(() => {})
       const blocking = await until('the locker to wait for both', async () => {
@@ -74,7 +78,9 @@ describe('session history on the Active and Locks pages (PostgreSQL 17, Chromium
       expect([...blocking].sort((x, y) => x - y)).toEqual([rootPid, waiterPid].sort((x, y) => x - y))
       const [first, other] = blocking as [number, number]
       await until('the agent to sample the chain', async () =>
-        (await rig.api('/active')).some((s: any) => s.pid === lockerPid && s.blocking_pids.length === 2) ? true : undefined,
+        (await rig.api('/active')).some((s: any) => s.pid === lockerPid && s.blocking_pids.length === 2)
+          ? true
+          : undefined,
       )
 
       b = await openPage(browser, { baseURL: rig.server.base })
@@ -89,7 +95,9 @@ describe('session history on the Active and Locks pages (PostgreSQL 17, Chromium
       expect(live.sort((x, y) => x - y)).toEqual([rootPid, waiterPid, lockerPid].sort((x, y) => x - y))
       const node = page.locator(`.chain-tree li[data-pid="${first}"] li[data-pid="${lockerPid}"]`)
       expect(await node.locator('.also-blocked').first().textContent()).toBe(`also blocked by pid ${other}`)
-      expect(await page.locator(`.chain-tree li[data-pid="${rootPid}"] > .chain-node`).textContent()).toContain('blocks 2')
+      expect(await page.locator(`.chain-tree li[data-pid="${rootPid}"] > .chain-node`).textContent()).toContain(
+        'blocks 2',
+      )
       await b.screenshot('history-01-active-live-chain')
 
       // End the chain and wait for a snapshot without it.
@@ -110,7 +118,12 @@ describe('session history on the Active and Locks pages (PostgreSQL 17, Chromium
       await page.locator(`.chain-tree li[data-pid="${lockerPid}"]`).waitFor()
       const past = await drawnPids(page)
       expect(past.sort((x, y) => x - y)).toEqual([rootPid, waiterPid, lockerPid].sort((x, y) => x - y))
-      expect(await page.locator(`.chain-tree li[data-pid="${first}"] li[data-pid="${lockerPid}"] .also-blocked`).first().textContent()).toBe(`also blocked by pid ${other}`)
+      expect(
+        await page
+          .locator(`.chain-tree li[data-pid="${first}"] li[data-pid="${lockerPid}"] .also-blocked`)
+          .first()
+          .textContent(),
+      ).toBe(`also blocked by pid ${other}`)
       expect(await history.textContent()).toContain('2 waiting for a lock')
       const at = Number(new URL(page.url().replace('#/', '')).searchParams.get('at'))
       const snapshot = await rig.api(`/active?at=${at}`)

@@ -11,7 +11,13 @@ const series = [
   { ts: '2026-01-01T00:01:00.000Z', available_bytes: 200, total_bytes: 1000 },
   { ts: '2026-01-01T00:02:00.000Z', available_bytes: null, total_bytes: null },
 ]
-const trend = { rate_bytes_per_s: -100 / 60, samples: 2, since: '2026-01-01T00:00:00.000Z', until: '2026-01-01T00:01:00.000Z', basis_seconds: 60 }
+const trend = {
+  rate_bytes_per_s: -100 / 60,
+  samples: 2,
+  since: '2026-01-01T00:00:00.000Z',
+  until: '2026-01-01T00:01:00.000Z',
+  basis_seconds: 60,
+}
 
 test('a fill time within reach: the forecast runs from the last sample to zero there, and the axis reaches it', () => {
   const window: [number, number] = [T0, T0 + 2 * 60_000]
@@ -35,8 +41,16 @@ test('a fill time beyond two windows: the line goes to the window end, on the wa
 })
 
 test('no fill time, or one before the last sample: free space only; the trend in words', () => {
-  expect(forecastLine({ series, forecast: { trend: null, fills_at: null } }).series).toEqual([{ label: 'free', values: [300, 200, null] }])
-  expect(forecastLine({ series, forecast: { trend: null, fills_at: '2025-12-31T00:00:00.000Z' } }).series.length).toBe(1)
-  expect(trendWords({ forecast: { trend: { ...trend, rate_bytes_per_s: 549_376 }, fills_at: null } })).toBe('Free space grows by 536.5 KB/s (fitted over 1 min 0 s): no fill date.')
-  expect(trendWords({ forecast: { trend: null, fills_at: null } })).toBe('Too little history for a forecast (it needs 10 minutes).')
+  expect(forecastLine({ series, forecast: { trend: null, fills_at: null } }).series).toEqual([
+    { label: 'free', values: [300, 200, null] },
+  ])
+  expect(forecastLine({ series, forecast: { trend: null, fills_at: '2025-12-31T00:00:00.000Z' } }).series.length).toBe(
+    1,
+  )
+  expect(trendWords({ forecast: { trend: { ...trend, rate_bytes_per_s: 549_376 }, fills_at: null } })).toBe(
+    'Free space grows by 536.5 KB/s (fitted over 1 min 0 s): no fill date.',
+  )
+  expect(trendWords({ forecast: { trend: null, fills_at: null } })).toBe(
+    'Too little history for a forecast (it needs 10 minutes).',
+  )
 })

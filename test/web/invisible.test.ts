@@ -3,7 +3,13 @@
 // escapeInvisible does the same for strings (titles, labels), <DbText> also isolates the text (<bdi>).
 import { describe, expect, test } from 'bun:test'
 import type { VNode } from 'preact'
-import { DbText, INVISIBLE, escapeInvisible, hasInvisible, revealInvisible } from '../../src/web/components/invisible.tsx'
+import {
+  DbText,
+  INVISIBLE,
+  escapeInvisible,
+  hasInvisible,
+  revealInvisible,
+} from '../../src/web/components/invisible.tsx'
 
 /** The nodes as the text a reader sees, and the markers' titles. */
 function shown(text: string): { text: string; titles: string[] } {
@@ -51,8 +57,12 @@ describe('revealInvisible', () => {
 
 describe('escapeInvisible', () => {
   test('each invisible character becomes ⟨U+XXXX⟩; tabs, newlines and visible unicode stay', () => {
-    expect(escapeInvisible('orders\u202e\u2066\u200b\u0007\n\tü 表')).toBe('orders⟨U+202E⟩⟨U+2066⟩⟨U+200B⟩⟨U+0007⟩\n\tü 表')
-    expect(INVISIBLE.test(escapeInvisible('\u0000\u001b\u00ad\u061c\u180e\u200b\u2028\u202a\u2060\u206f\ufeff'))).toBe(false)
+    expect(escapeInvisible('orders\u202e\u2066\u200b\u0007\n\tü 表')).toBe(
+      'orders⟨U+202E⟩⟨U+2066⟩⟨U+200B⟩⟨U+0007⟩\n\tü 表',
+    )
+    expect(INVISIBLE.test(escapeInvisible('\u0000\u001b\u00ad\u061c\u180e\u200b\u2028\u202a\u2060\u206f\ufeff'))).toBe(
+      false,
+    )
     // Text hidden in tag characters ("ASCII smuggling"), fillers that draw blank, annotation marks, variation selectors.
     expect(escapeInvisible('shop\u{e0044}\u{e0052}\u3164\ufff9x\ufffb\u034f\ufe0f\u{e0100}-db')).toBe(
       'shop⟨U+E0044⟩⟨U+E0052⟩⟨U+3164⟩⟨U+FFF9⟩x⟨U+FFFB⟩⟨U+034F⟩⟨U+FE0F⟩⟨U+E0100⟩-db',

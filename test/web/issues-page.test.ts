@@ -2,7 +2,13 @@
 // up by key (a finding the answer left out is skipped), how long a resolved alert was open, which cause
 // an old link's ?finding= opens, and the old tabs' slugs that open the page.
 import { describe, expect, test } from 'bun:test'
-import { ISSUES_ALIASES, groupOfFinding, issuesBySeverity, openFor, wasNotified } from '../../src/web/pages/db/issues.tsx'
+import {
+  ISSUES_ALIASES,
+  groupOfFinding,
+  issuesBySeverity,
+  openFor,
+  wasNotified,
+} from '../../src/web/pages/db/issues.tsx'
 import type { Finding, FindingGroup } from '../../src/web/pages/db/types.ts'
 
 const finding = (key: string, severity: Finding['severity'], cause: string): Finding => ({
@@ -32,7 +38,12 @@ const group = (key: string, severity: FindingGroup['severity'], findings: string
 })
 
 describe('issues by severity', () => {
-  const holder = group('session:pid 7', 'critical', ['pg_idle_in_transaction:pid 7', 'pg_dead_tuples:public.t', 'pg_xmin_horizon:pid 7', 'pg_gone:x'])
+  const holder = group('session:pid 7', 'critical', [
+    'pg_idle_in_transaction:pid 7',
+    'pg_dead_tuples:public.t',
+    'pg_xmin_horizon:pid 7',
+    'pg_gone:x',
+  ])
   const alone = group('pg_cache_hit_ratio', 'warning', ['pg_cache_hit_ratio'])
   const findings = [
     finding('pg_dead_tuples:public.t', 'critical', holder.key),
@@ -42,7 +53,9 @@ describe('issues by severity', () => {
   ]
   test('each cause once, under its own severity, its lead first and its consequences in the group order', () => {
     const by = issuesBySeverity([holder, alone], findings)
-    expect(by.critical.map((i) => [i.lead.key, i.consequences.map((f) => f.key)])).toEqual([['pg_idle_in_transaction:pid 7', ['pg_dead_tuples:public.t', 'pg_xmin_horizon:pid 7']]])
+    expect(by.critical.map((i) => [i.lead.key, i.consequences.map((f) => f.key)])).toEqual([
+      ['pg_idle_in_transaction:pid 7', ['pg_dead_tuples:public.t', 'pg_xmin_horizon:pid 7']],
+    ])
     expect(by.warning.map((i) => i.group.key)).toEqual(['pg_cache_hit_ratio'])
     expect(by.info).toEqual([])
   })
@@ -66,7 +79,14 @@ test('Doctor, Recommendations and Alerts open Issues', () => {
 test('an alert sent only to an alert destination was notified; one queued there and not sent yet was not', () => {
   const none = { email: null, webhook: null, destinations: [] }
   expect(wasNotified(none)).toBe(false)
-  expect(wasNotified({ ...none, destinations: [{ id: 'd', kind: 'pagerduty', name: 'on-call', sent_at: null }] })).toBe(false)
-  expect(wasNotified({ ...none, destinations: [{ id: 'd', kind: 'pagerduty', name: 'on-call', sent_at: '2026-01-01T10:00:00.000Z' }] })).toBe(true)
+  expect(wasNotified({ ...none, destinations: [{ id: 'd', kind: 'pagerduty', name: 'on-call', sent_at: null }] })).toBe(
+    false,
+  )
+  expect(
+    wasNotified({
+      ...none,
+      destinations: [{ id: 'd', kind: 'pagerduty', name: 'on-call', sent_at: '2026-01-01T10:00:00.000Z' }],
+    }),
+  ).toBe(true)
   expect(wasNotified({ ...none, email: '2026-01-01T10:00:00.000Z' })).toBe(true)
 })

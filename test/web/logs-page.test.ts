@@ -26,7 +26,13 @@ let dbId = ''
 const now = Date.now()
 const t0 = Math.floor((now - 20 * MINUTE) / MINUTE) * MINUTE
 
-const entry = (ts: number, kind: string, severity: string, message: string, more: Partial<LogEvent> = {}): LogEvent => ({
+const entry = (
+  ts: number,
+  kind: string,
+  severity: string,
+  message: string,
+  more: Partial<LogEvent> = {},
+): LogEvent => ({
   ts,
   kind,
   severity,
@@ -79,15 +85,30 @@ beforeAll(async () => {
     backend_type: 'client backend',
     xact_start: null,
   }
-  const waitLock: LockEntry = { pid: 5151, lock_type: 'relation', mode: 'ShareUpdateExclusiveLock', relation_name: 'public.av', granted: false, blocked_by_pid: 5150, duration_ms: 3000, query_text: waiting.query_text }
+  const waitLock: LockEntry = {
+    pid: 5151,
+    lock_type: 'relation',
+    mode: 'ShareUpdateExclusiveLock',
+    relation_name: 'public.av',
+    granted: false,
+    blocked_by_pid: 5150,
+    duration_ms: 3000,
+    query_text: waiting.query_text,
+  }
   const batches = [
     // a session snapshot 8 s before the wait's entry, with nobody waiting
-    pgBatch('logs-page', t0 + 7 * MINUTE - 8_000, { activity: [{ ...waiting, wait_event_type: null, wait_event: null, blocking_pids: [] }], locks: [] }),
+    pgBatch('logs-page', t0 + 7 * MINUTE - 8_000, {
+      activity: [{ ...waiting, wait_event_type: null, wait_event: null, blocking_pids: [] }],
+      locks: [],
+    }),
     pgBatch('logs-page', t0 + MINUTE, {
       log_events: section(
         [
           entry(t0 + 10_000, 'error', 'error', HOSTILE, { sqlstate: '42P01', statement: 'SELECT * FROM "<b>x</b>"' }),
-          entry(t0 + 20_000, 'auth_failed', 'fatal', 'password authentication failed for user "app"', { sqlstate: '28P01', fields: { method: 'password' } }),
+          entry(t0 + 20_000, 'auth_failed', 'fatal', 'password authentication failed for user "app"', {
+            sqlstate: '28P01',
+            fields: { method: 'password' },
+          }),
         ],
         3,
       ),
@@ -95,12 +116,24 @@ beforeAll(async () => {
     pgBatch('logs-page', t0 + 6 * MINUTE, {
       log_events: section(
         [
-          entry(t0 + 5 * MINUTE, 'lock_wait', 'log', 'process 4242 still waiting for ShareLock on transaction 771 after 1000.070 ms', {
-            fields: { mode: 'ShareLock', lock: 'transaction 771', wait_ms: 1000.07, holders: [4243] },
-          }),
-          entry(t0 + 5 * MINUTE + 30_000, 'autovacuum', 'log', 'automatic vacuum of table "shop.public.orders": index scans: 1', {
-            fields: { table: 'shop.public.orders', elapsed_ms: 1520, tuples_removed: 300000 },
-          }),
+          entry(
+            t0 + 5 * MINUTE,
+            'lock_wait',
+            'log',
+            'process 4242 still waiting for ShareLock on transaction 771 after 1000.070 ms',
+            {
+              fields: { mode: 'ShareLock', lock: 'transaction 771', wait_ms: 1000.07, holders: [4243] },
+            },
+          ),
+          entry(
+            t0 + 5 * MINUTE + 30_000,
+            'autovacuum',
+            'log',
+            'automatic vacuum of table "shop.public.orders": index scans: 1',
+            {
+              fields: { table: 'shop.public.orders', elapsed_ms: 1520, tuples_removed: 300000 },
+            },
+          ),
         ],
         0,
       ),
@@ -111,11 +144,26 @@ beforeAll(async () => {
       locks: [waitLock],
       log_events: section(
         [
-          entry(t0 + 7 * MINUTE, 'lock_wait', 'log', 'process 5151 still waiting for ShareUpdateExclusiveLock on relation 16456 of database 16384 after 1000.1 ms', {
-            pid: 5151,
-            fields: { mode: 'ShareUpdateExclusiveLock', lock: 'relation 16456 of database 16384', relation: 16456, wait_ms: 1000.1, holders: [5150] },
+          entry(
+            t0 + 7 * MINUTE,
+            'lock_wait',
+            'log',
+            'process 5151 still waiting for ShareUpdateExclusiveLock on relation 16456 of database 16384 after 1000.1 ms',
+            {
+              pid: 5151,
+              fields: {
+                mode: 'ShareUpdateExclusiveLock',
+                lock: 'relation 16456 of database 16384',
+                relation: 16456,
+                wait_ms: 1000.1,
+                holders: [5150],
+              },
+            },
+          ),
+          entry(t0 + 7 * MINUTE + 1_000, 'archive_failed', 'log', 'archive command failed with exit code 7', {
+            pid: 77,
+            fields: { exit_code: 7 },
           }),
-          entry(t0 + 7 * MINUTE + 1_000, 'archive_failed', 'log', 'archive command failed with exit code 7', { pid: 77, fields: { exit_code: 7 } }),
         ],
         0,
       ),
@@ -148,7 +196,9 @@ describe('logs page', () => {
       await page.locator('table.log-table tr[data-kind="autovacuum"]').waitFor({ timeout: 30_000 })
       expect(await page.locator('[data-filtered-counts]').count()).toBe(0)
       // the kinds table: the error's count includes the three the agent did not send whole
-      const kinds = await page.locator('table.log-kinds tbody tr').evaluateAll((trs) => trs.map((tr) => [tr.getAttribute('data-kind'), tr.querySelector('td.num')?.textContent]))
+      const kinds = await page
+        .locator('table.log-kinds tbody tr')
+        .evaluateAll((trs) => trs.map((tr) => [tr.getAttribute('data-kind'), tr.querySelector('td.num')?.textContent]))
       expect(kinds).toEqual([
         ['error', '4'],
         ['lock_wait', '2'],
@@ -156,9 +206,13 @@ describe('logs page', () => {
         ['auth_failed', '1'],
         ['autovacuum', '1'],
       ])
-      expect(await page.getByText('3 entries of this range were counted by the agent but not sent whole').count()).toBe(1)
+      expect(await page.getByText('3 entries of this range were counted by the agent but not sent whole').count()).toBe(
+        1,
+      )
       // newest first; the hostile message is text
-      const order = await page.locator('table.log-table tbody tr').evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-kind')))
+      const order = await page
+        .locator('table.log-table tbody tr')
+        .evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-kind')))
       expect(order).toEqual(['archive_failed', 'lock_wait', 'autovacuum', 'lock_wait', 'auth_failed', 'error'])
       expect(await page.locator('table.log-table img, table.log-table b').count()).toBe(0)
       expect(await page.evaluate(() => (window as unknown as { __xss?: number }).__xss)).toBeUndefined()
@@ -172,20 +226,29 @@ describe('logs page', () => {
       const relationWait = page.locator('table.log-table tr[data-kind="lock_wait"]').first()
       await relationWait.locator('.log-message').click()
       await relationWait.locator('[data-relation-name]').waitFor()
-      expect(await relationWait.getByRole('link', { name: 'Locks at that moment' }).getAttribute('href')).toBe(`#/databases/${dbId}/locks?at=${t0 + 7 * MINUTE + 5_000}`)
+      expect(await relationWait.getByRole('link', { name: 'Locks at that moment' }).getAttribute('href')).toBe(
+        `#/databases/${dbId}/locks?at=${t0 + 7 * MINUTE + 5_000}`,
+      )
       expect(await relationWait.locator('[data-relation-name]').textContent()).toContain('relation 16456 is public.av')
       await relationWait.locator('.log-message').click()
 
       // the lock wait opens to its fields and links to the lock chains at that moment
       await page.locator('table.log-table tr[data-kind="lock_wait"]').nth(1).locator('.log-message').click()
       const lockRow = page.locator('table.log-table tr[data-kind="lock_wait"]').nth(1)
-      expect(await lockRow.locator('dl.log-fields dt').allTextContents()).toEqual(['mode', 'lock', 'wait ms', 'holders'])
+      expect(await lockRow.locator('dl.log-fields dt').allTextContents()).toEqual([
+        'mode',
+        'lock',
+        'wait ms',
+        'holders',
+      ])
       // the first snapshot at or after it
-      expect(await lockRow.getByRole('link', { name: 'Locks at that moment' }).getAttribute('href')).toBe(`#/databases/${dbId}/locks?at=${t0 + 7 * MINUTE - 8_000}`)
-      await page.locator('tr[data-kind="autovacuum"] .log-message').click()
-      expect(await page.locator('tr[data-kind="autovacuum"]').getByRole('link', { name: 'Table' }).getAttribute('href')).toMatch(
-        new RegExp(`^#/databases/${dbId}/tables/${encodeURIComponent('public/orders').replace(/%/g, '%')}`),
+      expect(await lockRow.getByRole('link', { name: 'Locks at that moment' }).getAttribute('href')).toBe(
+        `#/databases/${dbId}/locks?at=${t0 + 7 * MINUTE - 8_000}`,
       )
+      await page.locator('tr[data-kind="autovacuum"] .log-message').click()
+      expect(
+        await page.locator('tr[data-kind="autovacuum"]').getByRole('link', { name: 'Table' }).getAttribute('href'),
+      ).toMatch(new RegExp(`^#/databases/${dbId}/tables/${encodeURIComponent('public/orders').replace(/%/g, '%')}`))
       await p.screenshot('logs-page')
 
       // a kind in the table filters the list
@@ -198,24 +261,37 @@ describe('logs page', () => {
       await page.goto(`/#/databases/${dbId}/logs?range=1h&severity=error`)
       await page.locator('[data-filtered-counts]').waitFor()
       await page.waitForFunction(() => document.querySelectorAll('table.log-kinds tbody tr').length === 3)
-      const filtered = await page.locator('table.log-kinds tbody tr').evaluateAll((trs) => trs.map((tr) => [tr.getAttribute('data-kind'), tr.querySelector('td.num')?.textContent]))
+      const filtered = await page
+        .locator('table.log-kinds tbody tr')
+        .evaluateAll((trs) => trs.map((tr) => [tr.getAttribute('data-kind'), tr.querySelector('td.num')?.textContent]))
       expect(filtered).toEqual([
         ['error', '4'],
         ['archive_failed', '1'],
         ['auth_failed', '1'],
       ])
-      expect(await page.locator('[data-filtered-counts]').textContent()).toBe('Counts of the filtered view (errors and worse).')
+      expect(await page.locator('[data-filtered-counts]').textContent()).toBe(
+        'Counts of the filtered view (errors and worse).',
+      )
       const archive = page.locator('table.log-table tr[data-kind="archive_failed"]')
-      expect((await archive.locator('td').nth(1).textContent())?.replace(/\s+/g, ' ').trim()).toBe('error (logged as log) Archive command failed')
+      expect((await archive.locator('td').nth(1).textContent())?.replace(/\s+/g, ' ').trim()).toBe(
+        'error (logged as log) Archive command failed',
+      )
 
       // a phone: time and kind above the message, nothing wider than the screen
       await page.setViewportSize({ width: 390, height: 800 })
       await page.goto(`/#/databases/${dbId}/logs?range=1h`)
       await page.locator('table.log-table tr[data-kind="autovacuum"]').waitFor()
-      const layout = await page.locator('table.log-table tr[data-kind="lock_wait"]').first().evaluate((tr) => {
-        const [time, , message] = [...tr.querySelectorAll('td')].map((td) => td.getBoundingClientRect())
-        return { messageBelow: message!.top >= time!.bottom - 1, messageRight: message!.right, rowHeight: tr.getBoundingClientRect().height }
-      })
+      const layout = await page
+        .locator('table.log-table tr[data-kind="lock_wait"]')
+        .first()
+        .evaluate((tr) => {
+          const [time, , message] = [...tr.querySelectorAll('td')].map((td) => td.getBoundingClientRect())
+          return {
+            messageBelow: message!.top >= time!.bottom - 1,
+            messageRight: message!.right,
+            rowHeight: tr.getBoundingClientRect().height,
+          }
+        })
       expect(layout.messageBelow).toBe(true)
       expect(layout.messageRight).toBeLessThanOrEqual(390)
       expect(layout.rowHeight).toBeLessThan(200)

@@ -23,7 +23,10 @@ beforeAll(async () => {
   // Only verified organizations invite.
   await server.deps.mailer.idle()
   await verify(server, owner)
-  const db = await server.call('POST', '/api/v1/databases', { token: owner.token, body: { name: 'orders', engine: 'postgres', host: 'db1.internal' } })
+  const db = await server.call('POST', '/api/v1/databases', {
+    token: owner.token,
+    body: { name: 'orders', engine: 'postgres', host: 'db1.internal' },
+  })
   expect(db.status).toBe(201)
   databaseId = db.body.id
 })
@@ -47,11 +50,18 @@ test('an owner invites, the invitee joins from the link and sees the databases; 
   await o.getByRole('button', { name: 'Sign in' }).click()
   await o.waitForURL(/#\/databases$/, { timeout: 30_000 })
   await o.goto('/#/settings')
-  await o.locator(`tr[data-member="${owner.email}"] [data-role]`).filter({ hasText: 'owner' }).waitFor({ timeout: 30_000 })
+  await o
+    .locator(`tr[data-member="${owner.email}"] [data-role]`)
+    .filter({ hasText: 'owner' })
+    .waitFor({ timeout: 30_000 })
   await o.getByLabel('Email address').fill(invitee)
   await o.getByLabel('Role').selectOption('member')
   await o.getByRole('button', { name: 'Invite', exact: true }).click()
-  await o.getByText(`Invitation sent to ${invitee} (by mail; without SMTP its link is in the server log); it works once, for 7 days.`).waitFor()
+  await o
+    .getByText(
+      `Invitation sent to ${invitee} (by mail; without SMTP its link is in the server log); it works once, for 7 days.`,
+    )
+    .waitFor()
   await o.locator(`tr[data-invite="${invitee}"]`).waitFor()
   expect(await o.locator(`tr[data-invite="${invitee}"] td`).first().textContent()).toBe(invitee)
   ownerPage.assertNoErrors()
@@ -94,7 +104,10 @@ test('an owner invites, the invitee joins from the link and sees the databases; 
   expect(await i.getByLabel('pg_prepared_transactions warning_s').isDisabled()).toBe(true)
   expect(await i.getByRole('button', { name: /^(Save|Reset) pg_/ }).count()).toBe(0)
   // Deleting it is an owner's too: a line says so, where an owner has the button.
-  await i.locator('[data-owners-only-delete]').filter({ hasText: 'Only the organization\'s owners delete a database' }).waitFor()
+  await i
+    .locator('[data-owners-only-delete]')
+    .filter({ hasText: "Only the organization's owners delete a database" })
+    .waitFor()
   expect(await i.getByRole('button', { name: /Delete database/ }).count()).toBe(0)
   await i.goto('/#/settings/api-keys')
   await i.locator('[data-owners-only]').filter({ hasText: 'manage API keys' }).waitFor()
@@ -125,17 +138,31 @@ test('an owner invites, the invitee joins from the link and sees the databases; 
 }, 120_000)
 
 /** A second owner of `owner`'s organization, joined through an invite (over the API), with API keys of their own. */
-async function ownerWithKeys(name: string): Promise<{ account: { userId: string; token: string }; keys: { name: string; prefix: string; key: string }[] }> {
+async function ownerWithKeys(
+  name: string,
+): Promise<{ account: { userId: string; token: string }; keys: { name: string; prefix: string; key: string }[] }> {
   const email = `${name.toLowerCase()}-${Math.random().toString(36).slice(2, 7)}@example.com`
-  expect((await server.call('POST', '/api/v1/organization/invites', { token: owner.token, body: { email, role: 'owner' } })).status).toBe(201)
+  expect(
+    (await server.call('POST', '/api/v1/organization/invites', { token: owner.token, body: { email, role: 'owner' } }))
+      .status,
+  ).toBe(201)
   await server.deps.mailer.idle()
   const token = new URL(server.mailLink(email, /invited/)!).searchParams.get('token')
-  const joined = await server.call('POST', '/api/v1/auth/accept-invite', { ip: uniqueIp(), body: { token, name, password: 'owner password 1' } })
+  const joined = await server.call('POST', '/api/v1/auth/accept-invite', {
+    ip: uniqueIp(),
+    body: { token, name, password: 'owner password 1' },
+  })
   expect(joined.status).toBe(201)
   const account = { userId: joined.body.user.id as string, token: joined.body.access_token as string }
-  const agent = await server.call('POST', '/api/v1/api-keys', { token: account.token, body: { name: `${name} agent`, scopes: ['ingest', 'admin'] } })
+  const agent = await server.call('POST', '/api/v1/api-keys', {
+    token: account.token,
+    body: { name: `${name} agent`, scopes: ['ingest', 'admin'] },
+  })
   // a key made with their key: revoked with it
-  const child = await server.call('POST', '/api/v1/api-keys', { apiKey: agent.body.key, body: { name: `${name} script`, scopes: ['admin'] } })
+  const child = await server.call('POST', '/api/v1/api-keys', {
+    apiKey: agent.body.key,
+    body: { name: `${name} script`, scopes: ['admin'] },
+  })
   expect([agent.status, child.status]).toEqual([201, 201])
   return { account, keys: [agent.body, child.body] }
 }
@@ -153,7 +180,11 @@ test('keys have scopes and creators; demoting or removing an owner lists their k
   // A key with the default scopes but admin too: the list shows its scopes and creator.
   await o.goto('/#/settings/api-keys')
   await o.getByLabel('Key name').fill('deploy script')
-  expect(await o.locator('input[name="scope"]:checked').evaluateAll((inputs) => inputs.map((i) => (i as HTMLInputElement).value))).toEqual(['ingest', 'read'])
+  expect(
+    await o
+      .locator('input[name="scope"]:checked')
+      .evaluateAll((inputs) => inputs.map((i) => (i as HTMLInputElement).value)),
+  ).toEqual(['ingest', 'read'])
   await o.locator('input[name="scope"][value="admin"]').check()
   await o.locator('input[name="scope"][value="ingest"]').uncheck()
   await o.getByRole('button', { name: 'Create key' }).click()
@@ -177,25 +208,36 @@ test('keys have scopes and creators; demoting or removing an owner lists their k
   )
   // (the agent key was used to make the script's key: its last use shows)
   expect(await demotion.locator('[data-revoked-key]').allTextContents()).toEqual([
-    expect.stringMatching(new RegExp(`^Bea agent ${bea.keys[0]!.prefix.replaceAll('.', '\\.')} — scopes ingest, admin, last used \\d+ s ago$`)),
+    expect.stringMatching(
+      new RegExp(
+        `^Bea agent ${bea.keys[0]!.prefix.replaceAll('.', '\\.')} — scopes ingest, admin, last used \\d+ s ago$`,
+      ),
+    ),
     `Bea script ${bea.keys[1]!.prefix} — scopes admin, last used never`,
   ])
-  for (const key of bea.keys) expect((await server.call('GET', '/api/v1/api-keys', { apiKey: key.key })).status).toBe(200)
+  for (const key of bea.keys)
+    expect((await server.call('GET', '/api/v1/api-keys', { apiKey: key.key })).status).toBe(200)
   await ownerPage.screenshot('members-demote-lists-keys')
   await demotion.getByRole('button', { name: 'Make member now' }).click()
   await o.locator('tr[data-member] [data-role]').filter({ hasText: 'member' }).nth(1).waitFor()
-  for (const key of bea.keys) expect((await server.call('GET', '/api/v1/api-keys', { apiKey: key.key })).status).toBe(401)
+  for (const key of bea.keys)
+    expect((await server.call('GET', '/api/v1/api-keys', { apiKey: key.key })).status).toBe(401)
 
   // Removing Cy: the same, and their keys are gone after it.
   await o.getByRole('button', { name: 'Remove Cy' }).click()
   const removal = o.getByRole('group', { name: 'Remove Cy?' })
   expect(await removal.locator('[data-revoked-key]').allTextContents()).toEqual([
-    expect.stringMatching(new RegExp(`^Cy agent ${cy.keys[0]!.prefix.replaceAll('.', '\\.')} — scopes ingest, admin, last used \\d+ s ago$`)),
+    expect.stringMatching(
+      new RegExp(
+        `^Cy agent ${cy.keys[0]!.prefix.replaceAll('.', '\\.')} — scopes ingest, admin, last used \\d+ s ago$`,
+      ),
+    ),
     `Cy script ${cy.keys[1]!.prefix} — scopes admin, last used never`,
   ])
   await removal.getByRole('button', { name: 'Remove now' }).click()
   await removal.waitFor({ state: 'detached' })
-  for (const key of cy.keys) expect((await server.call('GET', '/api/v1/databases', { apiKey: key.key })).status).toBe(401)
+  for (const key of cy.keys)
+    expect((await server.call('GET', '/api/v1/databases', { apiKey: key.key })).status).toBe(401)
   // The keys page: theirs revoked, with no creator left for Cy's; the owner's own key untouched.
   await o.goto('/#/settings/api-keys')
   await o.locator('tr[data-key="Cy agent"]').filter({ hasText: 'revoked' }).waitFor()

@@ -32,14 +32,40 @@ const MINUTE = 60_000
 const now = Date.now()
 
 /** Wire paths (`[]` for an array's entries) whose strings are machine values, not text from the database. */
-const MACHINE = new Set(['batch_id', 'agent_version', 'database.engine', 'explain_plans[].source', 'bloat[].kind', 'collector_errors[].level', 'collector_notes[].level',
+const MACHINE = new Set([
+  'batch_id',
+  'agent_version',
+  'database.engine',
+  'explain_plans[].source',
+  'bloat[].kind',
+  'collector_errors[].level',
+  'collector_notes[].level',
   // log events, host and backups: kinds, severities, codes and tools are dbm's (or PostgreSQL's) words with a pattern on the wire
-  'log_events.source', 'log_events.entries[].kind', 'log_events.entries[].severity', 'log_events.entries[].sqlstate', 'log_events.entries[].query_id',
-  'log_events.counts[].kind', 'log_events.counts[].severity', 'host.source', 'backups.tool', 'backups.backups[].type',
-  'availability.state', 'availability.cause', 'progress[].blocker.via', 'wal_dir.redo_lsn',
+  'log_events.source',
+  'log_events.entries[].kind',
+  'log_events.entries[].severity',
+  'log_events.entries[].sqlstate',
+  'log_events.entries[].query_id',
+  'log_events.counts[].kind',
+  'log_events.counts[].severity',
+  'host.source',
+  'backups.tool',
+  'backups.backups[].type',
+  'availability.state',
+  'availability.cause',
+  'progress[].blocker.via',
+  'wal_dir.redo_lsn',
   // custom metrics: names and columns are the config's identifiers (a pattern on the wire); their label values, descriptions and errors stay hostile
-  'custom_metrics.definitions[].name', 'custom_metrics.definitions[].kind', 'custom_metrics.definitions[].labels[]', 'custom_metrics.definitions[].values[]',
-  'custom_metrics.definitions[].alert.op', 'custom_metrics.definitions[].alert.severity', 'custom_metrics.samples[].name', 'custom_metrics.samples[].column', 'custom_metrics.errors[].name'])
+  'custom_metrics.definitions[].name',
+  'custom_metrics.definitions[].kind',
+  'custom_metrics.definitions[].labels[]',
+  'custom_metrics.definitions[].values[]',
+  'custom_metrics.definitions[].alert.op',
+  'custom_metrics.definitions[].alert.severity',
+  'custom_metrics.samples[].name',
+  'custom_metrics.samples[].column',
+  'custom_metrics.errors[].name',
+])
 /** Maps whose keys are names from the database (the others' keys are dbm's metric names). */
 const NAMED_KEYS = new Set(['server_state.settings', 'database.tags', 'server_state.stats_resets'])
 
@@ -49,7 +75,10 @@ function poison(value: unknown, path = ''): unknown {
   if (Array.isArray(value)) return value.map((v) => poison(v, `${path}[]`))
   if (value && typeof value === 'object') {
     return Object.fromEntries(
-      Object.entries(value).map(([k, v]) => [NAMED_KEYS.has(path) ? hostile(k) : k, poison(v, path ? `${path}.${k}` : k)]),
+      Object.entries(value).map(([k, v]) => [
+        NAMED_KEYS.has(path) ? hostile(k) : k,
+        poison(v, path ? `${path}.${k}` : k),
+      ]),
     )
   }
   return value
@@ -70,9 +99,17 @@ function hostileBatch(name: string, engine: 'postgres' | 'clickhouse', at: numbe
   // archive_mode is at most 16 characters on the wire: a short value, still hostile
   if (b.archiver) b.archiver.archive_mode = hostile('on')
   // the doctor's findings that name objects: no primary key, autovacuum off, an invalid index, a sequence near its end, dead rows
-  for (const t of b.tables!) Object.assign(t, { has_primary_key: false, autovacuum_enabled: false, n_live_tup: 1000, n_dead_tup: 900_000, table_size_bytes: 2 ** 30 })
+  for (const t of b.tables!)
+    Object.assign(t, {
+      has_primary_key: false,
+      autovacuum_enabled: false,
+      n_live_tup: 1000,
+      n_dead_tup: 900_000,
+      table_size_bytes: 2 ** 30,
+    })
   b.indexes![1]!.is_valid = false
-  for (const s of b.sequences!) Object.assign(s, { used_ratio: 0.97, last_value: 2_080_000_000, max_value: 2_147_483_647 })
+  for (const s of b.sequences!)
+    Object.assign(s, { used_ratio: 0.97, last_value: 2_080_000_000, max_value: 2_147_483_647 })
   // the agent's notes: one to act on (the overview), one about statements (the statements page)
   delete b.collector_notes![0]!.level
   b.collector_notes![1]!.collector = 'query_stats'
@@ -84,7 +121,8 @@ function hostileBatch(name: string, engine: 'postgres' | 'clickhouse', at: numbe
   }
   // ClickHouse's agent reports its database unreachable at the last cycle, with a hostile driver message:
   // the header's down banner, the list and the doctor's finding show it
-  if (engine === 'clickhouse' && cycle === 2) b.availability = { state: 'down', since: at - 30_000, cause: 'refused', message: hostile('connection refused') }
+  if (engine === 'clickhouse' && cycle === 2)
+    b.availability = { state: 'down', since: at - 30_000, cause: 'refused', message: hostile('connection refused') }
   else delete b.availability
   if (engine === 'postgres') {
     // a chain: the first session (idle in its transaction for two hours) blocks the second (running for an hour)
@@ -97,7 +135,8 @@ function hostileBatch(name: string, engine: 'postgres' | 'clickhouse', at: numbe
     b.activity!.forEach((a, i) => {
       Object.assign(a, { pid: hostile(`query-id-${i}`), blocking_pids: [] })
     })
-    for (const key of ['free_bytes', 'total_bytes'] as const) b.server_metrics![diskMetricKey(hostile('disk'), key)] = key === 'free_bytes' ? 10 : 1000
+    for (const key of ['free_bytes', 'total_bytes'] as const)
+      b.server_metrics![diskMetricKey(hostile('disk'), key)] = key === 'free_bytes' ? 10 : 1000
     for (const m of b.mutations!) Object.assign(m, { create_time: now - 3 * 60 * MINUTE, is_done: false, stuck: true })
   }
   return b
@@ -159,16 +198,21 @@ function rawInvisible(page: Page): Promise<string[]> {
     for (let node: Node | null = walker.currentNode; node; node = walker.nextNode()) {
       if (node.nodeType === Node.TEXT_NODE) {
         const text = (node as Text).data
-        if (invisible.test(text)) found.push(`text in ${where(node.parentElement)}: ${JSON.stringify(text.slice(0, 60))}`)
+        if (invisible.test(text))
+          found.push(`text in ${where(node.parentElement)}: ${JSON.stringify(text.slice(0, 60))}`)
         continue
       }
       const el = node as Element
       for (const attr of el.attributes) {
         if (attr.name === 'id' || attr.name.startsWith('data-')) continue
-        if (invisible.test(attr.value)) found.push(`${attr.name} of ${where(el)}: ${JSON.stringify(attr.value.slice(0, 60))}`)
+        if (invisible.test(attr.value))
+          found.push(`${attr.name} of ${where(el)}: ${JSON.stringify(attr.value.slice(0, 60))}`)
       }
       // what a form control holds now, whether or not an attribute says it
-      if ((el instanceof HTMLInputElement || el instanceof HTMLSelectElement || el instanceof HTMLTextAreaElement) && invisible.test(el.value)) {
+      if (
+        (el instanceof HTMLInputElement || el instanceof HTMLSelectElement || el instanceof HTMLTextAreaElement) &&
+        invisible.test(el.value)
+      ) {
         found.push(`value of ${where(el)}`)
       }
     }
@@ -197,7 +241,9 @@ async function visit(hash: string): Promise<string[]> {
         const text = (node as Text).data
         shown = text.includes('⟨U+') || invisible.test(text)
       }
-      const loading = document.querySelector('main [role="status"][aria-live="polite"], [data-stream-state="connecting"]')
+      const loading = document.querySelector(
+        'main [role="status"][aria-live="polite"], [data-stream-state="connecting"]',
+      )
       return shown && !loading
     },
     INVISIBLE.source,
@@ -226,7 +272,8 @@ test('no raw invisible or direction-changing character anywhere the dashboard sh
       // the lists of alerts and recommendations with the resolved ones too
       await see(/\/(alerts|recommendations)$/.test(href) ? `${href}?status=all` : href)
       // how marked names and statements look in a list, truncated as before
-      if (engine === 'postgres' && /\/(queries|active)$/.test(href)) await tab!.screenshot(`monitored-text-${href.split('/').pop()}`)
+      if (engine === 'postgres' && /\/(queries|active)$/.test(href))
+        await tab!.screenshot(`monitored-text-${href.split('/').pop()}`)
     }
     // one item of each list that has item pages: a statement, and for PostgreSQL a table and an index
     const items = engine === 'postgres' ? ['queries', 'tables', 'indexes'] : ['queries']

@@ -3,7 +3,15 @@
 // throws UnreachableError (not the browser's "Failed to fetch") and the next answer says the server is
 // back. Also the page a sign-in returns to (in-app routes only) and the theme choice.
 import { afterEach, describe, expect, test } from 'bun:test'
-import { ApiError, SESSION_ENDED, UnreachableError, api, isUnreachable, onReachability, onSessionEnded } from '../../src/web/api.ts'
+import {
+  ApiError,
+  SESSION_ENDED,
+  UnreachableError,
+  api,
+  isUnreachable,
+  onReachability,
+  onSessionEnded,
+} from '../../src/web/api.ts'
 import { safeNext, signInPath } from '../../src/web/router.ts'
 import { parseChoice, resolveTheme } from '../../src/web/theme.ts'
 
@@ -22,14 +30,20 @@ function fakeFetch(answers: Answer[]): string[] {
     const next = answers.shift()
     if (next === undefined) throw new Error(`unexpected call ${String(input)}`)
     if (next === 'network down') throw new TypeError('Failed to fetch')
-    return new Response(next.body === undefined ? null : JSON.stringify(next.body), { status: next.status, headers: { 'content-type': 'application/json' } })
+    return new Response(next.body === undefined ? null : JSON.stringify(next.body), {
+      status: next.status,
+      headers: { 'content-type': 'application/json' },
+    })
   }) as typeof fetch
   return calls
 }
 
 describe('session end', () => {
   test('a 401 the refresh cannot fix ends the session: listeners hear it, the error says so', async () => {
-    const calls = fakeFetch([{ status: 401, body: { error: 'authentication required: send X-API-Key…' } }, { status: 401, body: { error: 'invalid or expired refresh token' } }])
+    const calls = fakeFetch([
+      { status: 401, body: { error: 'authentication required: send X-API-Key…' } },
+      { status: 401, body: { error: 'invalid or expired refresh token' } },
+    ])
     let ended = 0
     const off = onSessionEnded(() => ended++)
     const error = await api('GET', '/databases').catch((e) => e)
@@ -95,7 +109,11 @@ describe('server unreachable', () => {
   })
 
   test("a proxy's 502 without JSON is the server being away, an API error is not", async () => {
-    globalThis.fetch = (async () => new Response('<html>Bad Gateway</html>', { status: 502, headers: { 'content-type': 'text/html' } })) as unknown as typeof fetch
+    globalThis.fetch = (async () =>
+      new Response('<html>Bad Gateway</html>', {
+        status: 502,
+        headers: { 'content-type': 'text/html' },
+      })) as unknown as typeof fetch
     expect(isUnreachable(await api('GET', '/databases').catch((e) => e))).toBe(true)
     fakeFetch([{ status: 500, body: { error: 'internal error' } }])
     const error = await api('GET', '/databases').catch((e) => e)
@@ -122,7 +140,21 @@ describe('the page a sign-in returns to', () => {
   })
 
   test('nothing else: sign-in and token pages, other sites, odd paths', () => {
-    for (const bad of [null, '', '/', '/signin', '/verify?token=abc', '/reset?token=abc', '//evil.example', 'https://evil.example/', 'databases', '/databasesx', '/databases\\evil', '/databases/ x', '/javascript:alert(1)']) {
+    for (const bad of [
+      null,
+      '',
+      '/',
+      '/signin',
+      '/verify?token=abc',
+      '/reset?token=abc',
+      '//evil.example',
+      'https://evil.example/',
+      'databases',
+      '/databasesx',
+      '/databases\\evil',
+      '/databases/ x',
+      '/javascript:alert(1)',
+    ]) {
       expect(safeNext(bad)).toBeUndefined()
     }
     expect(safeNext(`/databases/${'a'.repeat(3000)}`)).toBeUndefined()

@@ -17,7 +17,10 @@ beforeAll(async () => {
   ;[server, browser] = await Promise.all([startTestServer('sqlite'), launchBrowser()])
   let key: string
   ;({ account, key } = await agentAccount(server))
-  const res = await server.call('POST', '/api/v1/ingest', { apiKey: key, body: pgBatch('thresholds-page', Date.now() - 5_000) })
+  const res = await server.call('POST', '/api/v1/ingest', {
+    apiKey: key,
+    body: pgBatch('thresholds-page', Date.now() - 5_000),
+  })
   if (res.status !== 200) throw new Error(`ingest: ${res.status} ${JSON.stringify(res.body)}`)
   dbId = res.body.database_id
 }, 60_000)
@@ -29,7 +32,9 @@ afterAll(async () => {
 
 const stored = async () => {
   const res = await server.call('GET', `/api/v1/databases/${dbId}/thresholds`, { token: account.token })
-  return new Map((res.body.rules as any[]).flatMap((r) => (r.thresholds as any[]).map((t) => [`${r.rule}.${t.key}`, t])))
+  return new Map(
+    (res.body.rules as any[]).flatMap((r) => (r.thresholds as any[]).map((t) => [`${r.rule}.${t.key}`, t])),
+  )
 }
 
 test('an owner sets and resets thresholds from the Settings page; it fits 390 px', async () => {

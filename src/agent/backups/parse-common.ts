@@ -5,7 +5,8 @@ import type { BackupEntry } from '../../shared/wire.ts'
 
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json }
 
-export const isObject = (v: unknown): v is Record<string, Json> => typeof v === 'object' && v !== null && !Array.isArray(v)
+export const isObject = (v: unknown): v is Record<string, Json> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v)
 
 /** A text for the wire: no NUL or other control characters, at most `max` characters; null when not a non-empty string. */
 export function text(v: unknown, max: number): string | null {

@@ -14,8 +14,16 @@ export function parsePgBackRestInfo(output: string): ParsedBackups {
   const parsed = parseJson(output, 'pgbackrest', COMMAND)
   if ('error' in parsed) return { backups: [], error: parsed.error }
   const stanzas = parsed.value
-  if (!Array.isArray(stanzas)) return { backups: [], error: `pgbackrest printed JSON that is not a list of stanzas: expected the output of ${COMMAND}` }
-  if (stanzas.length === 0) return { backups: [], error: 'pgbackrest lists no stanza: check --stanza and the repository settings (pgbackrest info)' }
+  if (!Array.isArray(stanzas))
+    return {
+      backups: [],
+      error: `pgbackrest printed JSON that is not a list of stanzas: expected the output of ${COMMAND}`,
+    }
+  if (stanzas.length === 0)
+    return {
+      backups: [],
+      error: 'pgbackrest lists no stanza: check --stanza and the repository settings (pgbackrest info)',
+    }
   const backups: BackupEntry[] = []
   const errors: string[] = []
   for (const stanza of stanzas) {

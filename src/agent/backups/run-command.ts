@@ -26,7 +26,8 @@ const MAX_STDERR_BYTES = 64 * 1024
 const MAX_ERROR = 1_000
 
 /** key=value and key: value pairs whose name says secret (repo1-s3-key-secret=..., AWS_SECRET_ACCESS_KEY=...). */
-const SECRET_PAIR = /([A-Za-z0-9_.-]*(?:secret|token|password|passphrase|credential|access[-_]?key|key[-_]?id|cipher[-_]pass)[A-Za-z0-9_.-]*\s*[=:]\s*)("[^"]*"|'[^']*'|[^\s,;]+)/gi
+const SECRET_PAIR =
+  /([A-Za-z0-9_.-]*(?:secret|token|password|passphrase|credential|access[-_]?key|key[-_]?id|cipher[-_]pass)[A-Za-z0-9_.-]*\s*[=:]\s*)("[^"]*"|'[^']*'|[^\s,;]+)/gi
 
 /** A line of a tool's output made safe to send: passwords of URLs and secret-looking pairs masked, control characters gone. */
 export function maskLine(text: string): string {
@@ -48,7 +49,10 @@ const cut = (text: string) => (text.length > MAX_ERROR ? `${text.slice(0, MAX_ER
  * that the deadline kills what it started too (a wrapper script's children would otherwise keep the pipes
  * open); the answer does not wait for the pipes to close after a kill.
  */
-export function runCommand(argv: readonly string[], limits: CommandLimits = defaultCommandLimits): Promise<CommandResult> {
+export function runCommand(
+  argv: readonly string[],
+  limits: CommandLimits = defaultCommandLimits,
+): Promise<CommandResult> {
   return new Promise((resolve) => {
     const name = argv[0] ?? ''
     let settled = false
@@ -76,7 +80,10 @@ export function runCommand(argv: readonly string[], limits: CommandLimits = defa
     }
     const timer = setTimeout(() => {
       kill()
-      finish({ stdout: null, error: cut(`${maskLine(name)} did not finish within ${limits.timeoutMs / 1000} s and was killed`) })
+      finish({
+        stdout: null,
+        error: cut(`${maskLine(name)} did not finish within ${limits.timeoutMs / 1000} s and was killed`),
+      })
     }, limits.timeoutMs)
     const out: Buffer[] = []
     let outBytes = 0
@@ -86,7 +93,10 @@ export function runCommand(argv: readonly string[], limits: CommandLimits = defa
       outBytes += chunk.length
       if (outBytes > limits.maxOutputBytes) {
         kill()
-        finish({ stdout: null, error: `${maskLine(name)} printed more than ${limits.maxOutputBytes} bytes and was killed` })
+        finish({
+          stdout: null,
+          error: `${maskLine(name)} printed more than ${limits.maxOutputBytes} bytes and was killed`,
+        })
         return
       }
       out.push(chunk)

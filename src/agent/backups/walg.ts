@@ -13,7 +13,8 @@ export function parseWalgBackupList(output: string): ParsedBackups {
   if ('error' in parsed) return { backups: [], error: parsed.error }
   const list = parsed.value
   if (list === null) return { backups: [], error: null }
-  if (!Array.isArray(list)) return { backups: [], error: `wal-g printed JSON that is not a list of backups: expected the output of ${COMMAND}` }
+  if (!Array.isArray(list))
+    return { backups: [], error: `wal-g printed JSON that is not a list of backups: expected the output of ${COMMAND}` }
   const backups: BackupEntry[] = []
   for (const b of list) {
     if (!isObject(b)) continue

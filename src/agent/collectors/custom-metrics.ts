@@ -63,7 +63,10 @@ export function customSamples(metric: CustomMetricConfig, rows: CustomRows): Cus
   }
   const missing = [...metric.labels, ...metric.values].filter((c) => !columns.includes(c))
   if (missing.length > 0) {
-    return { samples: [], error: `the result has no column ${missing.map((c) => JSON.stringify(c)).join(', ')} (it has: ${columns.map((c) => JSON.stringify(customLabel(c).slice(0, 60))).join(', ')})` }
+    return {
+      samples: [],
+      error: `the result has no column ${missing.map((c) => JSON.stringify(c)).join(', ')} (it has: ${columns.map((c) => JSON.stringify(customLabel(c).slice(0, 60))).join(', ')})`,
+    }
   }
   const samples: CustomMetricSample[] = []
   const seen = new Set<string>()
@@ -72,23 +75,36 @@ export function customSamples(metric: CustomMetricConfig, rows: CustomRows): Cus
     const labels: Record<string, string> = {}
     for (const column of metric.labels) labels[column] = customLabel(row[column])
     const key = JSON.stringify(metric.labels.map((c) => labels[c]))
-    if (seen.has(key)) return { samples: [], error: `rows ${i + 1} and an earlier one have the same labels ${labelText(labels)}; each row needs its own label set` }
+    if (seen.has(key))
+      return {
+        samples: [],
+        error: `rows ${i + 1} and an earlier one have the same labels ${labelText(labels)}; each row needs its own label set`,
+      }
     seen.add(key)
     for (const column of metric.values) {
       const value = customNumber(row[column])
       if (value === undefined) {
-        return { samples: [], error: `value column ${JSON.stringify(column)} is not a number in row ${i + 1}: ${JSON.stringify(customLabel(row[column]).slice(0, 60))}` }
+        return {
+          samples: [],
+          error: `value column ${JSON.stringify(column)} is not a number in row ${i + 1}: ${JSON.stringify(customLabel(row[column]).slice(0, 60))}`,
+        }
       }
       if (value === null) continue
       samples.push({ name: metric.name, column, labels, value })
     }
   }
-  if (rows.length > customMetricLimits.rows) return { samples, error: `returned more than ${customMetricLimits.rows} rows; the first ${customMetricLimits.rows} are kept` }
+  if (rows.length > customMetricLimits.rows)
+    return {
+      samples,
+      error: `returned more than ${customMetricLimits.rows} rows; the first ${customMetricLimits.rows} are kept`,
+    }
   return { samples }
 }
 
 function labelText(labels: Record<string, string>): string {
-  return `{${Object.entries(labels).map(([k, v]) => `${k}=${JSON.stringify(v.slice(0, 40))}`).join(', ')}}`
+  return `{${Object.entries(labels)
+    .map(([k, v]) => `${k}=${JSON.stringify(v.slice(0, 40))}`)
+    .join(', ')}}`
 }
 
 /** The definition of a metric as the batch carries it (the server keeps the latest). */
@@ -101,7 +117,14 @@ export function customDefinition(metric: CustomMetricConfig): CustomMetricsSecti
     interval_seconds: metric.intervalMs / 1000,
     ...(metric.description !== undefined ? { description: metric.description } : {}),
     ...(metric.alert
-      ? { alert: { op: metric.alert.op, threshold: metric.alert.threshold, for_seconds: metric.alert.forMs / 1000, severity: metric.alert.severity } }
+      ? {
+          alert: {
+            op: metric.alert.op,
+            threshold: metric.alert.threshold,
+            for_seconds: metric.alert.forMs / 1000,
+            severity: metric.alert.severity,
+          },
+        }
       : {}),
   }
 }
@@ -142,18 +165,30 @@ export async function collectCustom(
     }
     const room = customMetricWireLimits.samples - section.samples.length
     if (result.samples.length > room) {
-      result = { samples: result.samples.slice(0, room), error: `more than ${customMetricWireLimits.samples} samples in this cycle; the rest are left out` }
+      result = {
+        samples: result.samples.slice(0, room),
+        error: `more than ${customMetricWireLimits.samples} samples in this cycle; the rest are left out`,
+      }
     }
     // The section travels whole in one part of the batch (split.ts): its JSON stays well under a part.
     const size = JSON.stringify(result.samples).length
     if (bytes + size > SECTION_BUDGET_CHARS) {
-      result = { samples: [], error: `its samples would make the batch too large (${size} bytes of JSON); return fewer rows or shorter labels` }
+      result = {
+        samples: [],
+        error: `its samples would make the batch too large (${size} bytes of JSON); return fewer rows or shorter labels`,
+      }
     } else bytes += size
     section.samples.push(...result.samples)
     if (result.error !== undefined) section.errors.push({ name: metric.name, message: result.error.slice(0, 2000) })
   }
   if (section.errors.length > 0) {
-    ctx.notes.set('custom_metrics', section.errors.map((e) => `${e.name}: ${e.message}`).join('; ').slice(0, 2000))
+    ctx.notes.set(
+      'custom_metrics',
+      section.errors
+        .map((e) => `${e.name}: ${e.message}`)
+        .join('; ')
+        .slice(0, 2000),
+    )
   } else if (ran > 0) ctx.notes.delete('custom_metrics')
   return ran > 0 ? section : undefined
 }
@@ -162,7 +197,8 @@ export async function collectCustom(
 function queryError(e: unknown, metric: CustomMetricConfig): string {
   const error = e as { message?: string; code?: string }
   const message = String(error?.message ?? e).replaceAll('\0', '\uFFFD')
-  if (error?.code === '57014' || /TIMEOUT_EXCEEDED|timeout/i.test(message)) return `took longer than its timeout (${metric.timeoutMs / 1000} s): ${message}`
+  if (error?.code === '57014' || /TIMEOUT_EXCEEDED|timeout/i.test(message))
+    return `took longer than its timeout (${metric.timeoutMs / 1000} s): ${message}`
   return message
 }
 
@@ -210,7 +246,8 @@ export async function clickhouseCustomQuery(client: ClickHouseClient, metric: Cu
   return rows.slice(0, customMetricLimits.rows + 1)
 }
 
-const unconfigured = (config: Partial<DatabaseConfig>) => (config.customMetrics?.length ? undefined : 'no custom_metrics in the config')
+const unconfigured = (config: Partial<DatabaseConfig>) =>
+  config.customMetrics?.length ? undefined : 'no custom_metrics in the config'
 
 export const postgresCustomMetrics = registerCollector<PostgresContext>({
   name: 'custom_metrics',

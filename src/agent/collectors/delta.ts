@@ -12,7 +12,10 @@ export function counterDelta(previous: number | null | undefined, current: numbe
  * True when any counter of one subject went down: the subject's counters were reset (or the subject
  * dropped and created again) since `previous`, so all of them count from zero, not each on its own.
  */
-export function wentDown<K extends string>(previous: Readonly<Record<K, number | null>>, current: Readonly<Record<K, number | null>>): boolean {
+export function wentDown<K extends string>(
+  previous: Readonly<Record<K, number | null>>,
+  current: Readonly<Record<K, number | null>>,
+): boolean {
   for (const key of Object.keys(current) as K[]) {
     const before = previous[key]
     const now = current[key]

@@ -25,7 +25,11 @@ export function registerCollector<Ctx>(definition: CollectorDefinition<Ctx>): Co
   const { minVersion, serverSwitch } = tableEntry(definition.engine, definition.name)
   const key = keyOf(definition.engine, definition.name)
   if (registered.has(key)) throw new Error(`collector ${key.replace(':', '/')} is registered twice`)
-  const collector: Collector<Ctx> = { ...definition, ...(minVersion === undefined ? {} : { minVersion }), ...(serverSwitch === undefined ? {} : { serverSwitch }) }
+  const collector: Collector<Ctx> = {
+    ...definition,
+    ...(minVersion === undefined ? {} : { minVersion }),
+    ...(serverSwitch === undefined ? {} : { serverSwitch }),
+  }
   registered.set(key, collector as Collector<never>)
   return collector
 }

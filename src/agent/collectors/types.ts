@@ -10,7 +10,10 @@ import type { IngestBatch } from '../../shared/wire.ts'
 import type { CollectorName } from '../../shared/collectors.ts'
 
 /** The sections of a batch a collector may fill. */
-export type BatchSections = Omit<IngestBatch, 'batch_id' | 'collected_at' | 'interval_seconds' | 'agent_version' | 'database' | 'collector_errors'>
+export type BatchSections = Omit<
+  IngestBatch,
+  'batch_id' | 'collected_at' | 'interval_seconds' | 'agent_version' | 'database' | 'collector_errors'
+>
 
 export type AgentLogger = Logger
 

@@ -47,7 +47,9 @@ export async function postgresHostFacts(sql: postgres.Sql): Promise<PostgresHost
     dataDirectory: text(r!.data_directory),
     logDirectory: text(r!.log_directory),
     loggingCollector: r!.logging_collector === 'on',
-    tablespaces: Array.isArray(spaces) ? (spaces as [string, string][]).filter(([, location]) => typeof location === 'string' && location !== '') : [],
+    tablespaces: Array.isArray(spaces)
+      ? (spaces as [string, string][]).filter(([, location]) => typeof location === 'string' && location !== '')
+      : [],
   }
 }
 
@@ -102,7 +104,10 @@ export function isLocalAddress(addr: string): Promise<boolean> {
 }
 
 /** What the data directory's own files say, when the agent may read them. */
-async function dataDirectoryEvidence(facts: PostgresHostFacts, dir: string): Promise<{ evidence?: string; unreadable?: string }> {
+async function dataDirectoryEvidence(
+  facts: PostgresHostFacts,
+  dir: string,
+): Promise<{ evidence?: string; unreadable?: string }> {
   try {
     const lines = (await readBounded(join(dir, 'postmaster.pid'), 4096)).split('\n')
     const started = Number(lines[2])
@@ -115,7 +120,8 @@ async function dataDirectoryEvidence(facts: PostgresHostFacts, dir: string): Pro
   }
   try {
     const version = (await readBounded(join(dir, 'PG_VERSION'), 64)).trim()
-    if (version === String(facts.major)) return { evidence: `${dir}/PG_VERSION names the server's major ${facts.major}` }
+    if (version === String(facts.major))
+      return { evidence: `${dir}/PG_VERSION names the server's major ${facts.major}` }
     return {}
   } catch (e) {
     return errno(e) === 'EACCES' ? { unreadable: `the agent may not read inside ${dir}` } : {}
@@ -128,7 +134,10 @@ async function rolePaths(facts: PostgresHostFacts, dir: string, notes: string[])
   const wal = join(dir, 'pg_wal')
   try {
     const link = await within(lstat(wal), HOST_CALL_TIMEOUT_MS, wal)
-    paths.push({ role: 'wal', path: link.isSymbolicLink() ? await within(realpath(wal), HOST_CALL_TIMEOUT_MS, wal) : wal })
+    paths.push({
+      role: 'wal',
+      path: link.isSymbolicLink() ? await within(realpath(wal), HOST_CALL_TIMEOUT_MS, wal) : wal,
+    })
   } catch (e) {
     notes.push(
       errno(e) === 'EACCES'
@@ -146,26 +155,45 @@ async function rolePaths(facts: PostgresHostFacts, dir: string, notes: string[])
 
 /** Decides from the server's facts and this host's files and interfaces. */
 export async function judgeHost(facts: PostgresHostFacts): Promise<HostVerdict> {
-  if (process.platform !== 'linux') return { onHost: false, reason: `host figures are read from /proc and statfs, which ${process.platform} does not have` }
+  if (process.platform !== 'linux')
+    return {
+      onHost: false,
+      reason: `host figures are read from /proc and statfs, which ${process.platform} does not have`,
+    }
   const dir = facts.dataDirectory
   const evidence: string[] = []
   const notes: string[] = []
   if (facts.addr === null) evidence.push('connected over a Unix socket')
-  else if (await isLocalAddress(facts.addr.replace(/\/\d+$/, ''))) evidence.push(`the server's address ${facts.addr.replace(/\/\d+$/, '')} is one of this host's`)
+  else if (await isLocalAddress(facts.addr.replace(/\/\d+$/, '')))
+    evidence.push(`the server's address ${facts.addr.replace(/\/\d+$/, '')} is one of this host's`)
   if (dir === null) {
-    if (evidence.length === 0) return { onHost: false, reason: 'no evidence that the agent runs on the database host: it connects over TCP to an address of another host, and the role may not read data_directory (GRANT pg_read_all_settings or pg_monitor)' }
-    notes.push('no filesystem is measured: the role may not read data_directory (GRANT pg_monitor or pg_read_all_settings TO the agent role)')
+    if (evidence.length === 0)
+      return {
+        onHost: false,
+        reason:
+          'no evidence that the agent runs on the database host: it connects over TCP to an address of another host, and the role may not read data_directory (GRANT pg_read_all_settings or pg_monitor)',
+      }
+    notes.push(
+      'no filesystem is measured: the role may not read data_directory (GRANT pg_monitor or pg_read_all_settings TO the agent role)',
+    )
     return { onHost: true, evidence: evidence.join('; '), paths: [], notes }
   }
   const present = await exists(dir)
   if (present === false) {
     const why = evidence.length > 0 ? ` although ${evidence.join(' and ')}` : ''
-    return { onHost: false, reason: `the server's data directory ${dir} does not exist here${why}: the agent runs on another host or in another container` }
+    return {
+      onHost: false,
+      reason: `the server's data directory ${dir} does not exist here${why}: the agent runs on another host or in another container`,
+    }
   }
-  const own = present === true ? await dataDirectoryEvidence(facts, dir) : { unreadable: `the agent may not reach ${dir}` }
+  const own =
+    present === true ? await dataDirectoryEvidence(facts, dir) : { unreadable: `the agent may not reach ${dir}` }
   if (own.evidence) evidence.push(own.evidence)
   if (evidence.length === 0) {
-    return { onHost: false, reason: `no evidence that the agent runs on the database host: ${dir} exists here, but ${own.unreadable ?? 'its postmaster.pid and PG_VERSION do not match the server'}, and the connection is over TCP to another host's address` }
+    return {
+      onHost: false,
+      reason: `no evidence that the agent runs on the database host: ${dir} exists here, but ${own.unreadable ?? 'its postmaster.pid and PG_VERSION do not match the server'}, and the connection is over TCP to another host's address`,
+    }
   }
   return { onHost: true, evidence: evidence.join('; '), paths: await rolePaths(facts, dir, notes), notes }
 }

@@ -24,7 +24,11 @@ export function within<T>(promise: Promise<T>, ms: number, what: string): Promis
 }
 
 /** At most `max` bytes of a file as text (UTF-8, invalid bytes replaced), under the call deadline. */
-export async function readBounded(path: string, max = MAX_PROC_BYTES, timeoutMs = HOST_CALL_TIMEOUT_MS): Promise<string> {
+export async function readBounded(
+  path: string,
+  max = MAX_PROC_BYTES,
+  timeoutMs = HOST_CALL_TIMEOUT_MS,
+): Promise<string> {
   const read = async () => {
     const handle = await open(path, 'r')
     try {
@@ -63,7 +67,11 @@ export function parseProcStat(text: string): { total: CpuTimes | null; cpus: num
   for (const line of text.split('\n')) {
     if (/^cpu\d+\s/.test(line)) cpus++
     else if (line.startsWith('cpu ')) {
-      const [user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0] = line.trim().split(/\s+/).slice(1).map(Number)
+      const [user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0] = line
+        .trim()
+        .split(/\s+/)
+        .slice(1)
+        .map(Number)
       total = { user, nice, system, idle, iowait, irq, softirq, steal }
     }
   }
@@ -106,7 +114,12 @@ export function parseMeminfo(text: string) {
   if (total === undefined || available === undefined) return null
   const swapTotal = kb.get('SwapTotal') ?? 0
   const swapFree = kb.get('SwapFree') ?? 0
-  return { total_bytes: total, available_bytes: available, swap_total_bytes: swapTotal, swap_used_bytes: Math.max(0, swapTotal - swapFree) }
+  return {
+    total_bytes: total,
+    available_bytes: available,
+    swap_total_bytes: swapTotal,
+    swap_used_bytes: Math.max(0, swapTotal - swapFree),
+  }
 }
 
 export interface Mount {
@@ -118,7 +131,8 @@ export interface Mount {
 }
 
 /** mountinfo escapes space, tab, newline and backslash as \ooo. */
-const unescapeMount = (s: string) => s.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(Number.parseInt(o, 8)))
+const unescapeMount = (s: string) =>
+  s.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(Number.parseInt(o, 8)))
 
 export function parseMountinfo(text: string): Mount[] {
   const mounts: Mount[] = []
@@ -126,14 +140,20 @@ export function parseMountinfo(text: string): Mount[] {
     const parts = line.split(' ')
     const dash = parts.indexOf('-')
     if (parts.length < 10 || dash < 6) continue
-    mounts.push({ devno: parts[2]!, mountPoint: unescapeMount(parts[4]!), fsType: parts[dash + 1] ?? '', source: unescapeMount(parts[dash + 2] ?? '') })
+    mounts.push({
+      devno: parts[2]!,
+      mountPoint: unescapeMount(parts[4]!),
+      fsType: parts[dash + 1] ?? '',
+      source: unescapeMount(parts[dash + 2] ?? ''),
+    })
   }
   return mounts
 }
 
 /** The mount holding `realPath`: the longest mount point that is a prefix of it, among those of its device. */
 export function mountOf(mounts: Mount[], realPath: string, devno: string | null): Mount | undefined {
-  const within = (m: Mount) => m.mountPoint === '/' || realPath === m.mountPoint || realPath.startsWith(`${m.mountPoint}/`)
+  const within = (m: Mount) =>
+    m.mountPoint === '/' || realPath === m.mountPoint || realPath.startsWith(`${m.mountPoint}/`)
   const candidates = mounts.filter((m) => within(m) && (devno === null || m.devno === devno))
   const pool = candidates.length > 0 ? candidates : mounts.filter(within)
   // The last of equally long mount points is the one on top (mountinfo lists mounts in mount order).
@@ -158,7 +178,14 @@ export function parseDiskstats(text: string): Map<string, DiskCounters> {
     const f = line.trim().split(/\s+/)
     if (f.length < 14) continue
     const n = f.map(Number)
-    out.set(`${f[0]}:${f[1]}`, { name: f[2]!, reads: n[3]!, readBytes: n[5]! * 512, writes: n[7]!, writeBytes: n[9]! * 512, busyMs: n[12]! })
+    out.set(`${f[0]}:${f[1]}`, {
+      name: f[2]!,
+      reads: n[3]!,
+      readBytes: n[5]! * 512,
+      writes: n[7]!,
+      writeBytes: n[9]! * 512,
+      busyMs: n[12]!,
+    })
   }
   return out
 }
@@ -182,7 +209,11 @@ export interface FsFigures {
 
 /** statfs and stat of a path, under the call deadline. */
 export async function measurePath(path: string): Promise<FsFigures> {
-  const [s, st] = await within(Promise.all([statfs(path), stat(path)]), HOST_CALL_TIMEOUT_MS, `statfs(${JSON.stringify(path)})`)
+  const [s, st] = await within(
+    Promise.all([statfs(path), stat(path)]),
+    HOST_CALL_TIMEOUT_MS,
+    `statfs(${JSON.stringify(path)})`,
+  )
   const frsize = Number((s as { frsize?: number }).frsize ?? s.bsize)
   return {
     dev: devno(st.dev),

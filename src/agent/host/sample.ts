@@ -86,7 +86,8 @@ export async function sampleHost(paths: RolePath[], previous: HostMemory): Promi
   for (const [dev, entry] of [...byDev].slice(0, ingestMaxItems.host_filesystems)) {
     const mount = mountOf(mounts, entry.path, dev)
     if (counters.has(dev)) deviceNumbers.add(dev)
-    const device = counters.get(dev)?.name ?? (mount?.source.startsWith('/dev/') ? mount.source.slice(5) : (mount?.source ?? null))
+    const device =
+      counters.get(dev)?.name ?? (mount?.source.startsWith('/dev/') ? mount.source.slice(5) : (mount?.source ?? null))
     filesystems.push({
       roles: entry.roles.slice(0, 32).map((r) => clean(r, MAX_ROLE)),
       path: clean(entry.path, MAX_PATH),
@@ -105,7 +106,14 @@ export async function sampleHost(paths: RolePath[], previous: HostMemory): Promi
     const before = previous.disks?.[d]
     if (!before || before.name !== now.name) continue
     const delta = (k: 'reads' | 'writes' | 'readBytes' | 'writeBytes' | 'busyMs') => Math.max(0, now[k] - before[k])
-    devices.push({ device: clean(now.name, 200), reads: delta('reads'), writes: delta('writes'), read_bytes: delta('readBytes'), write_bytes: delta('writeBytes'), busy_ms: delta('busyMs') })
+    devices.push({
+      device: clean(now.name, 200),
+      reads: delta('reads'),
+      writes: delta('writes'),
+      read_bytes: delta('readBytes'),
+      write_bytes: delta('writeBytes'),
+      busy_ms: delta('busyMs'),
+    })
   }
   return {
     status: {

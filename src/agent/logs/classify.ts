@@ -49,7 +49,8 @@ export function safeNumber(n: number): number | null {
   return Number.isFinite(n) && Math.abs(n) <= Number.MAX_SAFE_INTEGER ? n : null
 }
 const num = (s: string | undefined): number | null => (s === undefined ? null : safeNumber(Number(s)))
-const ms = (seconds: string | undefined): number | null => (seconds === undefined ? null : safeNumber(Math.round(Number(seconds) * 1000)))
+const ms = (seconds: string | undefined): number | null =>
+  seconds === undefined ? null : safeNumber(Math.round(Number(seconds) * 1000))
 
 /** Server processes' kinds, with the backend types that log them. */
 const SERVER_KINDS: Partial<Record<LogKind, readonly string[]>> = {
@@ -89,7 +90,8 @@ function fromServerProcess(kind: LogKind, e: RawLogEntry, prefixHasUser: boolean
  * Raised by a user's code: the CONTEXT names a PL function or a SQL function (a RAISE, an ASSERT, plpy.error,
  * elog) anywhere. The `s` flag: a function's name may hold a newline.
  */
-const USER_CODE = /(?:^|\n)(?:PL\/pgSQL function |PL\/Python (?:function|anonymous code block)|PL\/Perl (?:function|anonymous code block)|PL\/Tcl function |SQL function )|^Traceback \(most recent call last\)/s
+const USER_CODE =
+  /(?:^|\n)(?:PL\/pgSQL function |PL\/Python (?:function|anonymous code block)|PL\/Perl (?:function|anonymous code block)|PL\/Tcl function |SQL function )|^Traceback \(most recent call last\)/s
 
 export function raisedByUser(e: RawLogEntry): boolean {
   return e.context !== null && USER_CODE.test(e.context)
@@ -105,7 +107,9 @@ export function ownSession(e: RawLogEntry): boolean {
   return OWN_IN_MESSAGE.test(e.message)
 }
 
-const OWN_IN_MESSAGE = new RegExp(`^(?:duration: [\\d.]+ ms {2})?(?:statement|execute [^:\\n]{0,200}|parse [^:\\n]{0,200}|bind [^:\\n]{0,200}): ${OWN_MARKER.replace(/[*/]/g, '\\$&')}`)
+const OWN_IN_MESSAGE = new RegExp(
+  `^(?:duration: [\\d.]+ ms {2})?(?:statement|execute [^:\\n]{0,200}|parse [^:\\n]{0,200}|bind [^:\\n]{0,200}): ${OWN_MARKER.replace(/[*/]/g, '\\$&')}`,
+)
 
 /** A stderr message without the ` at character N` PostgreSQL appends when the error has a position (in its last 40 characters). */
 function withoutPosition(msg: string): string {
@@ -119,8 +123,36 @@ const AT_CHARACTER = ' at character '
 
 /** The first words byMessage knows, by length: the word is one of them or no string is made for it. */
 const FIRST_WORDS: string[][] = []
-for (const w of ['duration:', 'no', 'pg_hba.conf', 'role', 'sorry,', 'remaining', 'too', 'process', 'deadlock', 'canceling', 'terminating', 'temporary', 'checkpoint', 'restartpoint',
-  'checkpoints', 'automatic', 'sending', 'could', 'out', 'archiving', 'archive', 'requested', 'replication', 'invalidating', 'starting', 'database', 'received', 'redo']) {
+for (const w of [
+  'duration:',
+  'no',
+  'pg_hba.conf',
+  'role',
+  'sorry,',
+  'remaining',
+  'too',
+  'process',
+  'deadlock',
+  'canceling',
+  'terminating',
+  'temporary',
+  'checkpoint',
+  'restartpoint',
+  'checkpoints',
+  'automatic',
+  'sending',
+  'could',
+  'out',
+  'archiving',
+  'archive',
+  'requested',
+  'replication',
+  'invalidating',
+  'starting',
+  'database',
+  'received',
+  'redo',
+]) {
   ;(FIRST_WORDS[w.length] ??= []).push(w)
 }
 
@@ -132,7 +164,11 @@ function firstWord(msg: string, length: number): string {
 }
 
 /** The kind and fields of a message (before the forging checks): dispatched on the message's first word. */
-function byMessage(e: RawLogEntry, sev: LogSeverity, memory: ClassifyMemory): { kind: LogKind; fields: Record<string, FieldValue> } | undefined {
+function byMessage(
+  e: RawLogEntry,
+  sev: LogSeverity,
+  memory: ClassifyMemory,
+): { kind: LogKind; fields: Record<string, FieldValue> } | undefined {
   const msg = withoutPosition(e.message)
   const state = e.sqlstate
   let m: RegExpExecArray | null
@@ -140,13 +176,20 @@ function byMessage(e: RawLogEntry, sev: LogSeverity, memory: ClassifyMemory): { 
   const space = msg.indexOf(' ')
   const word = firstWord(msg, space < 0 ? msg.length : space)
   // `<method> authentication failed for user "..."` (password, ident, peer, cert, ldap...).
-  if (msg.startsWith(' authentication failed for user "', space) && (m = /^(\w+) authentication failed for user "(.*)"$/s.exec(msg))) {
-    return { kind: 'auth_failed', fields: { method: m[1]!.toLowerCase(), reason: authReason(e.detail), user_name: m[2]! } }
+  if (
+    msg.startsWith(' authentication failed for user "', space) &&
+    (m = /^(\w+) authentication failed for user "(.*)"$/s.exec(msg))
+  ) {
+    return {
+      kind: 'auth_failed',
+      fields: { method: m[1]!.toLowerCase(), reason: authReason(e.detail), user_name: m[2]! },
+    }
   }
   // The kinds whose texts come first; a storage fault (below) outranks the kinds after them.
   switch (word) {
     case 'duration:':
-      if ((m = /^duration: ([\d.]+) ms/.exec(msg))) return { kind: 'slow_statement', fields: { duration_ms: num(m[1]) } }
+      if ((m = /^duration: ([\d.]+) ms/.exec(msg)))
+        return { kind: 'slow_statement', fields: { duration_ms: num(m[1]) } }
       break
     case 'no':
       if ((m = /^no pg_hba\.conf entry for (?:replication connection from )?host "([^"]*)", user "(.*?)"/s.exec(msg))) {
@@ -154,7 +197,8 @@ function byMessage(e: RawLogEntry, sev: LogSeverity, memory: ClassifyMemory): { 
       }
       break
     case 'pg_hba.conf':
-      if (/^pg_hba\.conf rejects (?:replication )?connection for host/.test(msg)) return { kind: 'auth_failed', fields: { method: 'reject', reason: 'hba_reject' } }
+      if (/^pg_hba\.conf rejects (?:replication )?connection for host/.test(msg))
+        return { kind: 'auth_failed', fields: { method: 'reject', reason: 'hba_reject' } }
       break
     case 'role':
       if (isError && (m = /^role "(.*)" does not exist$/s.exec(msg)) && state !== '42704') {
@@ -162,42 +206,75 @@ function byMessage(e: RawLogEntry, sev: LogSeverity, memory: ClassifyMemory): { 
       }
       break
     case 'sorry,':
-      if (msg === 'sorry, too many clients already') return { kind: 'too_many_connections', fields: { limit_kind: 'max_connections' } }
+      if (msg === 'sorry, too many clients already')
+        return { kind: 'too_many_connections', fields: { limit_kind: 'max_connections' } }
       break
     case 'remaining':
-      if (/^remaining connection slots are reserved/.test(msg)) return { kind: 'too_many_connections', fields: { limit_kind: 'reserved' } }
+      if (/^remaining connection slots are reserved/.test(msg))
+        return { kind: 'too_many_connections', fields: { limit_kind: 'reserved' } }
       break
     case 'too':
-      if ((m = /^too many connections for (role|database) "/.exec(msg))) return { kind: 'too_many_connections', fields: { limit_kind: m[1]! } }
+      if ((m = /^too many connections for (role|database) "/.exec(msg)))
+        return { kind: 'too_many_connections', fields: { limit_kind: m[1]! } }
       break
     case 'process':
       if ((m = /^process (\d+) still waiting for (\w+) on (.+) after ([\d.]+) ms$/s.exec(msg))) {
         const queue = lockQueue(e.detail)
-        return { kind: 'lock_wait', fields: { mode: m[2]!, lock: m[3]!, relation: relationOf(m[3]!), wait_ms: num(m[4]), holders: queue.holders, waiters: queue.waiters } }
+        return {
+          kind: 'lock_wait',
+          fields: {
+            mode: m[2]!,
+            lock: m[3]!,
+            relation: relationOf(m[3]!),
+            wait_ms: num(m[4]),
+            holders: queue.holders,
+            waiters: queue.waiters,
+          },
+        }
       }
       if ((m = /^process (\d+) acquired (\w+) on (.+) after ([\d.]+) ms$/s.exec(msg))) {
-        return { kind: 'lock_acquired', fields: { mode: m[2]!, lock: m[3]!, relation: relationOf(m[3]!), wait_ms: num(m[4]) } }
+        return {
+          kind: 'lock_acquired',
+          fields: { mode: m[2]!, lock: m[3]!, relation: relationOf(m[3]!), wait_ms: num(m[4]) },
+        }
       }
       break
     case 'deadlock':
-      if (msg === 'deadlock detected' && (state === null || state === '40P01')) return { kind: 'deadlock', fields: deadlockFields(e.detail) }
+      if (msg === 'deadlock detected' && (state === null || state === '40P01'))
+        return { kind: 'deadlock', fields: deadlockFields(e.detail) }
       break
     case 'canceling':
-      if ((m = /^canceling statement due to (statement timeout|user request|lock timeout|conflict with recovery|transaction timeout)$/.exec(msg))) {
+      if (
+        (m =
+          /^canceling statement due to (statement timeout|user request|lock timeout|conflict with recovery|transaction timeout)$/.exec(
+            msg,
+          ))
+      ) {
         return { kind: 'statement_cancelled', fields: { reason: m[1]!.replaceAll(' ', '_') } }
       }
       if (msg === 'canceling autovacuum task') {
-        const table = e.context ? (/(?:automatic (?:vacuum|analyze) of table|relation) "(.*?)"/.exec(e.context)?.[1] ?? null) : null
-        return { kind: 'autovacuum_cancelled', fields: { table, blocker_pid: e.pid === null ? null : (memory.cancelledBy?.get(e.pid) ?? null) } }
+        const table = e.context
+          ? (/(?:automatic (?:vacuum|analyze) of table|relation) "(.*?)"/.exec(e.context)?.[1] ?? null)
+          : null
+        return {
+          kind: 'autovacuum_cancelled',
+          fields: { table, blocker_pid: e.pid === null ? null : (memory.cancelledBy?.get(e.pid) ?? null) },
+        }
       }
       break
     case 'terminating':
-      if ((m = /^terminating connection due to (idle-in-transaction timeout|idle-session timeout|transaction timeout|conflict with recovery)$/.exec(msg))) {
+      if (
+        (m =
+          /^terminating connection due to (idle-in-transaction timeout|idle-session timeout|transaction timeout|conflict with recovery)$/.exec(
+            msg,
+          ))
+      ) {
         return { kind: 'statement_cancelled', fields: { reason: m[1]!.replace(/[- ]/g, '_') } }
       }
       break
     case 'temporary':
-      if ((m = /^temporary file: path "(.*)", size (\d+)$/s.exec(msg))) return { kind: 'temp_file', fields: { path: m[1]!, size_bytes: num(m[2]) } }
+      if ((m = /^temporary file: path "(.*)", size (\d+)$/s.exec(msg)))
+        return { kind: 'temp_file', fields: { path: m[1]!, size_bytes: num(m[2]) } }
       break
     case 'checkpoint':
     case 'restartpoint':
@@ -205,16 +282,23 @@ function byMessage(e: RawLogEntry, sev: LogSeverity, memory: ClassifyMemory): { 
         memory.checkpointReason = m[2]!
         return undefined
       }
-      if ((m = /^(checkpoint|restartpoint) complete: (.*)$/s.exec(msg))) return { kind: 'checkpoint', fields: checkpointFields(m[2]!, m[1] === 'restartpoint', memory) }
+      if ((m = /^(checkpoint|restartpoint) complete: (.*)$/s.exec(msg)))
+        return { kind: 'checkpoint', fields: checkpointFields(m[2]!, m[1] === 'restartpoint', memory) }
       break
     case 'checkpoints':
-      if ((m = /^checkpoints are occurring too frequently \((\d+) seconds? apart\)$/.exec(msg))) return { kind: 'checkpoints_too_frequent', fields: { seconds_apart: num(m[1]) } }
+      if ((m = /^checkpoints are occurring too frequently \((\d+) seconds? apart\)$/.exec(msg)))
+        return { kind: 'checkpoints_too_frequent', fields: { seconds_apart: num(m[1]) } }
       break
     case 'automatic':
-      if ((m = /^automatic (aggressive )?vacuum (?:to prevent wraparound )?of table "(.*?)": index scans: (\d+)/s.exec(msg))) {
+      if (
+        (m = /^automatic (aggressive )?vacuum (?:to prevent wraparound )?of table "(.*?)": index scans: (\d+)/s.exec(
+          msg,
+        ))
+      ) {
         return { kind: 'autovacuum', fields: vacuumFields(msg, m[2]!, !!m[1], num(m[3])) }
       }
-      if ((m = /^automatic analyze of table "(.*?)"/s.exec(msg))) return { kind: 'autoanalyze', fields: { table: m[1]!, elapsed_ms: ms(/elapsed: ([\d.]+) s/.exec(msg)?.[1]) } }
+      if ((m = /^automatic analyze of table "(.*?)"/s.exec(msg)))
+        return { kind: 'autoanalyze', fields: { table: m[1]!, elapsed_ms: ms(/elapsed: ([\d.]+) s/.exec(msg)?.[1]) } }
       break
     case 'sending':
       if ((m = /^sending cancel to blocking autovacuum PID (\d+)$/.exec(msg)) && e.pid !== null) {
@@ -228,43 +312,75 @@ function byMessage(e: RawLogEntry, sev: LogSeverity, memory: ClassifyMemory): { 
   // The resource kinds: by their SQLSTATE when the log gives one (00000 is LOG's, no code), else by
   // PostgreSQL's own wording at the message's start.
   const coded = state !== null && state !== '00000'
-  if (coded ? RESOURCE_STATES.disk_full!(state) : word === 'could' && /^could not [^\n]*: No space left on device$/.test(msg)) {
+  if (
+    coded
+      ? RESOURCE_STATES.disk_full!(state)
+      : word === 'could' && /^could not [^\n]*: No space left on device$/.test(msg)
+  ) {
     return { kind: 'disk_full', fields: { path: /^could not [^"\n]*"([^"\n]+)"/.exec(msg)?.[1] ?? null } }
   }
-  if (coded ? RESOURCE_STATES.out_of_memory!(state) : word === 'out' && /^out of memory\b/.test(msg)) return { kind: 'out_of_memory', fields: {} }
+  if (coded ? RESOURCE_STATES.out_of_memory!(state) : word === 'out' && /^out of memory\b/.test(msg))
+    return { kind: 'out_of_memory', fields: {} }
 
   switch (word) {
     case 'could':
-      if (/^could not fork\b/.test(msg) && (!coded || RESOURCE_STATES.could_not_fork!(state))) return { kind: 'could_not_fork', fields: {} }
-      if ((m = /^could not (write|fsync|extend|read)(?: to)? (?:file|block \d+ (?:in|of) (?:file|relation)) "(.*?)"/.exec(msg)) && (!coded || RESOURCE_STATES.io_error!(state))) {
+      if (/^could not fork\b/.test(msg) && (!coded || RESOURCE_STATES.could_not_fork!(state)))
+        return { kind: 'could_not_fork', fields: {} }
+      if (
+        (m = /^could not (write|fsync|extend|read)(?: to)? (?:file|block \d+ (?:in|of) (?:file|relation)) "(.*?)"/.exec(
+          msg,
+        )) &&
+        (!coded || RESOURCE_STATES.io_error!(state))
+      ) {
         return { kind: 'io_error', fields: { operation: m[1]!, path: m[2]! } }
       }
-      if (/^could not receive data from WAL stream/.test(msg)) return { kind: 'replication_error', fields: { wal_file: null, slot: null } }
+      if (/^could not receive data from WAL stream/.test(msg))
+        return { kind: 'replication_error', fields: { wal_file: null, slot: null } }
       break
     case 'archiving':
       // The archiver gives up on a segment for a while (after three failed tries): its WAL file is named.
-      if ((m = /^archiving write-ahead log file "([0-9A-F]{24}(?:\.partial|\.[0-9A-F]{8}\.backup|\.history)?)" failed too many times, will try again later$/.exec(msg))) {
+      if (
+        (m =
+          /^archiving write-ahead log file "([0-9A-F]{24}(?:\.partial|\.[0-9A-F]{8}\.backup|\.history)?)" failed too many times, will try again later$/.exec(
+            msg,
+          ))
+      ) {
         return { kind: 'archive_gave_up', fields: { wal_file: m[1]! } }
       }
       break
     case 'archive':
       if ((m = /^archive command (?:failed with exit code (\d+)|was terminated by signal (\d+))/.exec(msg))) {
-        return { kind: 'archive_failed', fields: { exit_code: num(m[1]), wal_file: /\b([0-9A-F]{24}(?:\.partial|\.[0-9A-F]{8}\.backup)?)\b/.exec(e.detail ?? '')?.[1] ?? null } }
+        return {
+          kind: 'archive_failed',
+          fields: {
+            exit_code: num(m[1]),
+            wal_file: /\b([0-9A-F]{24}(?:\.partial|\.[0-9A-F]{8}\.backup)?)\b/.exec(e.detail ?? '')?.[1] ?? null,
+          },
+        }
       }
       break
     case 'requested':
-      if ((m = /^requested WAL segment ([0-9A-F]{24}) has already been removed$/.exec(msg))) return { kind: 'replication_error', fields: { wal_file: m[1]!, slot: null } }
+      if ((m = /^requested WAL segment ([0-9A-F]{24}) has already been removed$/.exec(msg)))
+        return { kind: 'replication_error', fields: { wal_file: m[1]!, slot: null } }
       break
     case 'replication':
-      if ((m = /^replication slot "(.*)" does not exist$/.exec(msg)) && isError) return { kind: 'replication_error', fields: { wal_file: null, slot: m[1]! } }
-      if (/^replication terminated by primary server/.test(msg)) return { kind: 'replication_error', fields: { wal_file: null, slot: null } }
+      if ((m = /^replication slot "(.*)" does not exist$/.exec(msg)) && isError)
+        return { kind: 'replication_error', fields: { wal_file: null, slot: m[1]! } }
+      if (/^replication terminated by primary server/.test(msg))
+        return { kind: 'replication_error', fields: { wal_file: null, slot: null } }
       break
     case 'invalidating':
     case 'terminating':
-      if ((m = /^(?:invalidating (?:obsolete )?replication slot|terminating process \d+ to release replication slot) "(.*?)"/.exec(msg))) {
+      if (
+        (m =
+          /^(?:invalidating (?:obsolete )?replication slot|terminating process \d+ to release replication slot) "(.*?)"/.exec(
+            msg,
+          ))
+      ) {
         return { kind: 'replication_error', fields: { wal_file: null, slot: m[1]! } }
       }
-      if (msg === 'terminating walsender process due to replication timeout') return { kind: 'replication_error', fields: { wal_file: null, slot: null } }
+      if (msg === 'terminating walsender process due to replication timeout')
+        return { kind: 'replication_error', fields: { wal_file: null, slot: null } }
       break
     case 'starting':
       if ((m = /^starting PostgreSQL (\S+)/.exec(msg))) {
@@ -273,20 +389,32 @@ function byMessage(e: RawLogEntry, sev: LogSeverity, memory: ClassifyMemory): { 
       }
       break
     case 'database':
-      if (/^database system is ready to accept (?:read-only )?connections$/.test(msg)) return { kind: 'server_start', fields: { version: memory.version ?? null } }
-      if (msg === 'database system was not properly shut down; automatic recovery in progress') return { kind: 'recovery', fields: { phase: 'started', redo_ms: null } }
-      if (/^database system was interrupted while in recovery/.test(msg)) return { kind: 'recovery', fields: { phase: 'interrupted', redo_ms: null } }
+      if (/^database system is ready to accept (?:read-only )?connections$/.test(msg))
+        return { kind: 'server_start', fields: { version: memory.version ?? null } }
+      if (msg === 'database system was not properly shut down; automatic recovery in progress')
+        return { kind: 'recovery', fields: { phase: 'started', redo_ms: null } }
+      if (/^database system was interrupted while in recovery/.test(msg))
+        return { kind: 'recovery', fields: { phase: 'interrupted', redo_ms: null } }
       break
     case 'received':
-      if ((m = /^received (smart|fast|immediate) shutdown request$/.exec(msg))) return { kind: 'server_shutdown', fields: { mode: m[1]! } }
+      if ((m = /^received (smart|fast|immediate) shutdown request$/.exec(msg)))
+        return { kind: 'server_shutdown', fields: { mode: m[1]! } }
       break
     case 'redo':
-      if (/^redo done at /.test(msg)) return { kind: 'recovery', fields: { phase: 'redo_done', redo_ms: ms(/elapsed: ([\d.]+) s/.exec(msg)?.[1]) } }
+      if (/^redo done at /.test(msg))
+        return { kind: 'recovery', fields: { phase: 'redo_done', redo_ms: ms(/elapsed: ([\d.]+) s/.exec(msg)?.[1]) } }
       break
   }
   // `<process> (PID n) was terminated by signal ...`: the process is named by several words.
   const pidAt = msg.indexOf(' (PID ')
-  if (pidAt > 0 && pidAt <= 200 && (m = /^(.+?) \(PID \d+\) (?:was terminated by signal (\d+)|exited with exit code (\d+)|was terminated by exception)/.exec(msg))) {
+  if (
+    pidAt > 0 &&
+    pidAt <= 200 &&
+    (m =
+      /^(.+?) \(PID \d+\) (?:was terminated by signal (\d+)|exited with exit code (\d+)|was terminated by exception)/.exec(
+        msg,
+      ))
+  ) {
     const process = m[1]!
     if (!(m[3] === '1' && /^background worker/.test(process)) && !(m[3] === '0')) {
       return { kind: 'server_crash', fields: { signal: num(m[2]), exit_code: num(m[3]), process } }
@@ -310,7 +438,12 @@ function relationOf(lock: string): string | null {
 }
 
 function lockQueue(detail: string | null): { holders: number[]; waiters: number[] } {
-  const pids = (s: string | undefined) => (s ?? '').split(/,\s*/).filter((p) => /^\d{1,15}$/.test(p)).map(Number).slice(0, 64)
+  const pids = (s: string | undefined) =>
+    (s ?? '')
+      .split(/,\s*/)
+      .filter((p) => /^\d{1,15}$/.test(p))
+      .map(Number)
+      .slice(0, 64)
   const m = detail ? /^Process(?:es)? holding the lock: ([\d, ]*)\. Wait queue: ([\d, ]*)\./m.exec(detail) : null
   return { holders: pids(m?.[1]), waiters: pids(m?.[2]) }
 }
@@ -370,9 +503,15 @@ function checkpointFields(text: string, restartpoint: boolean, memory: ClassifyM
   }
 }
 
-function vacuumFields(msg: string, table: string, aggressive: boolean, indexScans: number | null): Record<string, FieldValue> {
+function vacuumFields(
+  msg: string,
+  table: string,
+  aggressive: boolean,
+  indexScans: number | null,
+): Record<string, FieldValue> {
   const pages = /pages: (\d+) removed, (\d+) remain/.exec(msg)
-  const tuples = /tuples: (\d+) removed, (\d+) remain, (\d+) are dead but not yet removable(?:, oldest xmin: (\d+))?/.exec(msg)
+  const tuples =
+    /tuples: (\d+) removed, (\d+) remain, (\d+) are dead but not yet removable(?:, oldest xmin: (\d+))?/.exec(msg)
   const buffers = /buffer usage: (\d+) hits, (\d+) (?:misses|reads), (\d+) dirtied/.exec(msg)
   return {
     table,
@@ -407,7 +546,11 @@ export function classify(e: RawLogEntry, memory: ClassifyMemory, prefixHasUser =
   if (ownSession(e)) return { kind: 'other', severity, fields: OWN_FIELDS }
   const found = e.foreign || raisedByUser(e) ? undefined : byMessage(e, severity, memory)
   if (!found || !fromServerProcess(found.kind, e, prefixHasUser, memory)) {
-    return { kind: severity === 'error' || severity === 'fatal' || severity === 'panic' ? 'error' : 'other', severity, fields: NO_FIELDS }
+    return {
+      kind: severity === 'error' || severity === 'fatal' || severity === 'panic' ? 'error' : 'other',
+      severity,
+      fields: NO_FIELDS,
+    }
   }
   return { kind: found.kind, severity, fields: found.fields }
 }

@@ -123,7 +123,20 @@ export function parseLogTimeAt(text: string, from: number, to: number, offsetMs:
   const second = digits(text, from + 17, 2)
   const at = (k: number) => text.charCodeAt(from + k)
   // 45 '-', 32 ' ', 58 ':', 46 '.'
-  if (to - from < 19 || year < 0 || month < 0 || dayOfMonth < 0 || hour < 0 || minute < 0 || second < 0 || at(4) !== 45 || at(7) !== 45 || at(10) !== 32 || at(13) !== 58 || at(16) !== 58) {
+  if (
+    to - from < 19 ||
+    year < 0 ||
+    month < 0 ||
+    dayOfMonth < 0 ||
+    hour < 0 ||
+    minute < 0 ||
+    second < 0 ||
+    at(4) !== 45 ||
+    at(7) !== 45 ||
+    at(10) !== 32 ||
+    at(13) !== 58 ||
+    at(16) !== 58
+  ) {
     return null
   }
   let i = from + 19

@@ -45,7 +45,9 @@ function keepStatement(text: string, mode: LogTextMode): string | null {
 /** `SQL statement "..."` lines of a CONTEXT with their statement per log_text, and bind parameter values out. */
 function contextText(context: string, mode: LogTextMode): string {
   if (mode === 'full') return context
-  const statements = context.replace(/^SQL statement "(.*)"$/gms, (_all, sql: string) => (mode === 'none' ? 'SQL statement (not kept: log_text is none)' : `SQL statement "${redactLiterals(sql)}"`))
+  const statements = context.replace(/^SQL statement "(.*)"$/gms, (_all, sql: string) =>
+    mode === 'none' ? 'SQL statement (not kept: log_text is none)' : `SQL statement "${redactLiterals(sql)}"`,
+  )
   return redactParameters(statements)
 }
 
@@ -57,13 +59,19 @@ function detailText(e: RawLogEntry, c: Classified, mode: LogTextMode): string | 
       // The processes' statements follow their wait lines.
       const parsed = deadlockFields(d)
       const waits = d.split('\n').slice(0, parsed.pids.length)
-      const statements = mode === 'none' ? [] : parsed.statements.map((s, i) => `Process ${parsed.pids[i]}: ${mode === 'redacted' ? redactLiterals(s) : s}`)
+      const statements =
+        mode === 'none'
+          ? []
+          : parsed.statements.map((s, i) => `Process ${parsed.pids[i]}: ${mode === 'redacted' ? redactLiterals(s) : s}`)
       d = [...waits, ...statements].join('\n')
     } else if (c.kind === 'archive_failed') {
       // The archive command may hold a secret (a token, a key): only the WAL file is kept.
       d = d.replace(/^(The failed archive command was: ).*$/ms, '$1(not sent)')
     } else if (mode === 'none') {
-      d = redactParameters(d.replace(/^[Pp]arameters: .*$/gms, '')).replace(/^(Key \(.*?\)=\().*(\) .*)$/gm, '$1?$2').replace(/^(Failing row contains \().*(\)\.)$/gm, '$1?$2').trim()
+      d = redactParameters(d.replace(/^[Pp]arameters: .*$/gms, ''))
+        .replace(/^(Key \(.*?\)=\().*(\) .*)$/gm, '$1?$2')
+        .replace(/^(Failing row contains \().*(\)\.)$/gm, '$1?$2')
+        .trim()
     } else if (mode === 'redacted') {
       d = redactRowValues(redactParameters(d))
     }
@@ -99,10 +107,12 @@ function timeOf(ts: number | null, now: number): number {
 }
 
 /** An input error quoting the value it refused (a bind parameter's, often): the value, unless log_text is full. */
-const INPUT_ERROR = /^((?:invalid input syntax for (?:type )?[^:\n]*|invalid input value for enum [^:\n]*|malformed [a-z ]+ literal|value too long for type [^:\n]*|invalid value for parameter "[^"\n]*")): "(.*)"( at character \d+)?$/s
+const INPUT_ERROR =
+  /^((?:invalid input syntax for (?:type )?[^:\n]*|invalid input value for enum [^:\n]*|malformed [a-z ]+ literal|value too long for type [^:\n]*|invalid value for parameter "[^"\n]*")): "(.*)"( at character \d+)?$/s
 
 function messageText(head: string, mode: LogTextMode): string {
-  if (mode === 'full' || !head.startsWith('in') && !head.startsWith('malformed') && !head.startsWith('value')) return head
+  if (mode === 'full' || (!head.startsWith('in') && !head.startsWith('malformed') && !head.startsWith('value')))
+    return head
   return head.replace(INPUT_ERROR, '$1: "?"$3')
 }
 
@@ -117,7 +127,10 @@ export function toLogEvent(e: RawLogEntry, c: Classified, mode: LogTextMode, now
       continue
     }
     if (key === 'statements' && Array.isArray(value)) {
-      fields.statements = mode === 'none' ? [] : value.map((s) => clean(keepStatement(String(s), mode) ?? '', ingestTextLimits.logMessage))
+      fields.statements =
+        mode === 'none'
+          ? []
+          : value.map((s) => clean(keepStatement(String(s), mode) ?? '', ingestTextLimits.logMessage))
       continue
     }
     fields[key] = fieldValue(value)

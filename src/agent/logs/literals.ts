@@ -31,7 +31,11 @@ export function redactLiterals(text: string): string {
     } else if (c === '"') {
       const close = text.indexOf('"', i + 1)
       i = close < 0 ? n : close + 1
-    } else if (c === "'" || (/[EeBbXxNn]/.test(c) && text[i + 1] === "'" && !WORD.test(text[i - 1] ?? ' ')) || (/[Uu]/.test(c) && text[i + 1] === '&' && text[i + 2] === "'")) {
+    } else if (
+      c === "'" ||
+      (/[EeBbXxNn]/.test(c) && text[i + 1] === "'" && !WORD.test(text[i - 1] ?? ' ')) ||
+      (/[Uu]/.test(c) && text[i + 1] === '&' && text[i + 2] === "'")
+    ) {
       const open = text.indexOf("'", i)
       const escapes = /[Ee]/.test(c) && open === i + 1
       let j = open + 1
@@ -109,6 +113,9 @@ export function redactParameters(text: string): string {
 /** Values a DETAIL quotes from rows (`Key (email)=(x) already exists.`, `Failing row contains (...)`) replaced. */
 export function redactRowValues(detail: string): string {
   return detail
-    .replace(/^(Key \(.*?\)=\()(.*)(\) (?:already exists|is not present in table|is still referenced from table|conflicts with existing key).*)$/gm, '$1?$3')
+    .replace(
+      /^(Key \(.*?\)=\()(.*)(\) (?:already exists|is not present in table|is still referenced from table|conflicts with existing key).*)$/gm,
+      '$1?$3',
+    )
     .replace(/^(Failing row contains \().*(\)\.)$/gm, '$1?$2')
 }

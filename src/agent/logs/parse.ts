@@ -72,7 +72,11 @@ function append(existing: string | null, more: string): string {
  * Calls `each(start, end, next)` for every line of `buf`; a last line without newline only when `closed`.
  * `each` answering false stops it.
  */
-function forEachLine(buf: Buffer, closed: boolean, each: (start: number, end: number, next: number) => boolean | undefined): void {
+function forEachLine(
+  buf: Buffer,
+  closed: boolean,
+  each: (start: number, end: number, next: number) => boolean | undefined,
+): void {
   let pos = 0
   while (pos < buf.length) {
     const nl = buf.indexOf(10, pos)
@@ -107,7 +111,26 @@ function labelEndingAt(text: string, at: number): string {
   for (const label of LABEL_LIST) if (text.startsWith(label, at - label.length)) return label
   return 'LOG'
 }
-const LABEL_LIST = ['LOG', 'DETAIL', 'STATEMENT', 'ERROR', 'CONTEXT', 'HINT', 'QUERY', 'WARNING', 'FATAL', 'NOTICE', 'INFO', 'LOCATION', 'PANIC', 'DEBUG1', 'DEBUG2', 'DEBUG3', 'DEBUG4', 'DEBUG5']
+const LABEL_LIST = [
+  'LOG',
+  'DETAIL',
+  'STATEMENT',
+  'ERROR',
+  'CONTEXT',
+  'HINT',
+  'QUERY',
+  'WARNING',
+  'FATAL',
+  'NOTICE',
+  'INFO',
+  'LOCATION',
+  'PANIC',
+  'DEBUG1',
+  'DEBUG2',
+  'DEBUG3',
+  'DEBUG4',
+  'DEBUG5',
+]
 
 /**
  * stderr. The slice is decoded once, as latin1 (one character per byte, so string indexes are byte offsets).
@@ -135,7 +158,8 @@ function parseStderr(buf: Buffer, opts: ParseOptions, onEntry: ParsedEntryHandle
     }
     return high >= end
   }
-  const lineText = (start: number, end: number): string => (asciiUpTo(start, end) ? text.slice(start, end) : buf.toString('utf8', start, end))
+  const lineText = (start: number, end: number): string =>
+    asciiUpTo(start, end) ? text.slice(start, end) : buf.toString('utf8', start, end)
   let consumed = 0
   let stop = false
   // The entry being assembled, the part its next continuation line belongs to, and where its last line ends.
@@ -185,7 +209,10 @@ function parseStderr(buf: Buffer, opts: ParseOptions, onEntry: ParsedEntryHandle
    * lines, JOIN_CHARS before the last). `match` is null when the label never came within them (all the
    * lines are then one entry); undefined when the slice ends first and more may come.
    */
-  const joinPrefix = (first: string, from: number): { line: string; match: RegExpExecArray | null; next: number } | undefined => {
+  const joinPrefix = (
+    first: string,
+    from: number,
+  ): { line: string; match: RegExpExecArray | null; next: number } | undefined => {
     let joined = first
     let at = from
     for (let lines = 1; lines < JOIN_LINES && joined.length <= JOIN_CHARS; lines++) {
@@ -199,7 +226,9 @@ function parseStderr(buf: Buffer, opts: ParseOptions, onEntry: ParsedEntryHandle
       at = nl < 0 ? n : nl + 1
       const lineStop = nl < 0 ? n : nl > lineStart && text.charCodeAt(nl - 1) === 13 ? nl - 1 : nl
       joined = `${joined}\n${lineText(lineStart, Math.min(lineStop, lineStart + PART_CHARS * 4))}`
-      const match = regex.exec(joined.length > JOIN_CHARS + PREFIX_PROBE_CHARS ? joined.slice(0, JOIN_CHARS + PREFIX_PROBE_CHARS) : joined)
+      const match = regex.exec(
+        joined.length > JOIN_CHARS + PREFIX_PROBE_CHARS ? joined.slice(0, JOIN_CHARS + PREFIX_PROBE_CHARS) : joined,
+      )
       if (match) return { line: joined, match, next: at }
     }
     return { line: joined, match: null, next: at }
@@ -388,7 +417,14 @@ function pidOf(v: string | undefined): number | null {
  * The prefix's values into the entry (a field left empty is null). `text`: the slice's text when the match
  * starts there at `at` with the timestamp (read in place, no string made for it).
  */
-function fillFromPrefix(entry: RawLogEntry, m: RegExpExecArray, fields: PrefixField[], tzOffsetMs: number, text?: string, at = 0): void {
+function fillFromPrefix(
+  entry: RawLogEntry,
+  m: RegExpExecArray,
+  fields: PrefixField[],
+  tzOffsetMs: number,
+  text?: string,
+  at = 0,
+): void {
   for (let i = 0; i < fields.length; i++) {
     const raw = m[i + 1]
     if (raw === undefined || raw === '') continue
@@ -539,7 +575,8 @@ function parseCsv(buf: Buffer, opts: ParseOptions, onEntry: ParsedEntryHandler):
   return consumed
 }
 
-const str = (v: unknown): string | null => (typeof v === 'string' && v !== '' ? cap(v) : typeof v === 'number' ? String(v) : null)
+const str = (v: unknown): string | null =>
+  typeof v === 'string' && v !== '' ? cap(v) : typeof v === 'number' ? String(v) : null
 
 function parseJson(buf: Buffer, opts: ParseOptions, onEntry: ParsedEntryHandler): number {
   let consumed = 0

@@ -4,7 +4,18 @@
 // Non-session processes print nothing after %q, and empty session fields, so those parts are optional.
 // The match runs on a line's first 4 KB only: a hostile 1 MB line costs no more than a short one.
 
-export type PrefixField = 'ts' | 'epoch' | 'pid' | 'user' | 'database' | 'application' | 'host' | 'hostport' | 'sqlstate' | 'backendType' | 'queryId'
+export type PrefixField =
+  | 'ts'
+  | 'epoch'
+  | 'pid'
+  | 'user'
+  | 'database'
+  | 'application'
+  | 'host'
+  | 'hostport'
+  | 'sqlstate'
+  | 'backendType'
+  | 'queryId'
 
 export interface PrefixParser {
   /** Matches a line's prefix and label: group i + 1 is `fields[i]`, the last group (`labelGroup`) the label. */
@@ -30,7 +41,8 @@ export interface PrefixParser {
 }
 
 /** Labels of a line that starts an entry or continues one (the secondary parts of a message). */
-export const LABELS = 'DEBUG[1-5]|INFO|NOTICE|WARNING|ERROR|LOG|FATAL|PANIC|DETAIL|HINT|QUERY|CONTEXT|LOCATION|STATEMENT'
+export const LABELS =
+  'DEBUG[1-5]|INFO|NOTICE|WARNING|ERROR|LOG|FATAL|PANIC|DETAIL|HINT|QUERY|CONTEXT|LOCATION|STATEMENT'
 export const PREFIX_PROBE_CHARS = 4096
 
 const escapeRegex = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
@@ -143,11 +155,19 @@ export function buildPrefixParser(prefix: string): PrefixParser {
     }
     if (padded) parts.push(' *')
   }
-  body = optionalFrom < 0 ? parts.join('') : `${parts.slice(0, optionalFrom).join('')}(?:${parts.slice(optionalFrom).join('')})?`
+  body =
+    optionalFrom < 0
+      ? parts.join('')
+      : `${parts.slice(0, optionalFrom).join('')}(?:${parts.slice(optionalFrom).join('')})?`
   const lacks: string[] = []
-  if (!seen.has('m') && !seen.has('t') && !seen.has('n')) lacks.push('a timestamp (%m): entries get the time they were read')
-  if (!seen.has('p')) lacks.push('the process id (%p): DETAIL and STATEMENT lines cannot be told from another process\'s')
-  if (!seen.has('u') && !seen.has('b')) lacks.push('the user (%u) or backend type (%b): server processes\' entries (checkpoints, autovacuum) cannot be told from a user\'s RAISE LOG')
+  if (!seen.has('m') && !seen.has('t') && !seen.has('n'))
+    lacks.push('a timestamp (%m): entries get the time they were read')
+  if (!seen.has('p'))
+    lacks.push("the process id (%p): DETAIL and STATEMENT lines cannot be told from another process's")
+  if (!seen.has('u') && !seen.has('b'))
+    lacks.push(
+      "the user (%u) or backend type (%b): server processes' entries (checkpoints, autovacuum) cannot be told from a user's RAISE LOG",
+    )
   if (!seen.has('d')) lacks.push('the database (%d)')
   if (!seen.has('h') && !seen.has('r')) lacks.push('the client (%h or %r): failed logins have no client address')
   const any = (pattern: string, by: string) => pattern.replaceAll(ANY, by)

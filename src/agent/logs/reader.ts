@@ -71,7 +71,12 @@ export function endPosition(files: LogFile[]): LogPosition {
 /** Takes one entry; false refuses it, and the read stops before it. */
 export type EntryHandler = (entry: RawLogEntry) => boolean | undefined
 
-export async function readLogs(source: LogSource, previous: LogPosition | undefined, options: ReadOptions, onEntry: EntryHandler): Promise<ReadResult> {
+export async function readLogs(
+  source: LogSource,
+  previous: LogPosition | undefined,
+  options: ReadOptions,
+  onEntry: EntryHandler,
+): Promise<ReadResult> {
   const all = await source.list()
   const files = ordered(all.filter((f) => formatOfFile(f.name) === options.format))
   if (!previous) return { position: endPosition(all), bytesRead: 0, backlogBytes: 0 }
@@ -95,7 +100,8 @@ export async function readLogs(source: LogSource, previous: LogPosition | undefi
   for (const file of ordered([...tails, ...files])) {
     const format = tails.includes(file) ? formatOfFile(file.name) : options.format
     const known = previous.files[file.name]
-    let offset = known && (known[1] === 0 || file.ino === 0 || known[1] === file.ino) && known[0] <= file.size ? known[0] : 0
+    let offset =
+      known && (known[1] === 0 || file.ino === 0 || known[1] === file.ino) && known[0] <= file.size ? known[0] : 0
     let stopped = false
     let size = sliceBytes
     while (!stopped && !refused && offset < file.size && bytesRead < budget) {
@@ -119,7 +125,11 @@ export async function readLogs(source: LogSource, previous: LogPosition | undefi
         lastEnd = end
         return true
       }
-      let consumed = parseEach(buf, { format, prefix: options.prefix, tzOffsetMs: options.tzOffsetMs, settled, closed }, handle)
+      let consumed = parseEach(
+        buf,
+        { format, prefix: options.prefix, tzOffsetMs: options.tzOffsetMs, settled, closed },
+        handle,
+      )
       if (!refused && consumed === 0 && buf.length === want && !reachesEnd) {
         // One entry longer than the slice (none was handed over): read again in a longer one; longer than
         // the longest read there can be, taken as it is (cut), so that the read moves on.
@@ -127,7 +137,12 @@ export async function readLogs(source: LogSource, previous: LogPosition | undefi
           size = Math.min(size * 2, longest)
           continue
         }
-        if (want === longest) consumed = parseEach(buf, { format, prefix: options.prefix, tzOffsetMs: options.tzOffsetMs, settled: true, closed: true }, handle)
+        if (want === longest)
+          consumed = parseEach(
+            buf,
+            { format, prefix: options.prefix, tzOffsetMs: options.tzOffsetMs, settled: true, closed: true },
+            handle,
+          )
       }
       size = sliceBytes
       offset += refused ? lastEnd : consumed

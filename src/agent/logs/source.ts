@@ -78,14 +78,18 @@ export function sqlSource(sql: postgres.Sql, logDirectory: string): LogSource {
     async list() {
       const rows = await sql<{ name: string; size: string; mtime: number }[]>`
         SELECT name, size::text AS size, (extract(epoch FROM modification) * 1000)::float8 AS mtime FROM pg_ls_logdir()`
-      return rows.filter((r) => LOG_FILE_NAME.test(r.name)).map((r) => ({ name: r.name, size: Number(r.size), mtimeMs: Number(r.mtime), ino: 0 }))
+      return rows
+        .filter((r) => LOG_FILE_NAME.test(r.name))
+        .map((r) => ({ name: r.name, size: Number(r.size), mtimeMs: Number(r.mtime), ino: 0 }))
     },
     async read(name, offset, length) {
       const pieces: Buffer[] = []
       let done = 0
       while (done < length) {
         const want = Math.min(PIECE_BYTES, length - done)
-        const [row] = await sql<{ data: Buffer | null }[]>`SELECT pg_read_binary_file(${pathOf(name)}, ${offset + done}::bigint, ${want}::bigint, true) AS data`
+        const [row] = await sql<
+          { data: Buffer | null }[]
+        >`SELECT pg_read_binary_file(${pathOf(name)}, ${offset + done}::bigint, ${want}::bigint, true) AS data`
         const data = row?.data
         if (!data || data.length === 0) break
         pieces.push(data)

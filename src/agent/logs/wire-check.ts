@@ -17,14 +17,17 @@ const FIELD_KEY = /^[a-z0-9_]+$/
 const noNul = (s: string): boolean => !s.includes('\u0000')
 const text = (v: unknown, max: number): boolean => typeof v === 'string' && v.length <= max && noNul(v)
 const nullableText = (v: unknown, max: number): boolean => v === null || text(v, max)
-const safe = (v: unknown): boolean => typeof v === 'number' && Number.isFinite(v) && Math.abs(v) <= Number.MAX_SAFE_INTEGER
-const integerIn = (v: unknown, min: number, max: number): boolean => typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max
+const safe = (v: unknown): boolean =>
+  typeof v === 'number' && Number.isFinite(v) && Math.abs(v) <= Number.MAX_SAFE_INTEGER
+const integerIn = (v: unknown, min: number, max: number): boolean =>
+  typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max
 
 function fieldValueOk(v: unknown): boolean {
   if (v === null || typeof v === 'boolean') return true
   if (typeof v === 'number') return safe(v)
   if (typeof v === 'string') return text(v, ingestTextLimits.logMessage)
-  if (Array.isArray(v)) return v.length <= 64 && v.every((x) => (typeof x === 'number' ? safe(x) : text(x, ingestTextLimits.logMessage)))
+  if (Array.isArray(v))
+    return v.length <= 64 && v.every((x) => (typeof x === 'number' ? safe(x) : text(x, ingestTextLimits.logMessage)))
   return false
 }
 
@@ -32,8 +35,13 @@ function fieldValueOk(v: unknown): boolean {
 export function logEventProblem(e: LogEvent): string | null {
   if (!integerIn(e.ts, 0, MAX_TS)) return 'ts'
   if (typeof e.kind !== 'string' || e.kind.length < 1 || e.kind.length > 40 || !KIND.test(e.kind)) return 'kind'
-  if (typeof e.severity !== 'string' || e.severity.length < 1 || e.severity.length > 16 || !SEVERITY.test(e.severity)) return 'severity'
-  if (e.sqlstate !== null && (typeof e.sqlstate !== 'string' || e.sqlstate.length < 1 || e.sqlstate.length > 64 || !SQLSTATE.test(e.sqlstate))) return 'sqlstate'
+  if (typeof e.severity !== 'string' || e.severity.length < 1 || e.severity.length > 16 || !SEVERITY.test(e.severity))
+    return 'severity'
+  if (
+    e.sqlstate !== null &&
+    (typeof e.sqlstate !== 'string' || e.sqlstate.length < 1 || e.sqlstate.length > 64 || !SQLSTATE.test(e.sqlstate))
+  )
+    return 'sqlstate'
   if (!text(e.message, ingestTextLimits.logMessage)) return 'message'
   if (!text(e.fingerprint, 512)) return 'fingerprint'
   if (e.pid !== null && !integerIn(e.pid, 0, MAX_PID)) return 'pid'
@@ -43,7 +51,11 @@ export function logEventProblem(e: LogEvent): string | null {
   if (!nullableText(e.client, 1_000)) return 'client'
   if (!nullableText(e.detail, ingestTextLimits.logMessage)) return 'detail'
   if (!nullableText(e.statement, ingestTextLimits.logStatement)) return 'statement'
-  if (e.query_id !== null && (typeof e.query_id !== 'string' || e.query_id.length > ingestTextLimits.id || !QUERY_ID.test(e.query_id))) return 'query_id'
+  if (
+    e.query_id !== null &&
+    (typeof e.query_id !== 'string' || e.query_id.length > ingestTextLimits.id || !QUERY_ID.test(e.query_id))
+  )
+    return 'query_id'
   if (e.fields === null || typeof e.fields !== 'object' || Array.isArray(e.fields)) return 'fields'
   let keys = 0
   for (const key in e.fields) {

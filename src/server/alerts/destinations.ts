@@ -7,13 +7,33 @@
 import { randomToken } from '../auth/secrets.ts'
 import { alertMail, alertsLink, webhookPayload, webhookSignature } from './messages.ts'
 import type { Mailer } from '../mail.ts'
-import type { AlertDestination, AlertDestinationKind, AlertDestinationSettings, OpenAlert } from '../store/alerts/destinations.ts'
+import type {
+  AlertDestination,
+  AlertDestinationKind,
+  AlertDestinationSettings,
+  OpenAlert,
+} from '../store/alerts/destinations.ts'
 import type { PendingNotification } from '../store/monitor/evaluations.ts'
 import type { WebhookPolicy } from '../webhook-target.ts'
-import { type AlertMessage, alertmanagerPayload, opsgenieRequest, pagerdutyPayload, slackPayload, teamsPayload } from './payloads.ts'
+import {
+  type AlertMessage,
+  alertmanagerPayload,
+  opsgenieRequest,
+  pagerdutyPayload,
+  slackPayload,
+  teamsPayload,
+} from './payloads.ts'
 import { postJson } from './post.ts'
 
-export const DESTINATION_KINDS = ['email', 'webhook', 'slack', 'teams', 'pagerduty', 'opsgenie', 'alertmanager'] as const satisfies readonly AlertDestinationKind[]
+export const DESTINATION_KINDS = [
+  'email',
+  'webhook',
+  'slack',
+  'teams',
+  'pagerduty',
+  'opsgenie',
+  'alertmanager',
+] as const satisfies readonly AlertDestinationKind[]
 
 type Setting = 'url' | 'to' | 'routing_key' | 'api_key'
 
@@ -33,7 +53,12 @@ export const KIND_RULES: Record<AlertDestinationKind, KindRule> = {
   webhook: { required: ['url'], optional: [], secret: 'generated' },
   slack: { required: ['url'], optional: [], secret: 'url' },
   teams: { required: ['url'], optional: [], secret: 'url' },
-  pagerduty: { required: ['routing_key'], optional: ['url'], secret: 'routing_key', defaultUrl: 'https://events.pagerduty.com/v2/enqueue' },
+  pagerduty: {
+    required: ['routing_key'],
+    optional: ['url'],
+    secret: 'routing_key',
+    defaultUrl: 'https://events.pagerduty.com/v2/enqueue',
+  },
   opsgenie: { required: ['api_key'], optional: ['url'], secret: 'api_key', defaultUrl: 'https://api.opsgenie.com' },
   alertmanager: { required: ['url'], optional: [], secret: null },
 }
@@ -59,13 +84,20 @@ export class DestinationInputError extends Error {}
  * Splits a request's settings into what is stored, for a new destination (`current` absent) or a
  * change of one. The URL must have been checked already (checkWebhookUrl) when given.
  */
-export function destinationParts(kind: AlertDestinationKind, input: DestinationInput, current?: AlertDestination): DestinationParts {
+export function destinationParts(
+  kind: AlertDestinationKind,
+  input: DestinationInput,
+  current?: AlertDestination,
+): DestinationParts {
   const rule = KIND_RULES[kind]
   for (const name of ['url', 'to', 'routing_key', 'api_key'] as const) {
     if (input[name] !== undefined && !rule.required.includes(name) && !rule.optional.includes(name)) {
-      throw new DestinationInputError(`${name} is not a setting of ${kind} destinations (they take ${[...rule.required, ...rule.optional].join(', ')})`)
+      throw new DestinationInputError(
+        `${name} is not a setting of ${kind} destinations (they take ${[...rule.required, ...rule.optional].join(', ')})`,
+      )
     }
-    if (!current && input[name] === undefined && rule.required.includes(name)) throw new DestinationInputError(`${name} is required for ${kind} destinations`)
+    if (!current && input[name] === undefined && rule.required.includes(name))
+      throw new DestinationInputError(`${name} is required for ${kind} destinations`)
   }
   const settings: AlertDestinationSettings = { ...(current?.settings ?? {}) }
   if (input.to !== undefined) settings.to = [...new Set(input.to.map((a) => a.trim().toLowerCase()))]
@@ -73,7 +105,8 @@ export function destinationParts(kind: AlertDestinationKind, input: DestinationI
   let secret: string | null | undefined = current ? undefined : null
   if (rule.secret === 'generated' && !current) secret = `dbm_whsec_${randomToken(32)}`
   else if (rule.secret === 'url' && input.url !== undefined) secret = input.url
-  else if ((rule.secret === 'routing_key' || rule.secret === 'api_key') && input[rule.secret] !== undefined) secret = input[rule.secret]!
+  else if ((rule.secret === 'routing_key' || rule.secret === 'api_key') && input[rule.secret] !== undefined)
+    secret = input[rule.secret]!
   return { settings, secret }
 }
 
@@ -109,7 +142,17 @@ export interface DeliveryDeps {
 
 /** The signed webhook's body for a message: the organization webhook's (alert.opened / alert.resolved), a test marked. */
 function webhookBody(m: AlertMessage): string {
-  const n: PendingNotification = { id: m.delivery_id, event: m.repeat ? 'repeated' : m.event, channel: 'webhook', attempts: 0, created_at: m.now, org_id: m.org_id, alert: m.alert, database: m.database, silenced_by: null }
+  const n: PendingNotification = {
+    id: m.delivery_id,
+    event: m.repeat ? 'repeated' : m.event,
+    channel: 'webhook',
+    attempts: 0,
+    created_at: m.now,
+    org_id: m.org_id,
+    alert: m.alert,
+    database: m.database,
+    silenced_by: null,
+  }
   const payload = webhookPayload(n, '', m.now)
   return JSON.stringify({ ...payload, link: m.link, ...(m.test ? { test: true } : {}) })
 }
@@ -120,7 +163,17 @@ export async function deliverTo(d: AlertDestination, m: AlertMessage, deps: Deli
   const url = destinationUrl(d)
   switch (d.kind) {
     case 'email': {
-      const n: PendingNotification = { id: m.delivery_id, event: m.repeat ? 'repeated' : m.event, channel: 'email', attempts: 0, created_at: m.now, org_id: m.org_id, alert: m.alert, database: m.database, silenced_by: null }
+      const n: PendingNotification = {
+        id: m.delivery_id,
+        event: m.repeat ? 'repeated' : m.event,
+        channel: 'email',
+        attempts: 0,
+        created_at: m.now,
+        org_id: m.org_id,
+        alert: m.alert,
+        database: m.database,
+        silenced_by: null,
+      }
       const mail = alertMail(n, deps.publicUrl)
       const subject = m.test ? `[test] ${mail.subject}` : mail.subject
       for (const to of d.settings.to ?? []) deps.mailer.send({ to, subject, text: mail.text, link: m.link })
@@ -129,7 +182,18 @@ export async function deliverTo(d: AlertDestination, m: AlertMessage, deps: Deli
     case 'webhook': {
       const body = webhookBody(m)
       const event = `alert.${m.repeat ? 'repeated' : m.event}`
-      return (await postJson(url!, body, { 'x-dbm-event': event, 'x-dbm-delivery': m.delivery_id, 'x-dbm-signature': webhookSignature(d.secret ?? '', body) }, options)).error
+      return (
+        await postJson(
+          url!,
+          body,
+          {
+            'x-dbm-event': event,
+            'x-dbm-delivery': m.delivery_id,
+            'x-dbm-signature': webhookSignature(d.secret ?? '', body),
+          },
+          options,
+        )
+      ).error
     }
     case 'slack':
       return (await postJson(url!, JSON.stringify(slackPayload(m)), {}, options)).error
@@ -139,10 +203,19 @@ export async function deliverTo(d: AlertDestination, m: AlertMessage, deps: Deli
       return (await postJson(url!, JSON.stringify(pagerdutyPayload(m, d.secret ?? '')), {}, options)).error
     case 'opsgenie': {
       const request = opsgenieRequest(m)
-      return (await postJson(`${url!.replace(/\/+$/, '')}${request.path}`, JSON.stringify(request.body), { authorization: `GenieKey ${d.secret ?? ''}` }, options)).error
+      return (
+        await postJson(
+          `${url!.replace(/\/+$/, '')}${request.path}`,
+          JSON.stringify(request.body),
+          { authorization: `GenieKey ${d.secret ?? ''}` },
+          options,
+        )
+      ).error
     }
     case 'alertmanager':
-      return (await postJson(`${url!.replace(/\/+$/, '')}/api/v2/alerts`, JSON.stringify(alertmanagerPayload(m)), {}, options)).error
+      return (
+        await postJson(`${url!.replace(/\/+$/, '')}/api/v2/alerts`, JSON.stringify(alertmanagerPayload(m)), {}, options)
+      ).error
   }
 }
 
@@ -151,10 +224,34 @@ export async function deliverTo(d: AlertDestination, m: AlertMessage, deps: Deli
  * opened, no endsAt): Alertmanager resolves an alert it is not sent again within its resolve_timeout,
  * as Prometheus re-sends its firing alerts. Null when delivered, else why not.
  */
-export async function refreshAlertmanager(d: AlertDestination, open: OpenAlert[], orgId: string, deps: DeliveryDeps, now: number): Promise<string | null> {
+export async function refreshAlertmanager(
+  d: AlertDestination,
+  open: OpenAlert[],
+  orgId: string,
+  deps: DeliveryDeps,
+  now: number,
+): Promise<string | null> {
   if (d.kind !== 'alertmanager' || open.length === 0) return null
-  const alerts = open.flatMap((o) => alertmanagerPayload({ delivery_id: '', event: 'opened', test: false, org_id: orgId, alert: o.alert, database: o.database, link: alertsLink(deps.publicUrl, o.database.id), now }))
-  return (await postJson(`${destinationUrl(d)!.replace(/\/+$/, '')}/api/v2/alerts`, JSON.stringify(alerts), {}, { timeoutMs: deps.timeoutMs, policy: deps.policy })).error
+  const alerts = open.flatMap((o) =>
+    alertmanagerPayload({
+      delivery_id: '',
+      event: 'opened',
+      test: false,
+      org_id: orgId,
+      alert: o.alert,
+      database: o.database,
+      link: alertsLink(deps.publicUrl, o.database.id),
+      now,
+    }),
+  )
+  return (
+    await postJson(
+      `${destinationUrl(d)!.replace(/\/+$/, '')}/api/v2/alerts`,
+      JSON.stringify(alerts),
+      {},
+      { timeoutMs: deps.timeoutMs, policy: deps.policy },
+    )
+  ).error
 }
 
 /** The message of a queued notification. */
@@ -173,7 +270,14 @@ export function messageOf(n: PendingNotification, publicUrl: string, now: number
 }
 
 /** The test alert POST .../test sends (opened, then resolved), about no database of the organization's. */
-export function testMessage(orgId: string, publicUrl: string, event: 'opened' | 'resolved', alertId: string, openedAt: number, now: number): AlertMessage {
+export function testMessage(
+  orgId: string,
+  publicUrl: string,
+  event: 'opened' | 'resolved',
+  alertId: string,
+  openedAt: number,
+  now: number,
+): AlertMessage {
   return {
     delivery_id: Bun.randomUUIDv7(),
     event,
@@ -186,12 +290,18 @@ export function testMessage(orgId: string, publicUrl: string, event: 'opened' | 
       severity: 'info',
       title: 'Test alert from dbm',
       // The destination's name is the owner's text: a test mail carries none of it to the addresses it reaches.
-      detail: 'A test of one of your organization\'s alert destinations in dbm: this alert resolves at once.',
+      detail: "A test of one of your organization's alert destinations in dbm: this alert resolves at once.",
       opened_at: openedAt,
       resolved_at: event === 'resolved' ? now : null,
       consequences: [],
     },
-    database: { id: '00000000-0000-0000-0000-000000000000', name: 'dbm-test', engine: 'postgres', host: 'dbm-test', port: 5432 },
+    database: {
+      id: '00000000-0000-0000-0000-000000000000',
+      name: 'dbm-test',
+      engine: 'postgres',
+      host: 'dbm-test',
+      port: 5432,
+    },
     link: `${publicUrl}/`,
     now,
   }

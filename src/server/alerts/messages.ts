@@ -12,29 +12,40 @@ export function webhookSignature(secret: string, body: string): string {
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
 /** The dashboard's issues page of the database (the link of mails and webhook payloads). */
-export const alertsLink = (publicUrl: string, databaseId: string) => `${publicUrl}/#/databases/${encodeURIComponent(databaseId)}/issues`
+export const alertsLink = (publicUrl: string, databaseId: string) =>
+  `${publicUrl}/#/databases/${encodeURIComponent(databaseId)}/issues`
 
 export function alertMail(n: PendingNotification, publicUrl: string) {
   const { alert, database } = n
   const opened = n.event !== 'resolved'
   const repeated = n.event === 'repeated'
-  const subject = headerText(`dbm ${repeated ? 'alert still open' : opened ? 'alert' : 'resolved'}: ${alert.title} on ${database.name}`)
+  const subject = headerText(
+    `dbm ${repeated ? 'alert still open' : opened ? 'alert' : 'resolved'}: ${alert.title} on ${database.name}`,
+  )
   const link = alertsLink(publicUrl, database.id)
   const where = mailLine(`"${database.name}" (${database.engine}, ${database.host}:${database.port})`)
   const text = [
-    repeated ? `This alert on ${where} is still open:` : opened ? `${n.alert.severity === 'critical' ? 'A critical alert' : `An alert (${n.alert.severity})`} opened on ${where}:` : `This alert on ${where} is resolved:`,
+    repeated
+      ? `This alert on ${where} is still open:`
+      : opened
+        ? `${n.alert.severity === 'critical' ? 'A critical alert' : `An alert (${n.alert.severity})`} opened on ${where}:`
+        : `This alert on ${where} is resolved:`,
     '',
     mailLine(alert.title),
     mailLine(alert.detail),
     '',
     // The cause's other findings: one mail for the cause, not one per finding.
     ...(alert.consequences.length > 1
-      ? [`What it causes (${alert.consequences.length - 1}):`, ...alert.consequences.slice(1).map((c) => mailLine(`- ${c.severity}: ${c.title}`)), '']
+      ? [
+          `What it causes (${alert.consequences.length - 1}):`,
+          ...alert.consequences.slice(1).map((c) => mailLine(`- ${c.severity}: ${c.title}`)),
+          '',
+        ]
       : []),
     `Opened: ${iso(alert.opened_at)}`,
     ...(alert.resolved_at !== null ? [`Resolved: ${iso(alert.resolved_at)}`] : []),
     '',
-    'The database\'s issues:',
+    "The database's issues:",
     link,
     '',
   ].join('\n')

@@ -54,7 +54,8 @@ export function cut(text: string, max: number): string {
 export const alertIdentity = (m: AlertMessage) => `dbm-${m.alert.id}`
 
 const where = (m: AlertMessage) => `${m.database.name} (${m.database.engine}, ${m.database.host}:${m.database.port})`
-const headline = (m: AlertMessage) => `${m.test ? '[test] ' : ''}${m.event === 'opened' ? (m.repeat ? 'Still open' : 'Alert') : 'Resolved'}: ${m.alert.title}`
+const headline = (m: AlertMessage) =>
+  `${m.test ? '[test] ' : ''}${m.event === 'opened' ? (m.repeat ? 'Still open' : 'Alert') : 'Resolved'}: ${m.alert.title}`
 
 // ---- Slack: an incoming webhook's message with Block Kit blocks ----
 
@@ -75,12 +76,36 @@ export function slackPayload(m: AlertMessage) {
     text: slackEscape(cut(`${headline(m)} on ${m.database.name}`, 3000)),
     blocks: [
       { type: 'header', text: { type: 'plain_text', text: cut(headline(m), 150), emoji: false } },
-      { type: 'section', text: { type: 'plain_text', text: cut(opened ? m.alert.detail || m.alert.title : `No longer found: ${m.alert.title}`, 3000), emoji: false } },
+      {
+        type: 'section',
+        text: {
+          type: 'plain_text',
+          text: cut(opened ? m.alert.detail || m.alert.title : `No longer found: ${m.alert.title}`, 3000),
+          emoji: false,
+        },
+      },
       ...(others.length > 0
-        ? [{ type: 'section', text: { type: 'plain_text', text: cut(`What it causes (${others.length}):\n${others.map((c) => `- ${c.severity}: ${c.title}`).join('\n')}`, 3000), emoji: false } }]
+        ? [
+            {
+              type: 'section',
+              text: {
+                type: 'plain_text',
+                text: cut(
+                  `What it causes (${others.length}):\n${others.map((c) => `- ${c.severity}: ${c.title}`).join('\n')}`,
+                  3000,
+                ),
+                emoji: false,
+              },
+            },
+          ]
         : []),
       { type: 'context', elements: [{ type: 'plain_text', text: cut(facts.join(' · '), 2000), emoji: false }] },
-      { type: 'actions', elements: [{ type: 'button', text: { type: 'plain_text', text: 'Open in dbm', emoji: false }, url: cut(m.link, 3000) }] },
+      {
+        type: 'actions',
+        elements: [
+          { type: 'button', text: { type: 'plain_text', text: 'Open in dbm', emoji: false }, url: cut(m.link, 3000) },
+        ],
+      },
     ],
   }
 }
@@ -112,8 +137,21 @@ export function teamsPayload(m: AlertMessage) {
           type: 'AdaptiveCard',
           version: '1.4',
           body: [
-            { type: 'TextBlock', text: teamsText(cut(headline(m), 300)), weight: 'Bolder', size: 'Medium', wrap: true, color: opened ? 'Attention' : 'Good' },
-            { type: 'TextBlock', text: teamsText(cut(opened ? m.alert.detail || m.alert.title : `No longer found: ${m.alert.title}`, 3000)), wrap: true },
+            {
+              type: 'TextBlock',
+              text: teamsText(cut(headline(m), 300)),
+              weight: 'Bolder',
+              size: 'Medium',
+              wrap: true,
+              color: opened ? 'Attention' : 'Good',
+            },
+            {
+              type: 'TextBlock',
+              text: teamsText(
+                cut(opened ? m.alert.detail || m.alert.title : `No longer found: ${m.alert.title}`, 3000),
+              ),
+              wrap: true,
+            },
             { type: 'FactSet', facts },
           ],
           actions: [{ type: 'Action.OpenUrl', title: 'Open in dbm', url: m.link }],
@@ -163,7 +201,10 @@ const opsgeniePriority = { critical: 'P1', warning: 'P3', info: 'P5' } as const
 export function opsgenieRequest(m: AlertMessage): { path: string; body: Record<string, unknown> } {
   const alias = alertIdentity(m)
   if (m.event === 'resolved') {
-    return { path: `/v2/alerts/${encodeURIComponent(alias)}/close?identifierType=alias`, body: { source: 'dbm', note: cut(`Resolved: ${m.alert.title}`, 25000) } }
+    return {
+      path: `/v2/alerts/${encodeURIComponent(alias)}/close?identifierType=alias`,
+      body: { source: 'dbm', note: cut(`Resolved: ${m.alert.title}`, 25000) },
+    }
   }
   return {
     path: '/v2/alerts',

@@ -41,14 +41,30 @@ function failureCause(e: unknown, urls: string[], timeoutMs: number): string {
 }
 
 /** Errors that mean no connection was made (nothing was sent): the next checked address may be tried. */
-const NOT_CONNECTED = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'ConnectionRefused', 'FailedToOpenSocket'])
+const NOT_CONNECTED = new Set([
+  'ECONNREFUSED',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EADDRNOTAVAIL',
+  'ConnectionRefused',
+  'FailedToOpenSocket',
+])
 
 /** POSTs `body` (JSON text) to `url` with `headers` added to dbm's own (content type, user agent). */
-export async function postJson(url: string, body: string, headers: Record<string, string>, options: PostOptions): Promise<PostAttempt> {
+export async function postJson(
+  url: string,
+  body: string,
+  headers: Record<string, string>,
+  options: PostOptions,
+): Promise<PostAttempt> {
   const { timeoutMs } = options
   const policy = options.policy ?? strictPolicy
   const started = performance.now()
-  const done = (status: number | null, error: string | null): PostAttempt => ({ status, error, duration_ms: Math.round(performance.now() - started) })
+  const done = (status: number | null, error: string | null): PostAttempt => ({
+    status,
+    error,
+    duration_ms: Math.round(performance.now() - started),
+  })
   const checked = await deliveryTargets(url, policy, timeoutMs)
   if (!checked.ok) return done(null, checked.error)
   const signal = AbortSignal.timeout(Math.max(1, timeoutMs - (performance.now() - started)))
@@ -59,12 +75,19 @@ export async function postJson(url: string, body: string, headers: Record<string
         body,
         redirect: 'manual',
         signal,
-        ...(target.serverName !== undefined || policy.ca !== undefined ? { tls: { serverName: target.serverName, ca: policy.ca } } : {}),
+        ...(target.serverName !== undefined || policy.ca !== undefined
+          ? { tls: { serverName: target.serverName, ca: policy.ca } }
+          : {}),
         headers: { host: target.host, 'content-type': 'application/json', 'user-agent': `dbm/${VERSION}`, ...headers },
       })
       await res.body?.cancel().catch(() => {})
       if (res.status >= 200 && res.status < 300) return done(res.status, null)
-      return done(res.status, res.status >= 300 && res.status < 400 ? `HTTP ${res.status} (redirects are not followed)` : `HTTP ${res.status}`)
+      return done(
+        res.status,
+        res.status >= 300 && res.status < 400
+          ? `HTTP ${res.status} (redirects are not followed)`
+          : `HTTP ${res.status}`,
+      )
     } catch (e) {
       const code = (e as { code?: string })?.code
       if (code !== undefined && NOT_CONNECTED.has(code) && i + 1 < checked.targets.length) continue

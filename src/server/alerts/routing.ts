@@ -5,7 +5,14 @@
 // With routes, an alert goes to the destinations of the first route whose matchers all match it, then
 // of each later one while the matched route says `continue`; an alert no route matches goes to no
 // destination. The users' mail and the organization's webhook are not destinations: routes leave them be.
-import type { AlertRoute, AlertSeverity, RouteMatch, Silence, SilenceAuthor, SilenceMatchers } from '../store/alerts/types.ts'
+import type {
+  AlertRoute,
+  AlertSeverity,
+  RouteMatch,
+  Silence,
+  SilenceAuthor,
+  SilenceMatchers,
+} from '../store/alerts/types.ts'
 
 // The routes' and silences' records are the store's (store/alerts/types.ts); named here too for the callers.
 export type { AlertRoute, RouteMatch, Silence, SilenceAuthor, SilenceMatchers }
@@ -28,7 +35,8 @@ export function routeMatches(match: RouteMatch, alert: RoutableAlert, db: Routab
   if (match.severity && !match.severity.includes(alert.severity)) return false
   if (match.rule && !match.rule.includes(alert.rule)) return false
   if (match.database_id && !match.database_id.includes(db.id)) return false
-  if (match.tag) for (const [k, v] of Object.entries(match.tag)) if (!Object.hasOwn(db.tags, k) || db.tags[k] !== v) return false
+  if (match.tag)
+    for (const [k, v] of Object.entries(match.tag)) if (!Object.hasOwn(db.tags, k) || db.tags[k] !== v) return false
   return true
 }
 
@@ -36,7 +44,12 @@ export function routeMatches(match: RouteMatch, alert: RoutableAlert, db: Routab
  * The destinations an alert goes to, each with its repeat interval in milliseconds (null: none; the
  * shortest when several matched routes name it). Only destinations in `enabled` (ids, in their order).
  */
-export function destinationsFor(routes: AlertRoute[], enabled: string[], alert: RoutableAlert, db: RoutableDatabase): Map<string, number | null> {
+export function destinationsFor(
+  routes: AlertRoute[],
+  enabled: string[],
+  alert: RoutableAlert,
+  db: RoutableDatabase,
+): Map<string, number | null> {
   const plan = new Map<string, number | null>()
   if (routes.length === 0) {
     for (const id of enabled) plan.set(id, null)
@@ -49,7 +62,10 @@ export function destinationsFor(routes: AlertRoute[], enabled: string[], alert: 
     for (const id of route.destinations) {
       if (!on.has(id)) continue
       const before = plan.get(id)
-      plan.set(id, before === undefined ? repeat : before === null ? repeat : repeat === null ? before : Math.min(before, repeat))
+      plan.set(
+        id,
+        before === undefined ? repeat : before === null ? repeat : repeat === null ? before : Math.min(before, repeat),
+      )
     }
     if (!route.continue) break
   }
@@ -66,10 +82,16 @@ export function silenceMatches(s: SilenceMatchers, alert: RoutableAlert, db: Rou
 }
 
 /** Whether a silence is in effect at `now`: started, and not ended. */
-export const silenceInEffect = (s: Pick<Silence, 'starts_at' | 'ends_at'>, now: number) => s.starts_at <= now && now < s.ends_at
+export const silenceInEffect = (s: Pick<Silence, 'starts_at' | 'ends_at'>, now: number) =>
+  s.starts_at <= now && now < s.ends_at
 
 /** The silence in effect that holds the alert back, the one that ends last; undefined when none does. */
-export function silenceOf<S extends Silence>(silences: S[], alert: RoutableAlert, db: RoutableDatabase, now: number): S | undefined {
+export function silenceOf<S extends Silence>(
+  silences: S[],
+  alert: RoutableAlert,
+  db: RoutableDatabase,
+  now: number,
+): S | undefined {
   let found: S | undefined
   for (const s of silences) {
     if (!silenceInEffect(s, now) || !silenceMatches(s, alert, db)) continue

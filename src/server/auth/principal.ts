@@ -165,7 +165,8 @@ async function identify(deps: Deps, request: Request): Promise<Principal> {
   const authorization = request.headers.get('authorization')
   if (authorization !== null) {
     const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization)
-    if (!m) throw unauthorized('unsupported authorization scheme: use "X-API-Key: <key>" or "Authorization: Bearer <token>"')
+    if (!m)
+      throw unauthorized('unsupported authorization scheme: use "X-API-Key: <key>" or "Authorization: Bearer <token>"')
     const credential = m[1]!
     return looksLikeApiKey(credential) ? fromApiKey(deps, credential) : fromAccessToken(deps, credential)
   }

@@ -199,8 +199,11 @@ export function requireKeyAccess(scopes: readonly ApiKeyScope[], method: string,
   if (found === undefined) throw forbidden('API keys cannot use this endpoint')
   const { route, access } = found
   if (access === 'key') return
-  if (access === 'users' || access === 'public') throw forbidden(`API keys cannot use ${route}: sign in as a user of the organization`)
+  if (access === 'users' || access === 'public')
+    throw forbidden(`API keys cannot use ${route}: sign in as a user of the organization`)
   if (!scopes.includes(access)) {
-    throw forbidden(`this API key lacks the '${access}' scope, which ${route} needs: an owner can create a key with it (Settings → API keys)`)
+    throw forbidden(
+      `this API key lacks the '${access}' scope, which ${route} needs: an owner can create a key with it (Settings → API keys)`,
+    )
   }
 }

@@ -38,7 +38,8 @@ export class TokenService {
     private readonly clock: () => number = Date.now,
     accepted: readonly string[] = [],
   ) {
-    const signerOf = (s: string) => (jwt({ secret: s, alg: 'HS256' }) as unknown as { decorator: { jwt: Signer } }).decorator.jwt
+    const signerOf = (s: string) =>
+      (jwt({ secret: s, alg: 'HS256' }) as unknown as { decorator: { jwt: Signer } }).decorator.jwt
     this.signer = signerOf(secret)
     this.verifiers = [this.signer, ...accepted.filter((s) => s !== secret).map(signerOf)]
   }
@@ -48,7 +49,13 @@ export class TokenService {
   }
 
   signAccess(userId: string, orgId: string, sessionId: string): Promise<string> {
-    return this.signer.sign({ sub: userId, org: orgId, sid: sessionId, typ: 'access', exp: this.expiry(tokenLifetimes.accessSeconds) })
+    return this.signer.sign({
+      sub: userId,
+      org: orgId,
+      sid: sessionId,
+      typ: 'access',
+      exp: this.expiry(tokenLifetimes.accessSeconds),
+    })
   }
 
   /** Returns the token and its expiry in epoch ms, so the store can keep the same deadline. */
@@ -71,7 +78,13 @@ export class TokenService {
 
   async verifyAccess(token: string): Promise<AccessClaims | undefined> {
     const p = await this.verify(token)
-    if (p?.typ !== 'access' || typeof p.sub !== 'string' || typeof p.org !== 'string' || typeof p.sid !== 'string' || typeof p.iat !== 'number') {
+    if (
+      p?.typ !== 'access' ||
+      typeof p.sub !== 'string' ||
+      typeof p.org !== 'string' ||
+      typeof p.sid !== 'string' ||
+      typeof p.iat !== 'number'
+    ) {
       return undefined
     }
     return { sub: p.sub, org: p.org, sid: p.sid, typ: 'access', iat: p.iat }

@@ -1,7 +1,22 @@
 // The stored telemetry of one database as the doctor's rules read it: each part is loaded at most once
 // per diagnosis, and only when a rule asks for it, so a ClickHouse diagnosis never reads PostgreSQL
 // tables and the other way round.
-import type { ActiveQuery, ClickHouseUsers, ColumnStat, DisabledTrigger, LockEntry, MergeEntry, MutationEntry, PartStat, ReplicationStatus, SecurityStatus, SequenceStat, UnindexedForeignKey, WalDirStatus, XminHolder } from '../../shared/wire.ts'
+import type {
+  ActiveQuery,
+  ClickHouseUsers,
+  ColumnStat,
+  DisabledTrigger,
+  LockEntry,
+  MergeEntry,
+  MutationEntry,
+  PartStat,
+  ReplicationStatus,
+  SecurityStatus,
+  SequenceStat,
+  UnindexedForeignKey,
+  WalDirStatus,
+  XminHolder,
+} from '../../shared/wire.ts'
 import type { Latest, MetricSource } from '../store/internals/types.ts'
 import type { ClickHouseSource } from '../store/clickhouse/types.ts'
 import type { IndexRow, TableRow } from '../store/objects/types.ts'
@@ -33,8 +48,18 @@ export type Totals = Map<string, Record<string, number>>
 function collectedAt(value: unknown): number | null | 'nothing' {
   // A snapshot that was never collected ({ ts: null, entries: [] }) dates nothing: a rule that reads the
   // locks only to name a table in a title keeps the time of the activity it judged.
-  if (value !== null && typeof value === 'object' && !Array.isArray(value) && 'entries' in value && (value as { ts?: unknown }).ts === null) return 'nothing'
-  const tsOf = (v: unknown) => (v !== null && typeof v === 'object' && typeof (v as { ts?: unknown }).ts === 'number' ? (v as { ts: number }).ts : null)
+  if (
+    value !== null &&
+    typeof value === 'object' &&
+    !Array.isArray(value) &&
+    'entries' in value &&
+    (value as { ts?: unknown }).ts === null
+  )
+    return 'nothing'
+  const tsOf = (v: unknown) =>
+    v !== null && typeof v === 'object' && typeof (v as { ts?: unknown }).ts === 'number'
+      ? (v as { ts: number }).ts
+      : null
   if (Array.isArray(value)) {
     let latest: number | null = null
     for (const row of value) {
@@ -78,7 +103,8 @@ export class DoctorContext {
     const override = this.overrides[rule.id]
     if (!override) return lists
     const merged: Record<string, readonly string[]> = { ...lists }
-    for (const [key, value] of Object.entries(override)) if (Array.isArray(value) && Object.hasOwn(lists, key)) merged[key] = value
+    for (const [key, value] of Object.entries(override))
+      if (Array.isArray(value) && Object.hasOwn(lists, key)) merged[key] = value
     return merged as L
   }
 
@@ -153,7 +179,10 @@ export class DoctorContext {
   unindexedForeignKeys(): Promise<Snapshot<UnindexedForeignKey>> {
     return this.once('unindexed_foreign_keys', async () => {
       const found = await this.store.latestSnapshot(this.db.id, 'unindexed_foreign_keys')
-      return { ts: found?.ts ?? null, entries: Array.isArray(found?.payload) ? (found.payload as UnindexedForeignKey[]) : [] }
+      return {
+        ts: found?.ts ?? null,
+        entries: Array.isArray(found?.payload) ? (found.payload as UnindexedForeignKey[]) : [],
+      }
     })
   }
 
@@ -169,7 +198,9 @@ export class DoctorContext {
   disabledTriggers(): Promise<{ ts: number; entries: DisabledTrigger[] } | null> {
     return this.once('disabled_triggers', async () => {
       const found = await this.store.latestSnapshot(this.db.id, 'disabled_triggers')
-      return found && Array.isArray(found.payload) ? { ts: found.ts, entries: found.payload as DisabledTrigger[] } : null
+      return found && Array.isArray(found.payload)
+        ? { ts: found.ts, entries: found.payload as DisabledTrigger[] }
+        : null
     })
   }
 
@@ -177,7 +208,9 @@ export class DoctorContext {
   walDir(): Promise<{ ts: number; status: WalDirStatus } | null> {
     return this.once('wal_dir', async () => {
       const found = await this.store.latestSnapshot(this.db.id, 'wal_dir')
-      return found && found.payload !== null && typeof found.payload === 'object' ? { ts: found.ts, status: found.payload as WalDirStatus } : null
+      return found && found.payload !== null && typeof found.payload === 'object'
+        ? { ts: found.ts, status: found.payload as WalDirStatus }
+        : null
     })
   }
 
@@ -185,7 +218,9 @@ export class DoctorContext {
   security(): Promise<{ ts: number; status: SecurityStatus } | null> {
     return this.once('security', async () => {
       const found = await this.store.latestSnapshot(this.db.id, 'security')
-      return found && found.payload !== null && typeof found.payload === 'object' ? { ts: found.ts, status: found.payload as SecurityStatus } : null
+      return found && found.payload !== null && typeof found.payload === 'object'
+        ? { ts: found.ts, status: found.payload as SecurityStatus }
+        : null
     })
   }
 
@@ -193,7 +228,9 @@ export class DoctorContext {
   clickhouseUsers(): Promise<{ ts: number; status: ClickHouseUsers } | null> {
     return this.once('clickhouse_users', async () => {
       const found = await this.store.latestSnapshot(this.db.id, 'clickhouse_users')
-      return found && found.payload !== null && typeof found.payload === 'object' ? { ts: found.ts, status: found.payload as ClickHouseUsers } : null
+      return found && found.payload !== null && typeof found.payload === 'object'
+        ? { ts: found.ts, status: found.payload as ClickHouseUsers }
+        : null
     })
   }
 
@@ -217,12 +254,19 @@ export class DoctorContext {
   /** Statement statistics over the trailing `windowMs`. */
   queries(windowMs: number, sort: QuerySort = 'total_time', limit = 100): Promise<QueryStatsRow[]> {
     return this.once(`queries:${windowMs}:${sort}:${limit}`, () =>
-      this.store.listQueryStats(this.db.id, { since: this.now - windowMs, until: this.now, minuteFloor: minuteFloor(this.now) }, sort, limit),
+      this.store.listQueryStats(
+        this.db.id,
+        { since: this.now - windowMs, until: this.now, minuteFloor: minuteFloor(this.now) },
+        sort,
+        limit,
+      ),
     )
   }
 
   plans(hash: string, windowMs: number, limit = 50): Promise<StoredPlan[]> {
-    return this.once(`plans:${hash}:${windowMs}`, () => this.store.listPlans(this.db.id, hash, { since: this.now - windowMs, until: this.now }, limit))
+    return this.once(`plans:${hash}:${windowMs}`, () =>
+      this.store.listPlans(this.db.id, hash, { since: this.now - windowMs, until: this.now }, limit),
+    )
   }
 
   /**
@@ -231,7 +275,12 @@ export class DoctorContext {
    */
   totals(source: MetricSource | ClickHouseSource, windowMs: number): Promise<Totals> {
     return this.once(`totals:${source}:${windowMs}`, async () => {
-      const intervals = { since: this.now - windowMs, until: this.now, minuteFloor: minuteFloor(this.now), bucketSeconds: Math.ceil(windowMs / 1000) }
+      const intervals = {
+        since: this.now - windowMs,
+        until: this.now,
+        minuteFloor: minuteFloor(this.now),
+        bucketSeconds: Math.ceil(windowMs / 1000),
+      }
       const points =
         source === 'server' || source === 'disk' || source === 'parts'
           ? await this.store.clickhouse.metricSeries(this.db.id, source, intervals)

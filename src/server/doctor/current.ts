@@ -42,7 +42,9 @@ interface Body {
 function basisOf(deps: CurrentDeps, db: RegisteredDatabase, own: ThresholdOverrides): string {
   const none = Object.keys(own).length === 0
   const thresholds =
-    deps.doctorThresholds === undefined && none ? '-' : Bun.hash(JSON.stringify(deps.doctorThresholds ?? null) + (none ? '' : JSON.stringify(own))).toString(36)
+    deps.doctorThresholds === undefined && none
+      ? '-'
+      : Bun.hash(JSON.stringify(deps.doctorThresholds ?? null) + (none ? '' : JSON.stringify(own))).toString(36)
   return `${db.last_seen_at ?? '-'}:${db.updated_at}:${thresholds}`
 }
 
@@ -59,30 +61,57 @@ function fromStored(s: StoredDiagnosis): Diagnosis {
   return { status: s.status as Diagnosis['status'], score: s.score, evaluated_at: s.evaluated_at, ...body }
 }
 
-function isCurrent(deps: CurrentDeps, db: RegisteredDatabase, s: StoredDiagnosis, basis: string, now: number, maxAgeMs: number): boolean {
+function isCurrent(
+  deps: CurrentDeps,
+  db: RegisteredDatabase,
+  s: StoredDiagnosis,
+  basis: string,
+  now: number,
+  maxAgeMs: number,
+): boolean {
   if (s.basis !== basis || s.evaluated_at > now || now - s.evaluated_at >= maxAgeMs) return false
   const mine = recordedHere.get(db.id)
   return mine?.evaluated_at !== s.evaluated_at || mine.version === deps.store.telemetryVersion(db.id)
 }
 
 /** Diagnoses the database now, records it as its latest, and answers it as recorded. */
-async function diagnoseAndRecord(deps: CurrentDeps, db: RegisteredDatabase, basis: string, own: ThresholdOverrides, now: number, by: 'monitor' | 'api'): Promise<Diagnosis> {
+async function diagnoseAndRecord(
+  deps: CurrentDeps,
+  db: RegisteredDatabase,
+  basis: string,
+  own: ThresholdOverrides,
+  now: number,
+  by: 'monitor' | 'api',
+): Promise<Diagnosis> {
   const version = deps.store.telemetryVersion(db.id)
   let fresh: Diagnosis
   if (by === 'monitor') {
     // In the diagnosis worker when `dbm serve` runs one (another core: it reads the database's thresholds
     // from its own store), else here between turns of the loop.
-    fresh = deps.diagnoser?.running ? await deps.diagnoser.diagnose(db, now) : await diagnose(deps, db, now, { between: breathe, thresholds: own })
+    fresh = deps.diagnoser?.running
+      ? await deps.diagnoser.diagnose(db, now)
+      : await diagnose(deps, db, now, { between: breathe, thresholds: own })
   } else {
     // In the diagnosis worker when there is one (its thresholds are the server's); else, on SQLite, the
     // rules run one after the other with the event loop free between them.
-    fresh = deps.diagnoser?.running && deps.doctorThresholds === undefined
-      ? await deps.diagnoser.diagnose(db, now, 'api')
-      : await diagnose(deps, db, now, deps.store.dialect === 'sqlite' ? { between: breathe, thresholds: own } : { thresholds: own })
+    fresh =
+      deps.diagnoser?.running && deps.doctorThresholds === undefined
+        ? await deps.diagnoser.diagnose(db, now, 'api')
+        : await diagnose(
+            deps,
+            db,
+            now,
+            deps.store.dialect === 'sqlite' ? { between: breathe, thresholds: own } : { thresholds: own },
+          )
   }
   const counts = fresh.metrics_summary.findings
   const active = fresh.metrics_summary.active_queries
-  const body: Body = { findings: fresh.findings, groups: fresh.groups, failed_rules: fresh.failed_rules, metrics_summary: fresh.metrics_summary }
+  const body: Body = {
+    findings: fresh.findings,
+    groups: fresh.groups,
+    failed_rules: fresh.failed_rules,
+    metrics_summary: fresh.metrics_summary,
+  }
   const stored: StoredDiagnosis = {
     database_id: db.id,
     evaluated_at: now,
@@ -106,7 +135,12 @@ async function diagnoseAndRecord(deps: CurrentDeps, db: RegisteredDatabase, basi
  * no answer within the API's wait (callers other than the monitor), rejects with DiagnosisBusy (the
  * routes answer 503).
  */
-export function currentDiagnosis(deps: CurrentDeps, db: RegisteredDatabase, now: number, options: CurrentOptions = {}): Promise<Diagnosis> {
+export function currentDiagnosis(
+  deps: CurrentDeps,
+  db: RegisteredDatabase,
+  now: number,
+  options: CurrentOptions = {},
+): Promise<Diagnosis> {
   const answer = storedOrNew(deps, db, now, options)
   return (options.by ?? 'api') === 'api' ? within(answer, deps.diagnosisWaitMs ?? API_WAIT_MS) : answer
 }
@@ -115,12 +149,20 @@ export function currentDiagnosis(deps: CurrentDeps, db: RegisteredDatabase, now:
 function within(answer: Promise<Diagnosis>, ms: number): Promise<Diagnosis> {
   let timer: ReturnType<typeof setTimeout> | undefined
   const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new DiagnosisBusy(`no diagnosis within ${ms / 1000} s; try again in a few seconds`)), ms)
+    timer = setTimeout(
+      () => reject(new DiagnosisBusy(`no diagnosis within ${ms / 1000} s; try again in a few seconds`)),
+      ms,
+    )
   })
   return Promise.race([answer, late]).finally(() => clearTimeout(timer))
 }
 
-async function storedOrNew(deps: CurrentDeps, db: RegisteredDatabase, now: number, options: CurrentOptions): Promise<Diagnosis> {
+async function storedOrNew(
+  deps: CurrentDeps,
+  db: RegisteredDatabase,
+  now: number,
+  options: CurrentOptions,
+): Promise<Diagnosis> {
   const maxAgeMs = options.maxAgeMs ?? REUSE_MS
   const by = options.by ?? 'api'
   const own = overridesOf(await deps.store.thresholds.databaseThresholds(db.id))

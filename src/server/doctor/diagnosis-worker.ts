@@ -136,7 +136,8 @@ export async function startDiagnosisWorker(options: {
           pending.delete(m.id)
           clearTimeout(p.timer)
           hold()
-          if (m.error !== undefined) p.reject(Object.assign(new Error(m.error), m.unreachable ? { code: m.unreachable } : {}))
+          if (m.error !== undefined)
+            p.reject(Object.assign(new Error(m.error), m.unreachable ? { code: m.unreachable } : {}))
           else p.resolve(m.diagnosis as Diagnosis)
         }
       }
@@ -148,7 +149,15 @@ export async function startDiagnosisWorker(options: {
         if (mine()) stopped('exited')
         reject(new Error('exited'))
       })
-      send({ kind: 'open', dataDir: options.dataDir, databaseUrl: options.databaseUrl, logLevel: options.logLevel, thresholds: options.thresholds, local: options.local, servingSince: options.servingSince })
+      send({
+        kind: 'open',
+        dataDir: options.dataDir,
+        databaseUrl: options.databaseUrl,
+        logLevel: options.logLevel,
+        thresholds: options.thresholds,
+        local: options.local,
+        servingSince: options.servingSince,
+      })
     })
 
   /** The worker and its requests once it can take them: every request still waited for, in order. */
@@ -198,26 +207,34 @@ export async function startDiagnosisWorker(options: {
       if (priority === 'api') {
         const waiting = apiWaiting.get(db.org_id) ?? 0
         if (waiting >= API_DIAGNOSES_PER_ORGANIZATION) {
-          return Promise.reject(new DiagnosisBusy(`the doctor is busy with this organization's requests; try again in a few seconds`))
+          return Promise.reject(
+            new DiagnosisBusy(`the doctor is busy with this organization's requests; try again in a few seconds`),
+          )
         }
         apiWaiting.set(db.org_id, waiting + 1)
       }
       const id = nextId++
       const waitMs = priority === 'api' ? apiWaitMs : monitorWaitMs
       const request: WorkerDiagnose = { kind: 'diagnose', id, db, now, priority, deadline: Date.now() + waitMs }
-      const settled = <T>(f: (v: T) => void) => (v: T) => {
-        if (priority === 'api') {
-          const left = (apiWaiting.get(db.org_id) ?? 1) - 1
-          if (left > 0) apiWaiting.set(db.org_id, left)
-          else apiWaiting.delete(db.org_id)
+      const settled =
+        <T>(f: (v: T) => void) =>
+        (v: T) => {
+          if (priority === 'api') {
+            const left = (apiWaiting.get(db.org_id) ?? 1) - 1
+            if (left > 0) apiWaiting.set(db.org_id, left)
+            else apiWaiting.delete(db.org_id)
+          }
+          f(v)
         }
-        f(v)
-      }
       return new Promise<Diagnosis>((resolve, reject) => {
         const timer = setTimeout(() => {
           pending.delete(id)
           hold()
-          settled(reject)(new DiagnosisBusy(`no diagnosis within ${waitMs / 1000} s${priority === 'api' ? '; try again in a few seconds' : ''}`))
+          settled(reject)(
+            new DiagnosisBusy(
+              `no diagnosis within ${waitMs / 1000} s${priority === 'api' ? '; try again in a few seconds' : ''}`,
+            ),
+          )
         }, waitMs)
         ;(timer as { unref?: () => void }).unref?.()
         pending.set(id, { request, resolve: settled(resolve), reject: settled(reject), timer })

@@ -51,8 +51,13 @@ export interface FillForecast {
 }
 
 /** The forecast from the series of one filesystem's available bytes and its latest figure. */
-export function forecastFill(points: readonly MetricPoint[], latest: { ts: number; available_bytes: number }): FillForecast {
-  const samples = points.filter((p) => typeof p.values.available_bytes === 'number').map((p) => ({ t: p.ts, v: p.values.available_bytes! }))
+export function forecastFill(
+  points: readonly MetricPoint[],
+  latest: { ts: number; available_bytes: number },
+): FillForecast {
+  const samples = points
+    .filter((p) => typeof p.values.available_bytes === 'number')
+    .map((p) => ({ t: p.ts, v: p.values.available_bytes! }))
   const trend = fitTrend(samples)
   if (!trend || trend.rate_per_s >= 0) return { trend, fills_at: null }
   const msLeft = (latest.available_bytes / -trend.rate_per_s) * 1000
@@ -65,10 +70,18 @@ export function forecastIntervals(now: number): Intervals {
 }
 
 /** The forecast of each filesystem of the latest host section, in its order. */
-export async function filesystemForecasts(reads: HostReads, databaseId: string, latest: LatestHost, now: number): Promise<FillForecast[]> {
+export async function filesystemForecasts(
+  reads: HostReads,
+  databaseId: string,
+  latest: LatestHost,
+  now: number,
+): Promise<FillForecast[]> {
   const points = await reads.hostSeries(databaseId, forecastIntervals(now))
   return latest.status.filesystems.map((fs) => {
     const subject = filesystemSubject(fs)
-    return forecastFill(points.filter((p) => p.subject === subject), { ts: latest.ts, available_bytes: fs.available_bytes })
+    return forecastFill(
+      points.filter((p) => p.subject === subject),
+      { ts: latest.ts, available_bytes: fs.available_bytes },
+    )
   })
 }

@@ -22,13 +22,22 @@ export interface CommonFigures {
 }
 
 export async function commonFigures(ctx: DoctorContext): Promise<CommonFigures> {
-  const [{ entries }, started] = await Promise.all([ctx.activity(), ctx.once('server_started_at', () => ctx.store.serverChanges.serverStartedAt(ctx.db.id))])
+  const [{ entries }, started] = await Promise.all([
+    ctx.activity(),
+    ctx.once('server_started_at', () => ctx.store.serverChanges.serverStartedAt(ctx.db.id)),
+  ])
   const running = ctx.db.engine === 'postgres' ? entries.filter((a) => a.state === 'active') : entries
   let longest: number | null = null
-  for (const a of running) if (a.duration_ms !== null && (longest === null || a.duration_ms > longest)) longest = a.duration_ms
+  for (const a of running)
+    if (a.duration_ms !== null && (longest === null || a.duration_ms > longest)) longest = a.duration_ms
   const lastBatch = ctx.db.last_seen_at === null ? null : Math.min(ctx.db.last_seen_at, ctx.now)
   const uptime = started === null || lastBatch === null ? null : Math.max(0, Math.round((lastBatch - started) / 1000))
-  return { active_queries: running.length, longest_query_ms: round(longest, 3), server_started_at: started, uptime_s: uptime }
+  return {
+    active_queries: running.length,
+    longest_query_ms: round(longest, 3),
+    server_started_at: started,
+    uptime_s: uptime,
+  }
 }
 
 /** PostgreSQL's figures (described in src/shared/api/doctor.ts); last_autovacuum in epoch ms. */
@@ -48,7 +57,8 @@ export async function postgresFigures(ctx: DoctorContext): Promise<PostgresFigur
   for (const t of tables) {
     live += t.n_live_tup ?? 0
     dead += t.n_dead_tup ?? 0
-    if (t.last_autovacuum !== null && (lastAutovacuum === null || t.last_autovacuum > lastAutovacuum)) lastAutovacuum = t.last_autovacuum
+    if (t.last_autovacuum !== null && (lastAutovacuum === null || t.last_autovacuum > lastAutovacuum))
+      lastAutovacuum = t.last_autovacuum
   }
   return {
     blocked_queries: entries.filter((a) => a.blocking_pids.length > 0).length,
@@ -74,7 +84,8 @@ export async function clickhouseFigures(ctx: DoctorContext): Promise<ClickHouseF
   const p99 = metrics?.payload.query_p99_ms
   return {
     active_merges: running.length,
-    merge_progress_pct: running.length > 0 ? round((100 * running.reduce((s, m) => s + m.progress, 0)) / running.length, 1) : null,
+    merge_progress_pct:
+      running.length > 0 ? round((100 * running.reduce((s, m) => s + m.progress, 0)) / running.length, 1) : null,
     active_mutations: pending.length,
     stuck_mutations: pending.filter((m) => m.stuck).length,
     query_p99_ms: typeof p99 === 'number' && Number.isFinite(p99) ? p99 : null,

@@ -29,11 +29,22 @@ export type CauseKind = Static<typeof CauseKindSchema>
 export type FindingGroup = Omit<Static<typeof FindingGroupSchema>, 'how_to_fix_locked'>
 
 /** Rules whose finding is about the session its object names (`pid N`). */
-const SESSION_RULES = new Set(['pg_idle_in_transaction', 'pg_long_running_queries', 'pg_blocked_sessions', 'pg_xmin_horizon'])
+const SESSION_RULES = new Set([
+  'pg_idle_in_transaction',
+  'pg_long_running_queries',
+  'pg_blocked_sessions',
+  'pg_xmin_horizon',
+])
 /** Rules whose finding names, beside its own object, the holder of the xmin horizon that keeps VACUUM from curing it. */
 const HELD_RULES = new Set(['pg_dead_tuples', 'pg_bloat', 'pg_wraparound', 'pg_xmin_horizon'])
 /** Rules whose finding is about one table (object `schema.table`). */
-const TABLE_RULES = new Set(['pg_dead_tuples', 'pg_bloat', 'pg_autovacuum_disabled', 'pg_missing_primary_key', 'pg_sequential_scans'])
+const TABLE_RULES = new Set([
+  'pg_dead_tuples',
+  'pg_bloat',
+  'pg_autovacuum_disabled',
+  'pg_missing_primary_key',
+  'pg_sequential_scans',
+])
 /** Rules whose finding is about one statement (object: its query hash). */
 const STATEMENT_RULES = new Set(['pg_slow_statements', 'pg_plan_changed', 'pg_statement_regressed'])
 /**
@@ -45,7 +56,12 @@ const NAMED_STATEMENT_RULES = new Set(['pg_temp_files'])
 /** Rules whose finding may name, in its metric `blocker_pid`, the session it waits for (an index build): it joins that session's issue. */
 const BLOCKED_RULES = new Set(['pg_invalid_indexes'])
 /** Rules whose fix names an index to create or rebuild: they group by that index's table and leading column. */
-const INDEX_RULES = new Set(['pg_sequential_scans', 'pg_slow_statements', 'pg_unindexed_foreign_keys', 'pg_invalid_indexes'])
+const INDEX_RULES = new Set([
+  'pg_sequential_scans',
+  'pg_slow_statements',
+  'pg_unindexed_foreign_keys',
+  'pg_invalid_indexes',
+])
 
 /** Which finding of a group describes the cause itself, by kind: the first rule listed that is present leads. */
 const LEADS: Record<CauseKind, string[]> = {
@@ -125,19 +141,27 @@ export function indexTarget(command: string): string | undefined {
 }
 
 /** The pid a `SELECT pg_terminate_backend(pid) ... WHERE pid = N` command ends; undefined for any other. */
-const terminatedPid = (command: string) => /^SELECT pg_terminate_backend\(pid\) FROM pg_stat_activity WHERE pid = (\d+)\b/.exec(command)?.[1]
+const terminatedPid = (command: string) =>
+  /^SELECT pg_terminate_backend\(pid\) FROM pg_stat_activity WHERE pid = (\d+)\b/.exec(command)?.[1]
 
 /** A finding's cause: its key and kind, from the finding alone. */
-export function causeOf(f: Pick<Finding, 'rule' | 'key' | 'objects' | 'how_to_fix'> & Partial<Pick<Finding, 'metrics'>>): { key: string; kind: CauseKind } {
+export function causeOf(
+  f: Pick<Finding, 'rule' | 'key' | 'objects' | 'how_to_fix'> & Partial<Pick<Finding, 'metrics'>>,
+): { key: string; kind: CauseKind } {
   const named = f.metrics?.statement
-  if (NAMED_STATEMENT_RULES.has(f.rule) && typeof named === 'string' && named !== '') return { key: `statement:${named}`, kind: 'statement' }
+  if (NAMED_STATEMENT_RULES.has(f.rule) && typeof named === 'string' && named !== '')
+    return { key: `statement:${named}`, kind: 'statement' }
   const blocker = f.metrics?.blocker_pid
-  if (BLOCKED_RULES.has(f.rule) && typeof blocker === 'number' && Number.isInteger(blocker) && blocker > 0) return { key: `session:pid ${blocker}`, kind: 'session' }
+  if (BLOCKED_RULES.has(f.rule) && typeof blocker === 'number' && Number.isInteger(blocker) && blocker > 0)
+    return { key: `session:pid ${blocker}`, kind: 'session' }
   const object = findingObject(f)
   if (object !== undefined) {
     if (HELD_RULES.has(f.rule)) {
       const holder = f.objects.find((o) => PID.test(o) || HOLDER.test(o))
-      if (holder) return PID.test(holder) ? { key: `session:${holder}`, kind: 'session' } : { key: `holder:${holder}`, kind: 'holder' }
+      if (holder)
+        return PID.test(holder)
+          ? { key: `session:${holder}`, kind: 'session' }
+          : { key: `holder:${holder}`, kind: 'holder' }
     }
     if (SESSION_RULES.has(f.rule) && PID.test(object)) return { key: `session:${object}`, kind: 'session' }
     if (INDEX_RULES.has(f.rule)) {
@@ -155,7 +179,8 @@ export function causeOf(f: Pick<Finding, 'rule' | 'key' | 'objects' | 'how_to_fi
 /** The memory a fix command gives one execution of a statement (work-mem.ts's memoryCommand), by its SQL: the setting, or undefined for any other command. */
 function memorySetting(sql: string): string | undefined {
   if (/^BEGIN; SET LOCAL work_mem = '\d+MB'; <the statement>; COMMIT;$/.test(sql)) return 'work_mem'
-  if (/^SET maintenance_work_mem = '\d+MB'; <the statement>; RESET maintenance_work_mem;$/.test(sql)) return 'maintenance_work_mem'
+  if (/^SET maintenance_work_mem = '\d+MB'; <the statement>; RESET maintenance_work_mem;$/.test(sql))
+    return 'maintenance_work_mem'
   return undefined
 }
 
@@ -208,7 +233,11 @@ function groupFixes(members: Finding[]): string[] {
       // The same statement; a second index on the same column (the lead's is kept: an invalid index's
       // rebuild, whose `-- or:` line names its definition, before a new one); a second end of the same session.
       // A memory fix that names no statement is kept whole (its comment says whose it is).
-      const ids = [sql === '' || memorySetting(sql) ? `comment:${command}` : `sql:${sql}`, ...(index ? [`index:${index}`] : []), ...(pid ? [`pid:${pid}`] : [])]
+      const ids = [
+        sql === '' || memorySetting(sql) ? `comment:${command}` : `sql:${sql}`,
+        ...(index ? [`index:${index}`] : []),
+        ...(pid ? [`pid:${pid}`] : []),
+      ]
       if (ids.some((id) => seen.has(id))) continue
       for (const id of ids) seen.add(id)
       fixes.push(command)
@@ -250,7 +279,10 @@ export function groupFindings(findings: Omit<Finding, 'cause'>[]): { findings: F
     const ordered = [...members].sort((a, b) => rank(a) - rank(b)).slice(0, 1)
     ordered.push(...members.filter((f) => f !== ordered[0]))
     const lead = ordered[0]!
-    const severity = members.reduce<Severity>((worst, f) => (SEVERITY_ORDER[f.severity] < SEVERITY_ORDER[worst] ? f.severity : worst), 'info')
+    const severity = members.reduce<Severity>(
+      (worst, f) => (SEVERITY_ORDER[f.severity] < SEVERITY_ORDER[worst] ? f.severity : worst),
+      'info',
+    )
     groups.push({
       key,
       kind,
@@ -263,6 +295,8 @@ export function groupFindings(findings: Omit<Finding, 'cause'>[]): { findings: F
     })
   }
   const first = new Map(groups.map((g, i) => [g.key, i]))
-  groups.sort((a, b) => SEVERITY_ORDER[a.severity] - SEVERITY_ORDER[b.severity] || first.get(a.key)! - first.get(b.key)!)
+  groups.sort(
+    (a, b) => SEVERITY_ORDER[a.severity] - SEVERITY_ORDER[b.severity] || first.get(a.key)! - first.get(b.key)!,
+  )
   return { findings: withCause, groups }
 }

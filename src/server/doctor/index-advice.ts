@@ -165,7 +165,12 @@ export function filterConditions(filter: string, names: string[], unqualifiedIsO
     const left = columnRef(cmp.left)
     const right = cmp.op === '= ANY' ? undefined : columnRef(cmp.right)
     // The scanned relation's column on one side, and on the other a value or another relation's column.
-    const [ref, other, flipped] = own(left) && !own(right) ? [left!, right, false] : own(right) && !own(left) ? [right!, left, true] : [undefined, undefined, false]
+    const [ref, other, flipped] =
+      own(left) && !own(right)
+        ? [left!, right, false]
+        : own(right) && !own(left)
+          ? [right!, left, true]
+          : [undefined, undefined, false]
     if (!ref) continue
     if (cmp.op === '= ANY' && flipped) continue
     const kind: ConditionKind = cmp.op === '=' || cmp.op === '= ANY' ? 'equality' : 'range'
@@ -250,16 +255,25 @@ export function distinctValues(s: ColumnStatistics): number | undefined {
 const count = (v: number) => Math.round(v).toLocaleString('en-US')
 
 /** The filter's equality columns, the most selective first when each has statistics (ties in the plan's order). */
-function orderEquality(columns: string[], stats: readonly ColumnStatistics[]): Pick<IndexShapeAdvice, 'order' | 'reason'> & { columns: string[] } {
+function orderEquality(
+  columns: string[],
+  stats: readonly ColumnStatistics[],
+): Pick<IndexShapeAdvice, 'order' | 'reason'> & { columns: string[] } {
   if (columns.length < 2) return { columns, order: 'plan' }
   const known = columns.map((column) => {
     const s = stats.find((x) => x.column_name === column)
     const distinct = s && distinctValues(s)
-    return { column, distinct, share: distinct === undefined ? undefined : (1 - Math.min(1, Math.max(0, s!.null_frac))) / distinct, nullFrac: s?.null_frac ?? 0 }
+    return {
+      column,
+      distinct,
+      share: distinct === undefined ? undefined : (1 - Math.min(1, Math.max(0, s!.null_frac))) / distinct,
+      nullFrac: s?.null_frac ?? 0,
+    }
   })
   if (known.some((k) => k.share === undefined)) return { columns, order: 'plan' }
   const sorted = [...known].sort((a, b) => a.share! - b.share!)
-  const about = (k: (typeof known)[number]) => `${count(k.distinct!)}${k.nullFrac >= 0.005 ? ` (${(k.nullFrac * 100).toFixed(1)} % null)` : ''}`
+  const about = (k: (typeof known)[number]) =>
+    `${count(k.distinct!)}${k.nullFrac >= 0.005 ? ` (${(k.nullFrac * 100).toFixed(1)} % null)` : ''}`
   const [first, ...rest] = sorted
   return {
     columns: sorted.map((k) => k.column),
@@ -280,14 +294,17 @@ export function indexShape(conditions: ColumnCondition[], stats: readonly Column
   columns.push(...ordered.columns)
   for (const c of conditions) if (c.kind === 'equality' && c.join) add(c)
   add(conditions.find((c) => c.kind === 'range' && !columns.includes(c.column)))
-  const whereNull = [...new Set(conditions.filter((c) => c.kind === 'null' && !columns.includes(c.column)).map((c) => c.column))]
+  const whereNull = [
+    ...new Set(conditions.filter((c) => c.kind === 'null' && !columns.includes(c.column)).map((c) => c.column)),
+  ]
   // Only IS NULL conditions: the column itself is the key (a B-tree finds NULLs).
   if (columns.length === 0 && whereNull.length > 0) return { columns: [whereNull[0]!], whereNull: [], order: 'plan' }
   return { columns, whereNull, order: ordered.order, ...(ordered.reason ? { reason: ordered.reason } : {}) }
 }
 
 /** The key columns alone (indexShape's). */
-export const indexColumns = (conditions: ColumnCondition[], stats: readonly ColumnStatistics[] = []): string[] => indexShape(conditions, stats).columns
+export const indexColumns = (conditions: ColumnCondition[], stats: readonly ColumnStatistics[] = []): string[] =>
+  indexShape(conditions, stats).columns
 
 export interface ExistingIndex {
   index_name: string
@@ -301,17 +318,31 @@ export interface IndexAdvice {
   /** `CREATE INDEX CONCURRENTLY ON schema.table (a, b) [WHERE c IS NULL];` with every name quoted as needed. */
   create: string
   /** A valid B-tree index of the table whose leading key columns are these (in any order for the equality ones). */
-  existing?: { index_name: string; index_def: string; /** The index holds every advised column in its leading keys. */ complete: boolean }
+  existing?: {
+    index_name: string
+    index_def: string /** The index holds every advised column in its leading keys. */
+    complete: boolean
+  }
 }
 
 /** The index for `columns` on the table, and any existing index that already leads with them. */
 /** A key's order after its column, as CREATE INDEX writes it: one of these fixed texts, never the plan's. */
 export type KeyOrder = '' | ' DESC' | ' NULLS FIRST' | ' DESC NULLS LAST'
 
-export function adviseIndex(schema: string, table: string, columns: string[], indexes: ExistingIndex[], whereNull: string[] = [], orders: readonly KeyOrder[] = []): IndexAdvice {
+export function adviseIndex(
+  schema: string,
+  table: string,
+  columns: string[],
+  indexes: ExistingIndex[],
+  whereNull: string[] = [],
+  orders: readonly KeyOrder[] = [],
+): IndexAdvice {
   const where = whereNull.length > 0 ? ` WHERE ${whereNull.map((c) => `${pgIdent(c)} IS NULL`).join(' AND ')}` : ''
   const keys = columns.map((c, i) => `${pgIdent(c)}${orders[i] ?? ''}`)
-  const advice: IndexAdvice = { columns, create: `CREATE INDEX CONCURRENTLY ON ${pgQualified(schema, table)} (${keys.join(', ')})${where};` }
+  const advice: IndexAdvice = {
+    columns,
+    create: `CREATE INDEX CONCURRENTLY ON ${pgQualified(schema, table)} (${keys.join(', ')})${where};`,
+  }
   let best: IndexAdvice['existing'] & { leading: number; first: boolean }
   for (const index of indexes) {
     if (!index.is_valid) continue
@@ -324,10 +355,23 @@ export function adviseIndex(schema: string, table: string, columns: string[], in
       return id && (id.rest === '' || /^\s/.test(id.rest)) ? id.name : null
     })
     let leading = 0
-    while (leading < columns.length && leading < keys.length && keys[leading] !== null && columns.includes(keys[leading]!)) leading++
+    while (
+      leading < columns.length &&
+      leading < keys.length &&
+      keys[leading] !== null &&
+      columns.includes(keys[leading]!)
+    )
+      leading++
     if (leading === 0) continue
     // More leading columns wins; of as many, the one that starts with the first advised column.
-    if (!best! || leading > best.leading || (leading === best.leading && keys[0] === columns[0] && !best.first)) best = { index_name: index.index_name, index_def: index.index_def, complete: leading === columns.length, leading, first: keys[0] === columns[0] }
+    if (!best! || leading > best.leading || (leading === best.leading && keys[0] === columns[0] && !best.first))
+      best = {
+        index_name: index.index_name,
+        index_def: index.index_def,
+        complete: leading === columns.length,
+        leading,
+        first: keys[0] === columns[0],
+      }
   }
   if (best!) advice.existing = { index_name: best.index_name, index_def: best.index_def, complete: best.complete }
   return advice

@@ -11,7 +11,7 @@ import { rules } from './rules/index.ts'
 import { SEVERITY_ORDER, doctorStatus, healthScore } from './score.ts'
 import type { Finding, Rule, Severity } from './types.ts'
 import { type FindingGroup, groupFindings } from './grouping.ts'
-import type { Diagnosis, } from './diagnosis.ts'
+import type { Diagnosis } from './diagnosis.ts'
 import { type ThresholdOverrides, mergeOverrides, overridesOf } from './thresholds.ts'
 
 export type { Diagnosis, DiagnosisFigures } from './diagnosis.ts'
@@ -63,7 +63,10 @@ export async function diagnose(
   // `dbm local`'s server (signup 'local'): its rules say what a dbm local user does, not what an agent's operator does.
   // The database's thresholds over the defaults: the diagnosis worker reads them here, from its own store.
   const own = options.thresholds ?? overridesOf(await deps.store.thresholds.databaseThresholds(db.id))
-  const ctx = new DoctorContext(deps.store, db, now, mergeOverrides(deps.doctorThresholds, own), { local: deps.signup === 'local', servingSince: deps.servingSince })
+  const ctx = new DoctorContext(deps.store, db, now, mergeOverrides(deps.doctorThresholds, own), {
+    local: deps.signup === 'local',
+    servingSince: deps.servingSince,
+  })
   const ruleList = rulesFor(db)
   let results: (Omit<Finding, 'cause'>[] | null)[]
   if (options.between) {
@@ -76,10 +79,20 @@ export async function diagnose(
     results = await Promise.all(ruleList.map((rule) => runRule(rule, ctx, log)))
   }
   const order = new Map(ruleList.map((r, i) => [r.id, i]))
-  const sorted = results.flatMap((r) => r ?? []).sort((a, b) => SEVERITY_ORDER[a.severity] - SEVERITY_ORDER[b.severity] || order.get(a.rule)! - order.get(b.rule)! || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
+  const sorted = results
+    .flatMap((r) => r ?? [])
+    .sort(
+      (a, b) =>
+        SEVERITY_ORDER[a.severity] - SEVERITY_ORDER[b.severity] ||
+        order.get(a.rule)! - order.get(b.rule)! ||
+        (a.key < b.key ? -1 : a.key > b.key ? 1 : 0),
+    )
   const { findings, groups } = groupFindings(sorted)
   const figuresRead = ctx.forRule()
-  const figures = { ...(await commonFigures(figuresRead)), ...(db.engine === 'postgres' ? await postgresFigures(figuresRead) : await clickhouseFigures(figuresRead)) }
+  const figures = {
+    ...(await commonFigures(figuresRead)),
+    ...(db.engine === 'postgres' ? await postgresFigures(figuresRead) : await clickhouseFigures(figuresRead)),
+  }
   const counts: Record<Severity, number> = { critical: 0, warning: 0, info: 0 }
   for (const f of findings) counts[f.severity]++
   return {
@@ -103,7 +116,18 @@ export const breathe = () => new Promise<void>((resolve) => setImmediate(resolve
  * Metrics that are points in time (named after a catalog column, or ending in _at or _since: the doctor
  * keeps them as epoch ms) as the API writes every time: RFC 3339 (the spec's "all timestamps").
  */
-const TIME_METRICS = new Set(['last_vacuum', 'last_autovacuum', 'last_analyze', 'last_autoanalyze', 'stats_reset', 'xact_start', 'query_start', 'backend_start', 'state_change', 'as_of'])
+const TIME_METRICS = new Set([
+  'last_vacuum',
+  'last_autovacuum',
+  'last_analyze',
+  'last_autoanalyze',
+  'stats_reset',
+  'xact_start',
+  'query_start',
+  'backend_start',
+  'state_change',
+  'as_of',
+])
 const isTimeMetric = (key: string) => /_(at|since)$/.test(key) || TIME_METRICS.has(key)
 
 /**

@@ -11,7 +11,17 @@
 // bare, qualified by its alias or name) with their DESC / NULLS FIRST / NULLS LAST; a key that is an
 // expression, has a COLLATE or a USING operator gives no advice.
 import type { DoctorContext } from './context.ts'
-import { type IndexAdvice, type KeyOrder, type PlanNode, adviseIndex, columnRef, filterConditions, indexShape, scanConditions, seqScanNodes } from './index-advice.ts'
+import {
+  type IndexAdvice,
+  type KeyOrder,
+  type PlanNode,
+  adviseIndex,
+  columnRef,
+  filterConditions,
+  indexShape,
+  scanConditions,
+  seqScanNodes,
+} from './index-advice.ts'
 import { pgQualified } from './sql-text.ts'
 
 const MIN_LIVE_ROWS = 10_000
@@ -26,7 +36,11 @@ export interface PlanIndexAdvice extends IndexAdvice {
 }
 
 /** The index the statement's newest plan in the window asks for, if it has such a scan (the largest table's first). */
-export async function planIndexAdvice(ctx: DoctorContext, queryHash: string, windowMs: number): Promise<PlanIndexAdvice | undefined> {
+export async function planIndexAdvice(
+  ctx: DoctorContext,
+  queryHash: string,
+  windowMs: number,
+): Promise<PlanIndexAdvice | undefined> {
   const [newest] = await ctx.plans(queryHash, windowMs)
   const plan = (newest?.plan_json as { Plan?: ScanNode } | null | undefined)?.Plan
   if (!plan) return undefined
@@ -34,7 +48,9 @@ export async function planIndexAdvice(ctx: DoctorContext, queryHash: string, win
   const candidates = seqScanNodes(plan)
     .filter((node) => node.Filter)
     .map((node) => {
-      const table = tables.find((t) => t.table_name === node['Relation Name'] && (node.Schema === undefined || node.Schema === t.schema_name))
+      const table = tables.find(
+        (t) => t.table_name === node['Relation Name'] && (node.Schema === undefined || node.Schema === t.schema_name),
+      )
       return { node, table }
     })
     .filter(({ node, table }) => {
@@ -44,11 +60,19 @@ export async function planIndexAdvice(ctx: DoctorContext, queryHash: string, win
     })
     .sort((a, b) => (b.table!.n_live_tup ?? 0) - (a.table!.n_live_tup ?? 0))
   for (const { node, table } of candidates) {
-    const stats = (await ctx.columnStats()).entries.filter((c) => c.schema_name === table!.schema_name && c.table_name === table!.table_name)
+    const stats = (await ctx.columnStats()).entries.filter(
+      (c) => c.schema_name === table!.schema_name && c.table_name === table!.table_name,
+    )
     const shape = indexShape(scanConditions(plan, node), stats)
     if (shape.columns.length === 0) continue
-    const indexes = (await ctx.indexes()).filter((i) => i.schema_name === table!.schema_name && i.table_name === table!.table_name)
-    return { ...adviseIndex(table!.schema_name, table!.table_name, shape.columns, indexes, shape.whereNull), table: pgQualified(table!.schema_name, table!.table_name), filter: node.Filter! }
+    const indexes = (await ctx.indexes()).filter(
+      (i) => i.schema_name === table!.schema_name && i.table_name === table!.table_name,
+    )
+    return {
+      ...adviseIndex(table!.schema_name, table!.table_name, shape.columns, indexes, shape.whereNull),
+      table: pgQualified(table!.schema_name, table!.table_name),
+      filter: node.Filter!,
+    }
   }
   return undefined
 }
@@ -69,23 +93,40 @@ function sortKeyColumn(key: string, names: string[]): { column: string; order: K
   const desc = m[2] !== undefined
   const nulls = m[3]?.trim().split(/\s+/)[1]?.toUpperCase()
   // CREATE INDEX's defaults: NULLS LAST ascending, NULLS FIRST descending; only a differing one is written.
-  const order: KeyOrder = desc ? (nulls === 'LAST' ? ' DESC NULLS LAST' : ' DESC') : nulls === 'FIRST' ? ' NULLS FIRST' : ''
+  const order: KeyOrder = desc
+    ? nulls === 'LAST'
+      ? ' DESC NULLS LAST'
+      : ' DESC'
+    : nulls === 'FIRST'
+      ? ' NULLS FIRST'
+      : ''
   return { column: ref.column, order }
 }
 
 const isGather = (n: ScanNode | undefined) => n?.['Node Type'] === 'Gather' || n?.['Node Type'] === 'Gather Merge'
 
 /** The Limit → [Gather Merge →] Sort → [Gather →] Seq Scan chains of a plan: each Sort's keys and its scan. */
-function limitedSorts(node: ScanNode | undefined, into: { keys: string[]; scan: ScanNode }[] = [], depth = 0): { keys: string[]; scan: ScanNode }[] {
+function limitedSorts(
+  node: ScanNode | undefined,
+  into: { keys: string[]; scan: ScanNode }[] = [],
+  depth = 0,
+): { keys: string[]; scan: ScanNode }[] {
   if (!node || typeof node !== 'object' || depth > 200) return into
   if (node['Node Type'] === 'Limit' && Array.isArray(node.Plans)) {
     let sort = node.Plans[0] as ScanNode | undefined
     if (isGather(sort) && Array.isArray(sort!.Plans)) sort = sort!.Plans[0] as ScanNode | undefined
     const keys = sort?.['Sort Key']
-    if (sort?.['Node Type'] === 'Sort' && Array.isArray(keys) && keys.length > 0 && keys.every((k) => typeof k === 'string') && Array.isArray(sort.Plans)) {
+    if (
+      sort?.['Node Type'] === 'Sort' &&
+      Array.isArray(keys) &&
+      keys.length > 0 &&
+      keys.every((k) => typeof k === 'string') &&
+      Array.isArray(sort.Plans)
+    ) {
       let scan = sort.Plans[0] as ScanNode | undefined
       if (isGather(scan) && Array.isArray(scan!.Plans)) scan = scan!.Plans[0] as ScanNode | undefined
-      if (scan?.['Node Type'] === 'Seq Scan' && typeof scan['Relation Name'] === 'string') into.push({ keys: keys as string[], scan })
+      if (scan?.['Node Type'] === 'Seq Scan' && typeof scan['Relation Name'] === 'string')
+        into.push({ keys: keys as string[], scan })
     }
   }
   if (Array.isArray(node.Plans)) for (const child of node.Plans) limitedSorts(child as ScanNode, into, depth + 1)
@@ -93,7 +134,11 @@ function limitedSorts(node: ScanNode | undefined, into: { keys: string[]; scan: 
 }
 
 /** The index the statement's newest plan's ORDER BY ... LIMIT asks for, if it sorts a large table read whole (see the header). */
-export async function planSortIndexAdvice(ctx: DoctorContext, queryHash: string, windowMs: number): Promise<SortIndexAdvice | undefined> {
+export async function planSortIndexAdvice(
+  ctx: DoctorContext,
+  queryHash: string,
+  windowMs: number,
+): Promise<SortIndexAdvice | undefined> {
   const [newest] = await ctx.plans(queryHash, windowMs)
   const plan = (newest?.plan_json as { Plan?: ScanNode } | null | undefined)?.Plan
   if (!plan) return undefined
@@ -102,14 +147,20 @@ export async function planSortIndexAdvice(ctx: DoctorContext, queryHash: string,
   const tables = await ctx.tables()
   for (const { keys, scan } of chains) {
     const relation = scan['Relation Name']!
-    const table = tables.find((t) => t.table_name === relation && (scan.Schema === undefined || scan.Schema === t.schema_name))
+    const table = tables.find(
+      (t) => t.table_name === relation && (scan.Schema === undefined || scan.Schema === t.schema_name),
+    )
     if (!table || (table.n_live_tup ?? 0) < MIN_LIVE_ROWS) continue
     const names = [scan.Alias ?? relation, relation]
     const sortColumns = keys.map((k) => sortKeyColumn(k, names))
     if (sortColumns.some((c) => c === undefined)) continue
     // The filter's equality columns first (ordered as for a filter's index), then the sort's.
-    const equality = (scan.Filter ? filterConditions(scan.Filter, names) : []).filter((c) => c.kind === 'equality' && !c.join)
-    const stats = (await ctx.columnStats()).entries.filter((c) => c.schema_name === table.schema_name && c.table_name === table.table_name)
+    const equality = (scan.Filter ? filterConditions(scan.Filter, names) : []).filter(
+      (c) => c.kind === 'equality' && !c.join,
+    )
+    const stats = (await ctx.columnStats()).entries.filter(
+      (c) => c.schema_name === table.schema_name && c.table_name === table.table_name,
+    )
     const columns = indexShape(equality, stats).columns
     const orders: KeyOrder[] = columns.map(() => '')
     for (const key of sortColumns) {
@@ -117,8 +168,14 @@ export async function planSortIndexAdvice(ctx: DoctorContext, queryHash: string,
       columns.push(key!.column)
       orders.push(key!.order)
     }
-    const indexes = (await ctx.indexes()).filter((i) => i.schema_name === table.schema_name && i.table_name === table.table_name)
-    return { ...adviseIndex(table.schema_name, table.table_name, columns, indexes, [], orders), table: pgQualified(table.schema_name, table.table_name), sortKey: keys.join(', ') }
+    const indexes = (await ctx.indexes()).filter(
+      (i) => i.schema_name === table.schema_name && i.table_name === table.table_name,
+    )
+    return {
+      ...adviseIndex(table.schema_name, table.table_name, columns, indexes, [], orders),
+      table: pgQualified(table.schema_name, table.table_name),
+      sortKey: keys.join(', '),
+    }
   }
   return undefined
 }

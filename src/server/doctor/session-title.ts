@@ -10,7 +10,9 @@ const UNSHOWN = new RegExp(`[\\u0000-\\u001f\\u007f-\\u009f${HIDDEN_CHARACTERS}]
 
 const visibleEscape = (c: string) => {
   const code = c.codePointAt(0)!
-  return code > 0xffff ? `\\u{${code.toString(16).toUpperCase()}}` : `\\u${code.toString(16).toUpperCase().padStart(4, '0')}`
+  return code > 0xffff
+    ? `\\u{${code.toString(16).toUpperCase()}}`
+    : `\\u${code.toString(16).toUpperCase().padStart(4, '0')}`
 }
 
 /** `text` for a title: at most `max` characters (then `…`), every unsafe character as its visible escape. */
@@ -35,7 +37,10 @@ export function sessionWho(s: TitledSession, relation?: string | null): string {
 }
 
 /** The first relation (by name) of the locks a session holds, for its title; undefined when it holds none on a relation. */
-export function firstHeldRelation(locks: readonly { pid: number; granted: boolean; relation_name?: string | null }[], pid: number): string | undefined {
+export function firstHeldRelation(
+  locks: readonly { pid: number; granted: boolean; relation_name?: string | null }[],
+  pid: number,
+): string | undefined {
   return locks
     .filter((l) => l.pid === pid && l.granted)
     .map((l) => l.relation_name)

@@ -66,7 +66,8 @@ export function rangeOf(rule: Rule, key: string): ThresholdRange {
   if (/ratio|share|below/.test(key) && fallback <= 1) return { min: 0, max: 1 }
   const unit = /_(ms|s|seconds|minutes|hours|days)$/.exec(key)?.[1]
   const perUnit = unit === undefined ? undefined : 86_400 / UNIT_SECONDS[unit]!
-  if (/^(window|recent|baseline|keep)_|_lookback_/.test(key)) return { min: 1, max: MAX_WINDOW_DAYS * (perUnit ?? 86_400), whole }
+  if (/^(window|recent|baseline|keep)_|_lookback_/.test(key))
+    return { min: 1, max: MAX_WINDOW_DAYS * (perUnit ?? 86_400), whole }
   if (perUnit !== undefined) return { min: 0, max: MAX_DURATION_DAYS * perUnit, whole }
   if (/_bytes$/.test(key)) return { min: 0, max: MAX_BYTES, whole }
   if (/_age$|_xids$/.test(key)) return { min: 0, max: MAX_XID_AGE, whole }
@@ -101,7 +102,10 @@ export function overridesOf(stored: readonly StoredThreshold[], rules: readonly 
 }
 
 /** The server's overrides (a test hook: Deps.doctorThresholds) with the database's over them. */
-export function mergeOverrides(server: Record<string, Record<string, number>> | undefined, database: ThresholdOverrides): ThresholdOverrides {
+export function mergeOverrides(
+  server: Record<string, Record<string, number>> | undefined,
+  database: ThresholdOverrides,
+): ThresholdOverrides {
   if (!server) return database
   const out: ThresholdOverrides = {}
   for (const [rule, values] of Object.entries(server)) out[rule] = { ...values }
@@ -119,7 +123,11 @@ function fitsKind(rule: Rule, key: string, value: ThresholdValue): boolean {
 }
 
 /** Every threshold of the engine's rules, in the rules' order, with the database's values. */
-export function thresholdEntries(engine: Engine, stored: readonly StoredThreshold[], rules: readonly Rule[] = allRules): ThresholdEntry[] {
+export function thresholdEntries(
+  engine: Engine,
+  stored: readonly StoredThreshold[],
+  rules: readonly Rule[] = allRules,
+): ThresholdEntry[] {
   const set = new Map(stored.map((s) => [`${s.rule}\0${s.key}`, s]))
   const entries: ThresholdEntry[] = []
   for (const rule of rulesOfEngine(engine, rules)) {
@@ -168,9 +176,14 @@ export function checkRequest(
     const rule = byId.get(ruleId)
     if (!rule) {
       const other = rules.some((r) => r.id === ruleId)
-      return { error: other ? `${ruleId}: the rule does not apply to a ${engine === 'postgres' ? 'PostgreSQL' : 'ClickHouse'} database` : `${ruleId}: no such rule` }
+      return {
+        error: other
+          ? `${ruleId}: the rule does not apply to a ${engine === 'postgres' ? 'PostgreSQL' : 'ClickHouse'} database`
+          : `${ruleId}: no such rule`,
+      }
     }
-    if (values === null || typeof values !== 'object' || Array.isArray(values)) return { error: `${ruleId}: must be an object of thresholds (key: value)` }
+    if (values === null || typeof values !== 'object' || Array.isArray(values))
+      return { error: `${ruleId}: must be an object of thresholds (key: value)` }
     for (const [key, value] of Object.entries(values)) {
       const at = `${ruleId}.${key}`
       if (isNumberKey(rule, key)) {
@@ -205,7 +218,13 @@ function checkNames(at: string, value: unknown): string[] | string {
   const error = `${at} must be a list of at most ${MAX_NAMES} names of 1 to ${MAX_NAME_BYTES} bytes, or null`
   if (!Array.isArray(value) || value.length > MAX_NAMES) return error
   for (const name of value) {
-    if (typeof name !== 'string' || name.length === 0 || name.includes('\0') || Buffer.byteLength(name) > MAX_NAME_BYTES) return error
+    if (
+      typeof name !== 'string' ||
+      name.length === 0 ||
+      name.includes('\0') ||
+      Buffer.byteLength(name) > MAX_NAME_BYTES
+    )
+      return error
   }
   return [...new Set(value as string[])]
 }
@@ -214,12 +233,19 @@ function checkNames(at: string, value: unknown): string[] | string {
  * A warning/critical pair (`warning_s` and `critical_s`, `queue_warning` and `queue_critical`) whose
  * values, after the changes, are in the other order than the defaults (a warning past its critical).
  */
-function checkOrder(byId: Map<string, Rule>, stored: readonly StoredThreshold[], changes: readonly ThresholdChange[]): string | undefined {
+function checkOrder(
+  byId: Map<string, Rule>,
+  stored: readonly StoredThreshold[],
+  changes: readonly ThresholdChange[],
+): string | undefined {
   for (const ruleId of new Set(changes.map((c) => c.rule))) {
     const rule = byId.get(ruleId)!
     const values: Record<string, number> = { ...rule.thresholds }
-    for (const s of stored) if (s.rule === ruleId && typeof s.value === 'number' && isNumberKey(rule, s.key)) values[s.key] = s.value
-    for (const c of changes) if (c.rule === ruleId && isNumberKey(rule, c.key)) values[c.key] = c.value === null ? rule.thresholds[c.key]! : (c.value as number)
+    for (const s of stored)
+      if (s.rule === ruleId && typeof s.value === 'number' && isNumberKey(rule, s.key)) values[s.key] = s.value
+    for (const c of changes)
+      if (c.rule === ruleId && isNumberKey(rule, c.key))
+        values[c.key] = c.value === null ? rule.thresholds[c.key]! : (c.value as number)
     for (const warningKey of Object.keys(rule.thresholds)) {
       if (!warningKey.includes('warning')) continue
       const criticalKey = warningKey.replace('warning', 'critical')

@@ -30,7 +30,10 @@ export interface ThresholdRange {
   whole?: boolean
 }
 
-export interface Rule<T extends Record<string, number> = Record<string, number>, L extends Record<string, readonly string[]> = Record<string, readonly string[]>> {
+export interface Rule<
+  T extends Record<string, number> = Record<string, number>,
+  L extends Record<string, readonly string[]> = Record<string, readonly string[]>,
+> {
   id: string
   engine: Engine | 'any'
   category: Category

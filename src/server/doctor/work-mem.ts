@@ -56,11 +56,14 @@ export interface MemoryAdvice {
 }
 
 /** The statements whose sorts run under maintenance_work_mem rather than work_mem. */
-const MAINTENANCE = /^\s*(?:create\s+(?:unique\s+)?index|reindex|cluster|vacuum|refresh\s+materialized\s+view|alter\s+table\b[\s\S]*\badd\s+(?:constraint\s+\S+\s+)?(?:primary\s+key|unique|foreign\s+key))\b/i
+const MAINTENANCE =
+  /^\s*(?:create\s+(?:unique\s+)?index|reindex|cluster|vacuum|refresh\s+materialized\s+view|alter\s+table\b[\s\S]*\badd\s+(?:constraint\s+\S+\s+)?(?:primary\s+key|unique|foreign\s+key))\b/i
 
 /** The setting a statement's sorts run under: maintenance_work_mem for index builds and maintenance, else work_mem. */
 export function memorySettingFor(text: string | null | undefined): MemorySetting {
-  return text && MAINTENANCE.test(text.replace(/^(?:\s*--[^\n]*\n|\s*\/\*[\s\S]*?\*\/)*/, '')) ? 'maintenance_work_mem' : 'work_mem'
+  return text && MAINTENANCE.test(text.replace(/^(?:\s*--[^\n]*\n|\s*\/\*[\s\S]*?\*\/)*/, ''))
+    ? 'maintenance_work_mem'
+    : 'work_mem'
 }
 
 interface PlanNode {
@@ -92,24 +95,36 @@ export interface PlanNeed {
 const processesText = (n: number) => `${n} processes (the leader and ${n - 1} worker${n === 2 ? '' : 's'})`
 
 /** One node's (or one worker's) need when it spilled, in bytes. `shared`: the processes a Parallel Hash's table is shared by. */
-function nodeNeed(n: PlanNode, _type: string, hashMultiplier: number, shared: number): { bytes: number; figure: string } | undefined {
+function nodeNeed(
+  n: PlanNode,
+  _type: string,
+  hashMultiplier: number,
+  shared: number,
+): { bytes: number; figure: string } | undefined {
   if (n['Sort Space Type'] === 'Disk' && typeof n['Sort Space Used'] === 'number') {
     return { bytes: n['Sort Space Used'] * KB * SORT_FACTOR, figure: `${n['Sort Space Used']} kB on disk` }
   }
   const batches = n['Hash Batches']
   if (typeof batches === 'number' && batches > 1 && typeof n['Peak Memory Usage'] === 'number') {
-    return { bytes: (n['Peak Memory Usage'] * KB * batches) / hashMultiplier / shared, figure: `${batches} batches of up to ${n['Peak Memory Usage']} kB` }
+    return {
+      bytes: (n['Peak Memory Usage'] * KB * batches) / hashMultiplier / shared,
+      figure: `${batches} batches of up to ${n['Peak Memory Usage']} kB`,
+    }
   }
   const disk = n['Disk Usage']
   if (typeof disk === 'number' && disk > 0) {
     const peak = n['Peak Memory Usage'] ?? 0
-    return { bytes: (peak * KB + disk * KB * SORT_FACTOR) / hashMultiplier, figure: `${peak} kB in memory, ${disk} kB on disk` }
+    return {
+      bytes: (peak * KB + disk * KB * SORT_FACTOR) / hashMultiplier,
+      figure: `${peak} kB in memory, ${disk} kB on disk`,
+    }
   }
   return undefined
 }
 
 /** The processes of the Gather or Gather Merge: its planned workers and its leader (a Parallel Hash is sized for them). */
-const gatherProcesses = (n: PlanNode) => (typeof n['Workers Planned'] === 'number' && n['Workers Planned'] > 0 ? n['Workers Planned'] + 1 : 1)
+const gatherProcesses = (n: PlanNode) =>
+  typeof n['Workers Planned'] === 'number' && n['Workers Planned'] > 0 ? n['Workers Planned'] + 1 : 1
 
 /**
  * The work_mem one process needs for the hungriest spilling node of a plan with actual figures, or
@@ -121,11 +136,18 @@ export function planMemoryNeed(plan: unknown, hashMultiplier = 1): PlanNeed | un
   let best: PlanNeed | undefined
   const visit = (n: PlanNode | undefined, depth: number, processes: number) => {
     if (!n || typeof n !== 'object' || depth > 200) return
-    const type = n.Strategy === 'Hashed' ? 'HashAggregate' : n['Node Type'] === 'Hash' && n['Parallel Aware'] === true ? 'Parallel Hash' : (n['Node Type'] ?? 'node')
+    const type =
+      n.Strategy === 'Hashed'
+        ? 'HashAggregate'
+        : n['Node Type'] === 'Hash' && n['Parallel Aware'] === true
+          ? 'Parallel Hash'
+          : (n['Node Type'] ?? 'node')
     const workers = Array.isArray(n.Workers) ? n.Workers.filter((w) => w && typeof w === 'object') : []
     const shared = type === 'Parallel Hash' ? processes : 1
     // A Parallel Hash's figure is the shared table's; any other node's is one process's.
-    const parts = [n, ...workers].map((part) => nodeNeed(part, type, type === 'Sort' || type === 'Incremental Sort' ? 1 : hashMultiplier, shared))
+    const parts = [n, ...workers].map((part) =>
+      nodeNeed(part, type, type === 'Sort' || type === 'Incremental Sort' ? 1 : hashMultiplier, shared),
+    )
     const needs = parts.filter((p) => p !== undefined)
     const top = needs.reduce<(typeof needs)[number] | undefined>((a, b) => (!a || b.bytes > a.bytes ? b : a), undefined)
     if (top && (!best || top.bytes > best.bytes)) {
@@ -151,7 +173,8 @@ export function planProcesses(plan: unknown): number {
     if (!n || typeof n !== 'object' || depth > 200) return
     if (n['Node Type'] === 'Gather' || n['Node Type'] === 'Gather Merge') {
       const workers = typeof n['Workers Launched'] === 'number' ? n['Workers Launched'] : n['Workers Planned']
-      if (typeof workers === 'number' && Number.isFinite(workers) && workers > 0) most = Math.max(most, Math.min(1024, Math.floor(workers)) + 1)
+      if (typeof workers === 'number' && Number.isFinite(workers) && workers > 0)
+        most = Math.max(most, Math.min(1024, Math.floor(workers)) + 1)
     }
     if (Array.isArray(n.Plans)) for (const child of n.Plans) visit(child, depth + 1)
   }
@@ -212,7 +235,15 @@ export function memoryAdvice(e: SpillEvidence): MemoryAdvice | undefined {
   const advise = (needed: number, processes: number, basis: string): MemoryAdvice => {
     const raise = current === undefined || needed > current
     const mb = raise ? roundedMb(needed) : Math.ceil(current! / MB)
-    return { setting, needed_bytes: needed, mb, ...(current === undefined ? {} : { current_bytes: current }), raise, processes, basis }
+    return {
+      setting,
+      needed_bytes: needed,
+      mb,
+      ...(current === undefined ? {} : { current_bytes: current }),
+      raise,
+      processes,
+      basis,
+    }
   }
   for (const plan of e.plans ?? []) {
     const need = planMemoryNeed(plan, multiplier)
@@ -227,7 +258,9 @@ export function memoryAdvice(e: SpillEvidence): MemoryAdvice | undefined {
     const needed = once.bytes * SORT_FACTOR
     const split =
       (processes > 1 ? ` over its ${processesText(processes)}, each with its own work_mem` : '') +
-      (once.passes > 1 ? `, written in ${once.passes} merge passes under the ${mbText(current!)} in effect: ${mbText(once.bytes)} spilled once` : '')
+      (once.passes > 1
+        ? `, written in ${once.passes} merge passes under the ${mbText(current!)} in effect: ${mbText(once.bytes)} spilled once`
+        : '')
     return advise(needed, processes, `twice its temp bytes per call (${mbText(perCall)}${split})`)
   }
   if (e.largestFile && e.largestFile > 0) {

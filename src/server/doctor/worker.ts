@@ -49,7 +49,13 @@ async function open(m: WorkerOpen) {
     ? new (await import('../store/postgres/driver.ts')).PostgresDriver(m.databaseUrl, { max: 4 })
     : new SqliteDriver(join(m.dataDir, 'dbm.sqlite'), { reader: true })
   store = new SqlStore(driver, { reader: true })
-  deps = { store, log: createLogger(m.logLevel), doctorThresholds: m.thresholds, signup: m.local ? 'local' : undefined, servingSince: m.servingSince }
+  deps = {
+    store,
+    log: createLogger(m.logLevel),
+    doctorThresholds: m.thresholds,
+    signup: m.local ? 'local' : undefined,
+    servingSince: m.servingSince,
+  }
 }
 
 /**
@@ -73,7 +79,12 @@ async function drain() {
         const { context: _context, ...diagnosis } = await diagnose(deps, m.db, m.now)
         postMessage({ kind: 'diagnosis', id: m.id, diagnosis })
       } catch (e) {
-        postMessage({ kind: 'diagnosis', id: m.id, error: String((e as Error)?.message ?? e), unreachable: (e as { code?: string })?.code })
+        postMessage({
+          kind: 'diagnosis',
+          id: m.id,
+          error: String((e as Error)?.message ?? e),
+          unreachable: (e as { code?: string })?.code,
+        })
       }
     }
   } finally {

@@ -51,13 +51,24 @@ const ACTIVITY_OF =
   'SELECT pid, datname, usename, application_name, client_addr, backend_type, state, now() - xact_start AS transaction_age, now() - state_change AS in_state_for, age(backend_xid) AS xid_age, age(backend_xmin) AS xmin_age, query FROM pg_stat_activity WHERE backend_xid IS NOT NULL OR backend_xmin IS NOT NULL ORDER BY greatest(age(backend_xid), age(backend_xmin)) DESC LIMIT 10;'
 const SLOTS_OF =
   'SELECT slot_name, slot_type, database, active, active_pid, xmin, age(xmin) AS xmin_age, catalog_xmin, age(catalog_xmin) AS catalog_xmin_age FROM pg_replication_slots ORDER BY greatest(age(xmin), age(catalog_xmin)) DESC NULLS LAST;'
-const PREPARED_OF = 'SELECT gid, prepared, owner, database, age(transaction) AS xid_age FROM pg_prepared_xacts ORDER BY prepared;'
+const PREPARED_OF =
+  'SELECT gid, prepared, owner, database, age(transaction) AS xid_age FROM pg_prepared_xacts ORDER BY prepared;'
 
 /** A session's description: `pid 3161 (user app, application "psql", idle in transaction; transaction open for 22.0 min; last statement: ...)`. */
 function sessionAbout(pid: number, s: SessionInfo, ageS: number | null): string {
-  const who = [s.user && `user ${s.user}`, s.application_name && `application "${s.application_name}"`, s.client_addr && `from ${s.client_addr}`].filter(Boolean).join(', ') || 'unknown session'
+  const who =
+    [
+      s.user && `user ${s.user}`,
+      s.application_name && `application "${s.application_name}"`,
+      s.client_addr && `from ${s.client_addr}`,
+    ]
+      .filter(Boolean)
+      .join(', ') || 'unknown session'
   const open = ageS !== null ? `; transaction open for ${duration(ageS * 1000)}` : ''
-  const statement = typeof s.query_text === 'string' ? `; ${s.state === 'active' ? 'running' : 'last statement'}: ${short(s.query_text)}` : ''
+  const statement =
+    typeof s.query_text === 'string'
+      ? `; ${s.state === 'active' ? 'running' : 'last statement'}: ${short(s.query_text)}`
+      : ''
   return `pid ${pid} (${who}, ${s.state ?? 'state unknown'}${open}${statement})`
 }
 
@@ -73,12 +84,22 @@ interface SessionInfo {
 }
 
 function backendHolder(
-  h: { pid: number; age: number; since: number | null; ageS: number | null; session: SessionInfo | undefined; walsender: boolean; seenAt: number },
+  h: {
+    pid: number
+    age: number
+    since: number | null
+    ageS: number | null
+    session: SessionInfo | undefined
+    walsender: boolean
+    seenAt: number
+  },
   _now: number,
 ): Holder {
   const { pid, age, since, ageS, session } = h
   if (h.walsender) {
-    const standby = session?.application_name ? ` (application "${session.application_name}"${session.client_addr ? ` from ${session.client_addr}` : ''})` : ''
+    const standby = session?.application_name
+      ? ` (application "${session.application_name}"${session.client_addr ? ` from ${session.client_addr}` : ''})`
+      : ''
     return {
       kind: 'walsender',
       dataAge: age,
@@ -93,9 +114,12 @@ function backendHolder(
         'A standby with hot_standby_feedback = on keeps the primary from removing rows its queries still read. Find and end the long query on the standby, move long reports elsewhere, or turn the feedback off there (its queries may then be cancelled by replication conflicts instead).',
       fix: [
         `SELECT pid, now() - xact_start AS transaction_age, state, left(query, 100) FROM pg_stat_activity WHERE backend_xmin IS NOT NULL ORDER BY age(backend_xmin) DESC LIMIT 5;   -- on the standby${session?.application_name ? ` ${commentText(session.application_name, 60)}` : ''}: the queries it protects; end them with pg_terminate_backend(pid) there`,
-        "ALTER SYSTEM SET hot_standby_feedback = off; SELECT pg_reload_conf();   -- on the standby, if its queries may be cancelled instead",
+        'ALTER SYSTEM SET hot_standby_feedback = off; SELECT pg_reload_conf();   -- on the standby, if its queries may be cancelled instead',
       ],
-      investigate: ['SELECT pid, application_name, client_addr, state, backend_xmin, age(backend_xmin) AS xmin_age FROM pg_stat_replication ORDER BY age(backend_xmin) DESC NULLS LAST;', ACTIVITY_OF],
+      investigate: [
+        'SELECT pid, application_name, client_addr, state, backend_xmin, age(backend_xmin) AS xmin_age FROM pg_stat_replication ORDER BY age(backend_xmin) DESC NULLS LAST;',
+        ACTIVITY_OF,
+      ],
       metrics: { held_by: `pid ${pid}`, holder_kind: 'walsender', holder_xmin_age: age, holder_since: since },
     }
   }
@@ -117,10 +141,17 @@ function backendHolder(
     fix: [
       terminateSession(
         { ...session, pid },
-        { seenAt: h.seenAt, effect: 'ends that session and rolls back its open transaction (its uncommitted work is lost: check with its owner first)' },
+        {
+          seenAt: h.seenAt,
+          effect:
+            'ends that session and rolls back its open transaction (its uncommitted work is lost: check with its owner first)',
+        },
       ),
     ],
-    investigate: [`SELECT pid, usename, application_name, client_addr, state, now() - xact_start AS transaction_age, now() - state_change AS in_state_for, backend_xid, backend_xmin, query FROM pg_stat_activity WHERE pid = ${pgNumber(pid)};`, ACTIVITY_OF],
+    investigate: [
+      `SELECT pid, usename, application_name, client_addr, state, now() - xact_start AS transaction_age, now() - state_change AS in_state_for, backend_xid, backend_xmin, query FROM pg_stat_activity WHERE pid = ${pgNumber(pid)};`,
+      ACTIVITY_OF,
+    ],
     metrics: { held_by: `pid ${pid}`, holder_kind: 'backend', holder_xmin_age: age, holder_since: since },
   }
 }
@@ -130,7 +161,10 @@ function slotHolder(h: XminHolder, name: string): Holder {
   const catalogAge = num(h.catalog_xmin_age)
   const freezeAge = Math.max(dataAge ?? 0, catalogAge ?? 0)
   const kind = `${h.slot_type ?? 'replication'} slot`
-  const holds = dataAge !== null ? `xmin ${dataAge.toLocaleString('en-US')} transactions old` : `catalog_xmin ${(catalogAge ?? 0).toLocaleString('en-US')} transactions old (the system catalogs only)`
+  const holds =
+    dataAge !== null
+      ? `xmin ${dataAge.toLocaleString('en-US')} transactions old`
+      : `catalog_xmin ${(catalogAge ?? 0).toLocaleString('en-US')} transactions old (the system catalogs only)`
   const active = h.active === true
   return {
     kind: 'slot',
@@ -141,19 +175,40 @@ function slotHolder(h: XminHolder, name: string): Holder {
     object: `slot ${name}`,
     name: `replication slot "${name}"`,
     about: `${kind} "${name}" (${active ? `active${typeof h.pid === 'number' ? `, WAL sender pid ${h.pid}` : ''}` : 'inactive'}${h.database ? `, database ${h.database}` : ''}; ${holds})`,
-    ends: active ? `replication slot "${name}" moves on (its standby's oldest query ends)` : `replication slot "${name}" is dropped or its consumer comes back`,
+    ends: active
+      ? `replication slot "${name}" moves on (its standby's oldest query ends)`
+      : `replication slot "${name}" is dropped or its consumer comes back`,
     advice: active
       ? "The slot's standby sends hot_standby_feedback: its longest query holds the horizon here. End that query on the standby, or turn hot_standby_feedback off there."
       : 'An inactive slot keeps the xmin its consumer last sent for as long as it exists. Drop it if that consumer (a decommissioned standby, a stopped CDC connector) is gone for good, or bring the consumer back.',
     fix: active
-      ? ["ALTER SYSTEM SET hot_standby_feedback = off; SELECT pg_reload_conf();   -- on the standby, if its queries may be cancelled instead"]
-      : [`SELECT pg_drop_replication_slot(${pgString(name)});   -- only once its consumer is gone for good: a standby or subscriber using it must then be rebuilt`],
+      ? [
+          'ALTER SYSTEM SET hot_standby_feedback = off; SELECT pg_reload_conf();   -- on the standby, if its queries may be cancelled instead',
+        ]
+      : [
+          `SELECT pg_drop_replication_slot(${pgString(name)});   -- only once its consumer is gone for good: a standby or subscriber using it must then be rebuilt`,
+        ],
     investigate: [SLOTS_OF],
-    metrics: { held_by: `slot ${name}`, holder_kind: 'slot', holder_xmin_age: dataAge ?? catalogAge, holder_since: num(h.since) },
+    metrics: {
+      held_by: `slot ${name}`,
+      holder_kind: 'slot',
+      holder_xmin_age: dataAge ?? catalogAge,
+      holder_since: num(h.since),
+    },
   }
 }
 
-function preparedHolder(h: { gid: string | null; owner?: string | null; age: number; since: number | null; preparedAt: number | null; ageS: number | null }, now: number): Holder {
+function preparedHolder(
+  h: {
+    gid: string | null
+    owner?: string | null
+    age: number
+    since: number | null
+    preparedAt: number | null
+    ageS: number | null
+  },
+  now: number,
+): Holder {
   const named = h.gid !== null
   // The gid is any text its author chose: quoted as a string, so it cannot forge the title around it.
   const label = named ? `prepared transaction ${pgString(h.gid!)}` : 'the oldest prepared transaction'
@@ -170,10 +225,19 @@ function preparedHolder(h: { gid: string | null; owner?: string | null; age: num
     advice:
       'A prepared transaction waits for its transaction manager to COMMIT PREPARED or ROLLBACK PREPARED it, across restarts, keeping its locks. If that manager has forgotten it, decide with its owner which of the two to run.',
     fix: named
-      ? [`ROLLBACK PREPARED ${pgString(h.gid!)};   -- in this database; write COMMIT PREPARED instead to keep its changes`]
-      : ["SELECT format('ROLLBACK PREPARED %L;', gid) FROM pg_prepared_xacts WHERE database = current_database() ORDER BY prepared LIMIT 1 \\gexec"],
+      ? [
+          `ROLLBACK PREPARED ${pgString(h.gid!)};   -- in this database; write COMMIT PREPARED instead to keep its changes`,
+        ]
+      : [
+          "SELECT format('ROLLBACK PREPARED %L;', gid) FROM pg_prepared_xacts WHERE database = current_database() ORDER BY prepared LIMIT 1 \\gexec",
+        ],
     investigate: [PREPARED_OF],
-    metrics: { held_by: named ? `prepared transaction ${h.gid}` : 'prepared transaction', holder_kind: 'prepared', holder_xmin_age: h.age, holder_since: h.since },
+    metrics: {
+      held_by: named ? `prepared transaction ${h.gid}` : 'prepared transaction',
+      holder_kind: 'prepared',
+      holder_xmin_age: h.age,
+      holder_since: h.since,
+    },
   }
 }
 
@@ -194,13 +258,37 @@ export function xminHolders(ctx: DoctorContext): Promise<Holder[]> {
         if (h.kind === 'slot' && h.slot_name) holders.push(slotHolder(h, h.slot_name))
         else if (h.kind === 'prepared' && age !== null) {
           const preparedAt = num(h.prepared_at)
-          holders.push(preparedHolder({ gid: h.gid ?? null, owner: h.owner, age, since: num(h.since), preparedAt, ageS: ageAt(named.ts, preparedAt) }, ctx.now))
-        }
-        else if ((h.kind === 'backend' || h.kind === 'walsender') && age !== null && typeof h.pid === 'number') {
+          holders.push(
+            preparedHolder(
+              {
+                gid: h.gid ?? null,
+                owner: h.owner,
+                age,
+                since: num(h.since),
+                preparedAt,
+                ageS: ageAt(named.ts, preparedAt),
+              },
+              ctx.now,
+            ),
+          )
+        } else if ((h.kind === 'backend' || h.kind === 'walsender') && age !== null && typeof h.pid === 'number') {
           // The activity snapshot carries the statement whole; the section's own copy is shortened.
           const seen = sessions.get(h.pid)
           const session: SessionInfo = seen && (seen.xact_start ?? null) === (h.xact_start ?? null) ? seen : h
-          holders.push(backendHolder({ pid: h.pid, age, since: num(h.since), ageS: ageAt(named.ts, num(h.xact_start)), session, walsender: h.kind === 'walsender', seenAt: named.ts }, ctx.now))
+          holders.push(
+            backendHolder(
+              {
+                pid: h.pid,
+                age,
+                since: num(h.since),
+                ageS: ageAt(named.ts, num(h.xact_start)),
+                session,
+                walsender: h.kind === 'walsender',
+                seenAt: named.ts,
+              },
+              ctx.now,
+            ),
+          )
         }
       }
     } else if (stats) {
@@ -211,22 +299,45 @@ export function xminHolders(ctx: DoctorContext): Promise<Holder[]> {
       if (pid !== null && backendAge !== null) {
         const session = sessions.get(pid)
         // The session's last state change (idle in a transaction) or statement start, from the activity snapshot.
-        const since = session && typeof session.duration_ms === 'number' && activity.ts !== null ? activity.ts - session.duration_ms : null
-        holders.push(backendHolder({ pid, age: backendAge, since, ageS: num(s.xmin_backend_xact_age_s), session, walsender: false, seenAt: at }, ctx.now))
+        const since =
+          session && typeof session.duration_ms === 'number' && activity.ts !== null
+            ? activity.ts - session.duration_ms
+            : null
+        holders.push(
+          backendHolder(
+            {
+              pid,
+              age: backendAge,
+              since,
+              ageS: num(s.xmin_backend_xact_age_s),
+              session,
+              walsender: false,
+              seenAt: at,
+            },
+            ctx.now,
+          ),
+        )
       }
       const slotAge = num(s.xmin_slot_age)
       if (slotAge !== null) {
         const slots = (await ctx.replication())?.payload.slots ?? []
         const inactive = slots.filter((sl) => !sl.active)
         for (const sl of inactive.length > 0 ? inactive : slots) {
-          holders.push(slotHolder({ kind: 'slot', xmin_age: slotAge, slot_name: sl.slot_name, slot_type: sl.slot_type, active: sl.active }, sl.slot_name))
+          holders.push(
+            slotHolder(
+              { kind: 'slot', xmin_age: slotAge, slot_name: sl.slot_name, slot_type: sl.slot_type, active: sl.active },
+              sl.slot_name,
+            ),
+          )
         }
       }
       const preparedAge = num(s.xmin_prepared_age)
       if (preparedAge !== null) {
         const preparedFor = num(s.xmin_prepared_age_s)
         const preparedAt = preparedFor === null ? null : at - preparedFor * 1000
-        holders.push(preparedHolder({ gid: null, age: preparedAge, since: preparedAt, preparedAt, ageS: preparedFor }, ctx.now))
+        holders.push(
+          preparedHolder({ gid: null, age: preparedAge, since: preparedAt, preparedAt, ageS: preparedFor }, ctx.now),
+        )
       }
     }
     const preparedAge = Math.max(-1, ...holders.filter((h) => h.kind === 'prepared').map((h) => h.freezeAge))

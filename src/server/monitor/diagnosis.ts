@@ -11,7 +11,13 @@ import { currentDiagnosis } from '../doctor/current.ts'
 import type { FindingGroup } from '../doctor/grouping.ts'
 import type { Finding } from '../doctor/types.ts'
 import type { RegisteredDatabase } from '../store/types.ts'
-import type { AlertInput, DiagnosisSummary, FindingRecord, MonitoredDatabase, NotificationChannel } from '../store/monitor/evaluations.ts'
+import type {
+  AlertInput,
+  DiagnosisSummary,
+  FindingRecord,
+  MonitoredDatabase,
+  NotificationChannel,
+} from '../store/monitor/evaluations.ts'
 import { destinationChannel } from '../store/alerts/destinations.ts'
 import { type RoutableDatabase, destinationsFor, silenceOf } from '../alerts/routing.ts'
 import { NOTIFICATIONS_PER_RUN, type OrgRouting, orgRouting } from './notifications.ts'
@@ -53,7 +59,9 @@ function causeAlert(g: FindingGroup, byKey: Map<string, Finding>): AlertInput {
     severity: g.severity,
     title: g.title,
     detail: lead.detail,
-    consequences: g.findings.map((k) => byKey.get(k)!).map((f) => ({ key: f.key, rule: f.rule, severity: f.severity, title: f.title })),
+    consequences: g.findings
+      .map((k) => byKey.get(k)!)
+      .map((f) => ({ key: f.key, rule: f.rule, severity: f.severity, title: f.title })),
   }
 }
 
@@ -61,7 +69,12 @@ function causeAlert(g: FindingGroup, byKey: Map<string, Finding>): AlertInput {
 export function diagnosisSummary(diagnosis: Diagnosis): DiagnosisSummary {
   const counts = diagnosis.metrics_summary.findings
   const active = diagnosis.metrics_summary.active_queries
-  return { status: diagnosis.status, score: diagnosis.score, findings: counts, active_queries: typeof active === 'number' ? active : null }
+  return {
+    status: diagnosis.status,
+    score: diagnosis.score,
+    findings: counts,
+    active_queries: typeof active === 'number' ? active : null,
+  }
 }
 
 export function createDiagnosisApplier(deps: Deps) {
@@ -77,13 +90,21 @@ export function createDiagnosisApplier(deps: Deps) {
       if (silenceOf(routing.silences, a, target, now)) continue
       for (const [id, repeatMs] of destinationsFor(routing.routes, routing.enabled, a, target)) {
         if (repeatMs === null) continue
-        if (await store.alertRouting.queueRepeat(a.id, destinationChannel(id), now - repeatMs, now)) log.info('alert repeat queued', { database: databaseId, alert: a.key, destination: id })
+        if (await store.alertRouting.queueRepeat(a.id, destinationChannel(id), now - repeatMs, now))
+          log.info('alert repeat queued', { database: databaseId, alert: a.key, destination: id })
       }
     }
   }
 
   /** Applies the database's diagnosis at `now` to its recommendations and alerts, adding what changed to `changes`. */
-  async function apply(monitored: MonitoredDatabase, db: RegisteredDatabase, diagnosis: Diagnosis, now: number, changes: AppliedChanges, lookups: PassLookups) {
+  async function apply(
+    monitored: MonitoredDatabase,
+    db: RegisteredDatabase,
+    diagnosis: Diagnosis,
+    now: number,
+    changes: AppliedChanges,
+    lookups: PassLookups,
+  ) {
     if (monitored.org_verified) {
       const r = await health.syncRecommendations(db.id, diagnosis.findings.map(toRecord), diagnosis.failed_rules, now)
       changes.recommendations.opened += r.opened
@@ -102,7 +123,10 @@ export function createDiagnosisApplier(deps: Deps) {
     if (!routing) lookups.routingByOrg.set(db.org_id, (routing = await orgRouting(store, db.org_id, now)))
     const target: RoutableDatabase = { id: db.id, tags: db.tags }
     // The users' mail and the webhook, and the destinations the organization's routes choose for the cause.
-    const channelsFor = (cause: AlertInput): NotificationChannel[] => [...channels, ...[...destinationsFor(routing.routes, routing.enabled, cause, target).keys()].map(destinationChannel)]
+    const channelsFor = (cause: AlertInput): NotificationChannel[] => [
+      ...channels,
+      ...[...destinationsFor(routing.routes, routing.enabled, cause, target).keys()].map(destinationChannel),
+    ]
     const byKey = new Map(diagnosis.findings.map((f) => [f.key, f]))
     const critical = diagnosis.groups.filter((g) => g.severity === 'critical').map((g) => causeAlert(g, byKey))
     const synced = await health.syncAlerts(db.id, critical, diagnosis.failed_rules, channelsFor, now)
@@ -118,7 +142,12 @@ export function createDiagnosisApplier(deps: Deps) {
    * or undefined when the database was deleted meanwhile. Each pass diagnoses anew and records the result
    * as the database's latest (doctor/current.ts): the list and the pages then show what the alerts saw.
    */
-  async function evaluate(monitored: MonitoredDatabase, now: number, changes: AppliedChanges & { databases: number }, lookups: PassLookups): Promise<DiagnosisSummary | undefined> {
+  async function evaluate(
+    monitored: MonitoredDatabase,
+    now: number,
+    changes: AppliedChanges & { databases: number },
+    lookups: PassLookups,
+  ): Promise<DiagnosisSummary | undefined> {
     const db = await store.getDatabase(monitored.org_id, monitored.id)
     if (!db) return undefined
     changes.databases++

@@ -54,7 +54,11 @@ export function createMonitor(deps: Deps, options: MonitorOptions): Monitor {
   const schedule = createSchedule(
     deps,
     { evaluateEveryMs, retentionEveryMs, tickMs: options.tickMs ?? TICK_MS },
-    { evaluate: createDiagnosisApplier(deps).evaluate, notifier: createNotifier(deps, { evaluateEveryMs, webhookTimeoutMs }), retention },
+    {
+      evaluate: createDiagnosisApplier(deps).evaluate,
+      notifier: createNotifier(deps, { evaluateEveryMs, webhookTimeoutMs }),
+      retention,
+    },
   )
   return {
     runOnce: (now = deps.clock()) => schedule.pass(now),

@@ -18,7 +18,10 @@ import { type AlertRoute, type RoutableDatabase, type Silence, destinationsFor, 
 /** Notifications delivered per pass at most (the rest wait for the next one). */
 export const NOTIFICATIONS_PER_RUN = 500
 
-const webhookOutcomes = { delivered: serverMetrics.webhookDeliveries.labels('delivered'), failed: serverMetrics.webhookDeliveries.labels('failed') }
+const webhookOutcomes = {
+  delivered: serverMetrics.webhookDeliveries.labels('delivered'),
+  failed: serverMetrics.webhookDeliveries.labels('failed'),
+}
 
 /** What one pass's deliveries came to. */
 export interface DeliverySummary {
@@ -38,8 +41,19 @@ export type WebhookSendOptions = PostOptions
  * POSTs `body` to the webhook, signed with its secret, without following redirects, within `timeoutMs`,
  * to an address the policy allows (alerts/post.ts).
  */
-export async function postWebhook(webhook: Pick<Webhook, 'url' | 'secret'>, event: string, deliveryId: string, body: string, options: WebhookSendOptions): Promise<WebhookAttempt> {
-  const attempt = await postJson(webhook.url, body, { 'x-dbm-event': event, 'x-dbm-delivery': deliveryId, 'x-dbm-signature': webhookSignature(webhook.secret, body) }, options)
+export async function postWebhook(
+  webhook: Pick<Webhook, 'url' | 'secret'>,
+  event: string,
+  deliveryId: string,
+  body: string,
+  options: WebhookSendOptions,
+): Promise<WebhookAttempt> {
+  const attempt = await postJson(
+    webhook.url,
+    body,
+    { 'x-dbm-event': event, 'x-dbm-delivery': deliveryId, 'x-dbm-signature': webhookSignature(webhook.secret, body) },
+    options,
+  )
   webhookOutcomes[attempt.error === null ? 'delivered' : 'failed'].inc()
   return attempt
 }
@@ -74,7 +88,9 @@ export function createNotifier(deps: Deps, options: { evaluateEveryMs: number; w
   /** POSTs the notification; null on a 2xx answer, else why not. */
   async function post(webhook: Webhook, n: PendingNotification, now: number): Promise<string | null> {
     const body = JSON.stringify(webhookPayload(n, deps.publicUrl, now))
-    return (await postWebhook(webhook, `alert.${n.event}`, n.id, body, { timeoutMs: webhookTimeoutMs, policy: deps.webhooks })).error
+    return (
+      await postWebhook(webhook, `alert.${n.event}`, n.id, body, { timeoutMs: webhookTimeoutMs, policy: deps.webhooks })
+    ).error
   }
 
   /** Delivers a notification to its alert destination (claimed already) and records the outcome. */
@@ -85,12 +101,25 @@ export function createNotifier(deps: Deps, options: { evaluateEveryMs: number; w
       await health.giveUpNotification(n.id, destination ? 'destination disabled' : 'destination deleted', now)
       return 'given_up'
     }
-    const error = await deliverTo(destination, messageOf(n, deps.publicUrl, now), { mailer: deps.mailer, publicUrl: deps.publicUrl, policy: deps.webhooks, timeoutMs: webhookTimeoutMs })
+    const error = await deliverTo(destination, messageOf(n, deps.publicUrl, now), {
+      mailer: deps.mailer,
+      publicUrl: deps.publicUrl,
+      policy: deps.webhooks,
+      timeoutMs: webhookTimeoutMs,
+    })
     await store.alertDestinations.recordDelivery(destination.id, now, error)
     serverMetrics.alertDestinationDeliveries.labels(destination.kind, error === null ? 'delivered' : 'failed').inc()
     // The destination's id, kind and origin only: its URL's path and its secret are never logged.
     const url = destinationUrl(destination)
-    const fields = { org: n.org_id, database: n.database.id, alert: n.alert.key, event: n.event, destination: destination.id, kind: destination.kind, ...(url ? { target: targetOrigin(url) } : {}) }
+    const fields = {
+      org: n.org_id,
+      database: n.database.id,
+      alert: n.alert.key,
+      event: n.event,
+      destination: destination.id,
+      kind: destination.kind,
+      ...(url ? { target: targetOrigin(url) } : {}),
+    }
     if (error === null) {
       await health.notificationSent(n.id, now)
       log.info('alert destination delivered', fields)
@@ -103,7 +132,11 @@ export function createNotifier(deps: Deps, options: { evaluateEveryMs: number; w
   }
 
   /** A database as routing and silences see it (its id and tags), through a per-pass cache; a deleted one has no tags. */
-  function databaseTags(cache: Map<string, Promise<RoutableDatabase>>, orgId: string, databaseId: string): Promise<RoutableDatabase> {
+  function databaseTags(
+    cache: Map<string, Promise<RoutableDatabase>>,
+    orgId: string,
+    databaseId: string,
+  ): Promise<RoutableDatabase> {
     let found = cache.get(databaseId)
     if (!found) {
       found = store.getDatabase(orgId, databaseId).then((d) => ({ id: databaseId, tags: d?.tags ?? {} }))
@@ -116,7 +149,12 @@ export function createNotifier(deps: Deps, options: { evaluateEveryMs: number; w
   const alertmanagerRefreshed = new Map<string, number>()
 
   async function refreshAlertmanagers(now: number) {
-    const deliveryDeps = { mailer: deps.mailer, publicUrl: deps.publicUrl, policy: deps.webhooks, timeoutMs: webhookTimeoutMs }
+    const deliveryDeps = {
+      mailer: deps.mailer,
+      publicUrl: deps.publicUrl,
+      policy: deps.webhooks,
+      timeoutMs: webhookTimeoutMs,
+    }
     for (const orgId of await store.alertDestinations.organizationsWith('alertmanager')) {
       // First seen: a minute from now (its alerts' openings are notifications of their own).
       const last = alertmanagerRefreshed.get(orgId)
@@ -133,15 +171,31 @@ export function createNotifier(deps: Deps, options: { evaluateEveryMs: number; w
         const mine: typeof open = []
         for (const o of open) {
           const db = await databaseTags(tags, orgId, o.database.id)
-          if (silenceOf(routing.silences, o.alert, db, now) || !destinationsFor(routing.routes, routing.enabled, o.alert, db).has(d.id)) continue
+          if (
+            silenceOf(routing.silences, o.alert, db, now) ||
+            !destinationsFor(routing.routes, routing.enabled, o.alert, db).has(d.id)
+          )
+            continue
           mine.push(o)
         }
         if (mine.length === 0) continue
         const error = await refreshAlertmanager(d, mine, orgId, deliveryDeps, now)
         serverMetrics.alertDestinationDeliveries.labels(d.kind, error === null ? 'delivered' : 'failed').inc()
         // An alert it heard of only here (routed to it since it opened) is sent its resolution too.
-        if (error === null) await store.alertDestinations.recordRefreshedOpenings(d.id, mine.map((o) => o.alert.id), now)
-        if (error !== null) log.warn('alertmanager refresh failed', { org: orgId, destination: d.id, target: targetOrigin(destinationUrl(d) ?? ''), alerts: open.length, cause: error })
+        if (error === null)
+          await store.alertDestinations.recordRefreshedOpenings(
+            d.id,
+            mine.map((o) => o.alert.id),
+            now,
+          )
+        if (error !== null)
+          log.warn('alertmanager refresh failed', {
+            org: orgId,
+            destination: d.id,
+            target: targetOrigin(destinationUrl(d) ?? ''),
+            alerts: open.length,
+            cause: error,
+          })
       }
     }
   }
@@ -158,7 +212,9 @@ export function createNotifier(deps: Deps, options: { evaluateEveryMs: number; w
       let silences = silencesByOrg.get(n.org_id)
       if (!silences) silencesByOrg.set(n.org_id, (silences = store.alertRouting.silencesInEffect(n.org_id, now)))
       const inEffect = await silences
-      return inEffect.length === 0 ? undefined : silenceOf(inEffect, n.alert, await databaseTags(tags, n.org_id, n.database.id), now)
+      return inEffect.length === 0
+        ? undefined
+        : silenceOf(inEffect, n.alert, await databaseTags(tags, n.org_id, n.database.id), now)
     }
     /** Organizations whose webhook (and destination channels) that failed in this run: their later notifications wait, so they arrive in order. */
     const webhookDown = new Set<string>()
@@ -175,8 +231,19 @@ export function createNotifier(deps: Deps, options: { evaluateEveryMs: number; w
         }
         if (silence) {
           // Looked at again when the silence ends, or within a minute (it may be expired early).
-          if (await store.alertRouting.holdNotification(n.id, silence.id, now, Math.min(silence.ends_at, now + evaluateEveryMs))) {
-            log.info('alert notification held by a silence', { ...fields, channel: n.channel.startsWith('destination:') ? 'destination' : n.channel, silence: silence.id })
+          if (
+            await store.alertRouting.holdNotification(
+              n.id,
+              silence.id,
+              now,
+              Math.min(silence.ends_at, now + evaluateEveryMs),
+            )
+          ) {
+            log.info('alert notification held by a silence', {
+              ...fields,
+              channel: n.channel.startsWith('destination:') ? 'destination' : n.channel,
+              silence: silence.id,
+            })
           }
           continue
         }
@@ -211,7 +278,12 @@ export function createNotifier(deps: Deps, options: { evaluateEveryMs: number; w
       } else {
         // Due again at once: the next evaluation retries it.
         await health.notificationFailed(n.id, error, now)
-        log.warn('webhook delivery failed', { ...fields, target: webhookTarget(webhook.url), attempt: n.attempts + 1, cause: error })
+        log.warn('webhook delivery failed', {
+          ...fields,
+          target: webhookTarget(webhook.url),
+          attempt: n.attempts + 1,
+          cause: error,
+        })
         webhookDown.add(n.org_id)
         result.failed++
       }

@@ -10,7 +10,10 @@ import { minuteFloor } from '../store/window.ts'
 
 const HOUR = 3_600_000
 const DAY = 24 * HOUR
-const retentionKinds = { telemetry: serverMetrics.retentionDeletedRows.labels('telemetry'), batch_ids: serverMetrics.retentionDeletedRows.labels('batch_ids') }
+const retentionKinds = {
+  telemetry: serverMetrics.retentionDeletedRows.labels('telemetry'),
+  batch_ids: serverMetrics.retentionDeletedRows.labels('batch_ids'),
+}
 
 export interface RetentionSummary {
   databases: number
@@ -31,7 +34,13 @@ export async function runRetention(deps: Deps, retentionDays: number, now: numbe
       // itself; an agent's clock or buffer up to an hour behind then never lands before the marks).
       const deleted = await store.retention.sweepDatabase(
         db.id,
-        { before: now - keepMs, minutesBefore, rollUpTo: now - HOUR, everyPollBefore: now - sessionHistoryLimits.everyPollMs, logEntriesBefore: now - logEventLimits.entriesMs },
+        {
+          before: now - keepMs,
+          minutesBefore,
+          rollUpTo: now - HOUR,
+          everyPollBefore: now - sessionHistoryLimits.everyPollMs,
+          logEntriesBefore: now - logEventLimits.entriesMs,
+        },
         batch,
       )
       summary.rows_deleted += deleted
@@ -45,6 +54,7 @@ export async function runRetention(deps: Deps, retentionDays: number, now: numbe
   }
   summary.batch_ids_deleted = await store.retention.sweepBatchIds(now - retentionLimits.batchIdsMs, batch)
   retentionKinds.batch_ids.inc(summary.batch_ids_deleted)
-  if (summary.rows_deleted > 0) log.info('retention', { databases: summary.databases, rows_deleted: summary.rows_deleted })
+  if (summary.rows_deleted > 0)
+    log.info('retention', { databases: summary.databases, rows_deleted: summary.rows_deleted })
   return summary
 }

@@ -15,7 +15,10 @@ import type { DiagnosisSummary, MonitoredDatabase } from '../store/monitor/evalu
 import { type AppliedChanges, type PassLookups, newPassLookups } from './diagnosis.ts'
 import type { DeliverySummary, Notifier } from './notifications.ts'
 
-const diagnosisOutcomes = { ok: serverMetrics.healthMonitorDiagnoses.labels('ok'), failed: serverMetrics.healthMonitorDiagnoses.labels('failed') }
+const diagnosisOutcomes = {
+  ok: serverMetrics.healthMonitorDiagnoses.labels('ok'),
+  failed: serverMetrics.healthMonitorDiagnoses.labels('failed'),
+}
 
 /** How often the scheduled monitor wakes to diagnose the databases that are due (at most evaluateEveryMs). */
 export const TICK_MS = 5_000
@@ -33,7 +36,12 @@ export interface EvaluationSummary extends AppliedChanges {
 }
 
 /** Diagnoses one leased database and applies the diagnosis; its summary, or undefined when the database is gone. */
-export type Evaluate = (monitored: MonitoredDatabase, now: number, summary: EvaluationSummary, lookups: PassLookups) => Promise<DiagnosisSummary | undefined>
+export type Evaluate = (
+  monitored: MonitoredDatabase,
+  now: number,
+  summary: EvaluationSummary,
+  lookups: PassLookups,
+) => Promise<DiagnosisSummary | undefined>
 
 export interface ScheduleSettings {
   evaluateEveryMs: number
@@ -48,7 +56,11 @@ export interface Schedule {
   stop(): Promise<void>
 }
 
-export function createSchedule(deps: Deps, settings: ScheduleSettings, jobs: { evaluate: Evaluate; notifier: Notifier; retention(now: number): Promise<unknown> }): Schedule {
+export function createSchedule(
+  deps: Deps,
+  settings: ScheduleSettings,
+  jobs: { evaluate: Evaluate; notifier: Notifier; retention(now: number): Promise<unknown> },
+): Schedule {
   const { store, log } = deps
   const health = store.monitor
   const { evaluateEveryMs, retentionEveryMs } = settings
@@ -90,11 +102,20 @@ export function createSchedule(deps: Deps, settings: ScheduleSettings, jobs: { e
       // keep it "changed"; and not within changedFloorMs of the previous diagnosis, so a flapping database
       // is diagnosed at most twice a minute.
       const changed =
-        m.state_since !== null && m.evaluated_at !== null && m.state_since > m.evaluated_at && now - m.evaluated_at >= healthMonitorDefaults.changedFloorMs
+        m.state_since !== null &&
+        m.evaluated_at !== null &&
+        m.state_since > m.evaluated_at &&
+        now - m.evaluated_at >= healthMonitorDefaults.changedFloorMs
       if (dueBefore !== undefined && m.evaluated_at !== null && m.evaluated_at >= dueBefore && !changed) continue
       let claimed = false
       try {
-        claimed = await health.claimEvaluation(m.id, instance, now, now + EVALUATION_LEASE_MS, changed ? undefined : dueBefore)
+        claimed = await health.claimEvaluation(
+          m.id,
+          instance,
+          now,
+          now + EVALUATION_LEASE_MS,
+          changed ? undefined : dueBefore,
+        )
         if (claimed) {
           const recorded = await jobs.evaluate(m, now, summary, lookups)
           // Recording the evaluation gives up the lease (a deleted database's row went with it).
@@ -149,7 +170,12 @@ export function createSchedule(deps: Deps, settings: ScheduleSettings, jobs: { e
     if (now - period.since >= evaluateEveryMs) {
       // The oldest diagnosis seen at a tick: above evaluateEveryMs + a tick, the monitor is falling behind.
       if (period.databases > 0) {
-        log.info('health monitor', { diagnoses: period.databases, busy_ms: period.busy_ms, failed: period.failed, oldest_diagnosis_s: Math.round(period.oldest_ms / 1000) })
+        log.info('health monitor', {
+          diagnoses: period.databases,
+          busy_ms: period.busy_ms,
+          failed: period.failed,
+          oldest_diagnosis_s: Math.round(period.oldest_ms / 1000),
+        })
       }
       period = { since: now, databases: 0, busy_ms: 0, failed: 0, oldest_ms: 0 }
     }

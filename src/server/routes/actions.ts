@@ -38,7 +38,13 @@ import { type Principal, authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { cancelStatement, terminateSession } from '../../shared/session-commands.ts'
 import { badRequest, conflict, forbidden, notFound, tooManyRequests } from '../http-error.ts'
-import { actionLimits, agentActionPolls, agentKeyTakeoverMs, explainParameterLimits, pendingActionsPerDatabase } from '../limits.ts'
+import {
+  actionLimits,
+  agentActionPolls,
+  agentKeyTakeoverMs,
+  explainParameterLimits,
+  pendingActionsPerDatabase,
+} from '../limits.ts'
 import { errorAnswers } from '../openapi.ts'
 import type { StoredAction } from '../store/actions/types.ts'
 import { rfc3339 } from '../views.ts'
@@ -54,7 +60,11 @@ const polling = new Map<string, number>()
 function admitPoll(names: { name: string; cap: number; what: string }[]): () => void {
   for (const n of names) {
     const now = polling.get(n.name) ?? 0
-    if (now >= n.cap) throw tooManyRequests(agentActionPolls.retryAfterMs, `${now} long-polls for actions already wait ${n.what}, at most ${n.cap} may (does another agent poll for it?)`)
+    if (now >= n.cap)
+      throw tooManyRequests(
+        agentActionPolls.retryAfterMs,
+        `${now} long-polls for actions already wait ${n.what}, at most ${n.cap} may (does another agent poll for it?)`,
+      )
   }
   for (const n of names) polling.set(n.name, (polling.get(n.name) ?? 0) + 1)
   return () => {
@@ -100,7 +110,8 @@ function pause(databaseId: string, ms: number, signal: AbortSignal): Promise<voi
 function parseTime(value: string | null | undefined, field: string): number | null {
   if (value === null || value === undefined) return null
   const ms = Date.parse(value)
-  if (!/^\d{4}-\d{2}-\d{2}T/.test(value) || !Number.isFinite(ms)) throw badRequest(`session.${field} must be an RFC 3339 timestamp`)
+  if (!/^\d{4}-\d{2}-\d{2}T/.test(value) || !Number.isFinite(ms))
+    throw badRequest(`session.${field} must be an RFC 3339 timestamp`)
   return ms
 }
 
@@ -158,7 +169,10 @@ const VERB: Record<ActionKind, string> = { cancel: 'Cancel', terminate: 'Termina
  */
 function sessionText(s: ActionSession | undefined): string {
   if (!s) return 'a session'
-  const parts = [s.user !== null ? `role ${jsonQuote(s.user)}` : null, s.application_name !== null ? `application ${jsonQuote(s.application_name)}` : null].filter(Boolean)
+  const parts = [
+    s.user !== null ? `role ${jsonQuote(s.user)}` : null,
+    s.application_name !== null ? `application ${jsonQuote(s.application_name)}` : null,
+  ].filter(Boolean)
   return `pid ${s.pid}${parts.length > 0 ? ` (${parts.join(', ')})` : ''}`
 }
 
@@ -189,8 +203,22 @@ async function audit(deps: Deps, a: StoredAction, ts: number) {
     severity = 'warning'
     title = `${VERB[a.kind]} of ${who} ${a.state} (asked by ${by})`
   }
-  const detail = [a.result?.reason ? `Reason: ${a.result.reason}` : null, a.request.statement ? `Statement: ${a.request.statement}` : null].filter(Boolean).join('\n') || null
-  await deps.store.actions.auditAction(a.database_id, { ts, kind: 'session_action', severity, title, detail, object: `${a.id}:${a.state}`, link: `#/db/${a.database_id}/active` })
+  const detail =
+    [
+      a.result?.reason ? `Reason: ${a.result.reason}` : null,
+      a.request.statement ? `Statement: ${a.request.statement}` : null,
+    ]
+      .filter(Boolean)
+      .join('\n') || null
+  await deps.store.actions.auditAction(a.database_id, {
+    ts,
+    kind: 'session_action',
+    severity,
+    title,
+    detail,
+    object: `${a.id}:${a.state}`,
+    link: `#/db/${a.database_id}/active`,
+  })
   // And in the server's log, each field escaped by the logger (formatLogValue).
   deps.log.info('session action', { database: a.database_id, action: a.id, kind: a.kind, state: a.state, title })
 }
@@ -204,7 +232,8 @@ async function sweep(deps: Deps, databaseId: string) {
 function requireKillRight(principal: Principal, kind: ActionKind) {
   if (kind === 'explain') return
   if (principal.kind === 'user' && principal.role !== 'owner') throw forbidden(`only an owner can ${kind} a session`)
-  if (principal.kind === 'api_key' && !principal.scopes.includes('admin')) throw forbidden(`this API key lacks the 'admin' scope, which ${kind} needs`)
+  if (principal.kind === 'api_key' && !principal.scopes.includes('admin'))
+    throw forbidden(`this API key lacks the 'admin' scope, which ${kind} needs`)
 }
 
 async function requestedBy(deps: Deps, principal: Principal): Promise<string> {
@@ -223,10 +252,28 @@ async function countAction(deps: Deps, principal: Principal, databaseId: string,
   const limits = actionLimits[kind]
   const requester = principal.kind === 'user' ? `user:${principal.userId}` : `key:${principal.apiKeyId}`
   const now = deps.clock()
-  const mine = await deps.store.hitRateLimit(`rate:actions:${kind}:${requester}`, limits.perRequester, actionLimits.windowMs, now)
-  if (!mine.allowed) throw tooManyRequests(mine.retryAfterMs, `you asked for ${limits.perRequester} ${CLASS_NAME[kind]} in the last minute, the most one requester may`)
-  const database = await deps.store.hitRateLimit(`rate:actions:${kind}:db:${databaseId}`, limits.perDatabase, actionLimits.windowMs, now)
-  if (!database.allowed) throw tooManyRequests(database.retryAfterMs, `${limits.perDatabase} ${CLASS_NAME[kind]} were asked of this database in the last minute, the most it takes`)
+  const mine = await deps.store.hitRateLimit(
+    `rate:actions:${kind}:${requester}`,
+    limits.perRequester,
+    actionLimits.windowMs,
+    now,
+  )
+  if (!mine.allowed)
+    throw tooManyRequests(
+      mine.retryAfterMs,
+      `you asked for ${limits.perRequester} ${CLASS_NAME[kind]} in the last minute, the most one requester may`,
+    )
+  const database = await deps.store.hitRateLimit(
+    `rate:actions:${kind}:db:${databaseId}`,
+    limits.perDatabase,
+    actionLimits.windowMs,
+    now,
+  )
+  if (!database.allowed)
+    throw tooManyRequests(
+      database.retryAfterMs,
+      `${limits.perDatabase} ${CLASS_NAME[kind]} were asked of this database in the last minute, the most it takes`,
+    )
 }
 
 function requireAgent(principal: Principal): Extract<Principal, { kind: 'api_key' }> {
@@ -258,11 +305,14 @@ export function actionRoutes(deps: Deps) {
           if (request.parameters.length > count) throw badRequest(`parameters: at most ${count} values`)
           const bytes = request.parameters.reduce((n, p) => n + (p === null ? 0 : Buffer.byteLength(p, 'utf8')), 0)
           if (bytes > totalBytes) throw badRequest(`parameters: ${bytes} bytes in all, at most ${totalBytes} are taken`)
-          if (request.parameters.some((p) => p?.includes('\u0000'))) throw badRequest('parameters cannot hold NUL characters')
+          if (request.parameters.some((p) => p?.includes('\u0000')))
+            throw badRequest('parameters cannot hold NUL characters')
         } else {
           const s = body.session
-          if (s === undefined) throw badRequest(`session is required for ${body.kind}: its pid and backend_start at least`)
-          if (body.query_hash !== undefined || body.parameters !== undefined) throw badRequest('query_hash and parameters are for explain')
+          if (s === undefined)
+            throw badRequest(`session is required for ${body.kind}: its pid and backend_start at least`)
+          if (body.query_hash !== undefined || body.parameters !== undefined)
+            throw badRequest('query_hash and parameters are for explain')
           request.session = {
             pid: s.pid,
             backend_start: parseTime(s.backend_start, 'backend_start')!,
@@ -271,7 +321,8 @@ export function actionRoutes(deps: Deps) {
             user: s.user ?? null,
             application_name: s.application_name ?? null,
           }
-          if (body.statement !== undefined) request.statement = body.statement.length > 500 ? `${body.statement.slice(0, 499)}…` : body.statement
+          if (body.statement !== undefined)
+            request.statement = body.statement.length > 500 ? `${body.statement.slice(0, 499)}…` : body.statement
         }
         const admission = await store.actions.createAction(
           {
@@ -303,7 +354,8 @@ export function actionRoutes(deps: Deps) {
         body: NewAction,
         response: { 202: ActionView },
         detail: {
-          summary: "Ask the database's agent to cancel or terminate a session (owners, 'admin' keys) or explain a statement with parameter values (members)",
+          summary:
+            "Ask the database's agent to cancel or terminate a session (owners, 'admin' keys) or explain a statement with parameter values (members)",
           responses: errorAnswers({
             403: "cancel or terminate by a member, or by an API key without the 'admin' scope",
             429: `more than the requester's or the database's share of kills (${actionLimits.kill.perRequester}, ${actionLimits.kill.perDatabase}) or explains (${actionLimits.explain.perRequester}, ${actionLimits.explain.perDatabase}) in a minute, or ${pendingActionsPerDatabase.kill} kills or ${pendingActionsPerDatabase.explain} explains already waiting for the database's agent`,
@@ -316,10 +368,20 @@ export function actionRoutes(deps: Deps) {
       async ({ principal, params }) => {
         const db = await databaseFor(deps, principal, params.id)
         await sweep(deps, db.id)
-        const [listener, actions] = await Promise.all([store.actions.actionListener(db.id), store.actions.listActions(db.id, 20, clock())])
-        return { allowed: listener?.allowed ?? null, agent_heard_at: listener ? rfc3339(listener.heard_at) : null, actions: actions.map(actionView) }
+        const [listener, actions] = await Promise.all([
+          store.actions.actionListener(db.id),
+          store.actions.listActions(db.id, 20, clock()),
+        ])
+        return {
+          allowed: listener?.allowed ?? null,
+          agent_heard_at: listener ? rfc3339(listener.heard_at) : null,
+          actions: actions.map(actionView),
+        }
       },
-      { response: { 200: ActionList }, detail: { summary: "What the database's agent allows, and the latest actions asked of it" } },
+      {
+        response: { 200: ActionList },
+        detail: { summary: "What the database's agent allows, and the latest actions asked of it" },
+      },
     )
     .get(
       `${prefix}/:aid`,
@@ -331,38 +393,62 @@ export function actionRoutes(deps: Deps) {
         if (!action) throw notFound('action')
         return actionView(action)
       },
-      { response: { 200: ActionView }, detail: { summary: 'One action: its state and, once the agent ran it, its result' } },
+      {
+        response: { 200: ActionView },
+        detail: { summary: 'One action: its state and, once the agent ran it, its result' },
+      },
     )
     .get(
       '/api/v1/agent/actions',
       async ({ principal, query: q, request }) => {
         const agent = requireAgent(principal)
         const name = q.database
-        if (typeof name !== 'string' || name.length === 0 || name.length > NAME_MAX_CHARS) throw badRequest('database must name a database as the agent config does')
+        if (typeof name !== 'string' || name.length === 0 || name.length > NAME_MAX_CHARS)
+          throw badRequest('database must name a database as the agent config does')
         const wait = q.wait === undefined ? 0 : Number(q.wait)
         if (!Number.isFinite(wait) || wait < 0) throw badRequest('wait must be a number of seconds')
         const allow = (q.allow ?? '').split(',').filter(Boolean)
-        if (allow.some((k) => !(ACTION_KINDS as readonly string[]).includes(k))) throw badRequest(`allow must list some of: ${ACTION_KINDS.join(', ')}`)
-        const releaseKey = admitPoll([{ name: `key:${agent.apiKeyId}`, cap: agentActionPolls.perKey, what: 'with this API key' }])
+        if (allow.some((k) => !(ACTION_KINDS as readonly string[]).includes(k)))
+          throw badRequest(`allow must list some of: ${ACTION_KINDS.join(', ')}`)
+        const releaseKey = admitPoll([
+          { name: `key:${agent.apiKeyId}`, cap: agentActionPolls.perKey, what: 'with this API key' },
+        ])
         try {
           const db = (await store.listDatabases(agent.orgId)).find((d) => d.name === name)
           if (!db) throw notFound('database')
           // Only the database's own agent key is heard (what it allows, and its actions handed out).
-          const heard = await store.actions.heardListener(db.id, agent.apiKeyId, allow as ActionKind[], clock(), clock() - agentKeyTakeoverMs)
+          const heard = await store.actions.heardListener(
+            db.id,
+            agent.apiKeyId,
+            allow as ActionKind[],
+            clock(),
+            clock() - agentKeyTakeoverMs,
+          )
           if (!heard.own) {
             throw conflict(
               `database ${JSON.stringify(name)} takes actions from its own agent's key, ${await keyPrefix(deps, agent.orgId, heard.agent_key_id)}, heard ${Math.max(0, Math.round((clock() - heard.heard_at) / 1000))} s ago; another key is heard once that one has been silent ${agentKeyTakeoverMs / 1000} s (stop its agent, or revoke it)`,
             )
           }
-          if (heard.took_over_from) deps.log.warn('actions: another agent key took the database over', { database: db.id, key: agent.apiKeyId, previous_key: heard.took_over_from })
-          const releaseDb = admitPoll([{ name: `db:${db.id}`, cap: agentActionPolls.perDatabase, what: `for database ${JSON.stringify(name)}` }])
+          if (heard.took_over_from)
+            deps.log.warn('actions: another agent key took the database over', {
+              database: db.id,
+              key: agent.apiKeyId,
+              previous_key: heard.took_over_from,
+            })
+          const releaseDb = admitPoll([
+            { name: `db:${db.id}`, cap: agentActionPolls.perDatabase, what: `for database ${JSON.stringify(name)}` },
+          ])
           try {
             const until = Date.now() + Math.min(wait, 20) * 1000
             for (;;) {
               await sweep(deps, db.id)
               // A read each second; the claim (a write) only when something waits.
-              const claimed = (await store.actions.pendingActions(db.id, clock())) > 0 ? await store.actions.claimActions(db.id, clock(), 10) : []
-              if (claimed.length > 0 || request.signal.aborted) return { actions: claimed.map((a) => agentAction(a, clock())) }
+              const claimed =
+                (await store.actions.pendingActions(db.id, clock())) > 0
+                  ? await store.actions.claimActions(db.id, clock(), 10)
+                  : []
+              if (claimed.length > 0 || request.signal.aborted)
+                return { actions: claimed.map((a) => agentAction(a, clock())) }
               const left = until - Date.now()
               if (left <= 0) return { actions: [] }
               await pause(db.id, Math.min(1_000, left), request.signal)
@@ -376,13 +462,22 @@ export function actionRoutes(deps: Deps) {
       },
       {
         query: query({
-          database: t.String({ description: 'the database as the agent config names it', examples: ['orders-pg'], error: 'database must name a database as the agent config does' }),
-          wait: t.Optional(t.String({ description: 'seconds to wait for an action (at most 20; default 0: answer at once)' })),
-          allow: t.Optional(t.String({ description: 'what the agent config allows, comma-separated (cancel, terminate, explain)' })),
+          database: t.String({
+            description: 'the database as the agent config names it',
+            examples: ['orders-pg'],
+            error: 'database must name a database as the agent config does',
+          }),
+          wait: t.Optional(
+            t.String({ description: 'seconds to wait for an action (at most 20; default 0: answer at once)' }),
+          ),
+          allow: t.Optional(
+            t.String({ description: 'what the agent config allows, comma-separated (cancel, terminate, explain)' }),
+          ),
         }),
         response: { 200: AgentActionsAnswer },
         detail: {
-          summary: "The agent's long-poll for its database's pending actions (an agent's API key with the 'ingest' scope); takes them",
+          summary:
+            "The agent's long-poll for its database's pending actions (an agent's API key with the 'ingest' scope); takes them",
           responses: errorAnswers({
             403: 'a user, not an agent key',
             404: 'no database of that name in the organization',
@@ -399,7 +494,8 @@ export function actionRoutes(deps: Deps) {
         if (!UUID.test(params.aid)) throw badRequest('aid must be an action id (a UUID)')
         const own = await store.actions.actionAgentKey(agent.orgId, params.aid)
         if (own === undefined) throw notFound('running action')
-        if (own !== agent.apiKeyId) throw conflict("only the database's own agent key, which was handed the action, may post its result")
+        if (own !== agent.apiKeyId)
+          throw conflict("only the database's own agent key, which was handed the action, may post its result")
         const now = clock()
         const finished = await store.actions.finishAction(agent.orgId, params.aid, body, now)
         if (!finished) throw notFound('running action')
@@ -411,7 +507,11 @@ export function actionRoutes(deps: Deps) {
         response: { 204: t.Undefined() },
         detail: {
           summary: "The agent's result of an action it took",
-          responses: errorAnswers({ 403: 'a user, not an agent key', 404: 'no such running action in the organization', 409: "not the database's own agent key" }),
+          responses: errorAnswers({
+            403: 'a user, not an agent key',
+            404: 'no such running action in the organization',
+            409: "not the database's own agent key",
+          }),
         },
       },
     )

@@ -11,15 +11,35 @@
 import { Elysia, t } from 'elysia'
 import { type Principal, authenticate, requireOwner } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
-import { DESTINATION_KINDS, type DestinationInput, DestinationInputError, KIND_RULES, deliverTo, destinationParts, destinationUrl, secretHint, testMessage } from '../alerts/destinations.ts'
+import {
+  DESTINATION_KINDS,
+  type DestinationInput,
+  DestinationInputError,
+  KIND_RULES,
+  deliverTo,
+  destinationParts,
+  destinationUrl,
+  secretHint,
+  testMessage,
+} from '../alerts/destinations.ts'
 import { targetOrigin } from '../alerts/post.ts'
 import { badRequest, conflict, forbidden, notFound, tooManyRequests } from '../http-error.ts'
-import { alertDestinationLimits, fieldLimits, healthMonitorDefaults, webhookPutLimit, webhookUrlMaxLength } from '../limits.ts'
+import {
+  alertDestinationLimits,
+  fieldLimits,
+  healthMonitorDefaults,
+  webhookPutLimit,
+  webhookUrlMaxLength,
+} from '../limits.ts'
 import { serverMetrics } from '../metrics.ts'
 import { type AlertDestination, DestinationNameTaken } from '../store/alerts/destinations.ts'
 import { rfc3339 } from '../views.ts'
 import { WebhookUrlError, checkWebhookUrl, namesAHost, strictPolicy } from '../webhook-target.ts'
-import { AlertDestination as DestinationSchema, CreatedAlertDestination, DestinationTestResult } from '../../shared/api/alert-destinations.ts'
+import {
+  AlertDestination as DestinationSchema,
+  CreatedAlertDestination,
+  DestinationTestResult,
+} from '../../shared/api/alert-destinations.ts'
 import { NoContent } from '../../shared/api/common.ts'
 import { errorAnswers, ownersOnly } from '../openapi.ts'
 import { TEST_NOT_DELIVERED } from './alerts.ts'
@@ -28,7 +48,8 @@ import { body, boolean, email, oneOf, pathId, requiredString } from './schema.ts
 const OWNERS = ownersOnly('manage alert destinations')
 const READERS = errorAnswers({ 403: "an API key without the 'admin' scope" })
 const NOT_FOUND = errorAnswers({ 404: 'no such destination in the organization' })
-export const EMAIL_LOCKED = 'email destinations are available to verified organizations; verify your email address first'
+export const EMAIL_LOCKED =
+  'email destinations are available to verified organizations; verify your email address first'
 
 /**
  * Who may see a destination's URL in full: owners and API keys (which manage it). A member reads only its
@@ -83,7 +104,12 @@ async function checkedInput(deps: Deps, orgId: string, input: DestinationInput):
   // A URL with a host name is counted before it is judged, with the webhook's URLs: whether a name
   // resolves to an internal address is all a refusal tells, and this keeps anyone from asking it of many names.
   if (namesAHost(input.url)) {
-    const hit = await deps.store.hitRateLimit(`rate:webhook_put:${orgId}`, webhookPutLimit.limit, webhookPutLimit.windowMs, deps.clock())
+    const hit = await deps.store.hitRateLimit(
+      `rate:webhook_put:${orgId}`,
+      webhookPutLimit.limit,
+      webhookPutLimit.windowMs,
+      deps.clock(),
+    )
     if (!hit.allowed) throw tooManyRequests(hit.retryAfterMs)
   }
   try {
@@ -128,8 +154,15 @@ export function alertDestinationRoutes(deps: Deps) {
     .derive(async ({ request }) => ({ principal: await authenticate(deps, request) }))
     .get(
       '/api/v1/organization/alert-destinations',
-      async ({ principal }) => (await destinations.listDestinations(principal.orgId)).map((d) => destinationView(d, principal)),
-      { response: { 200: t.Array(DestinationSchema) }, detail: { summary: "The organization's alert destinations, oldest first (secrets as hints); members may read them", responses: READERS } },
+      async ({ principal }) =>
+        (await destinations.listDestinations(principal.orgId)).map((d) => destinationView(d, principal)),
+      {
+        response: { 200: t.Array(DestinationSchema) },
+        detail: {
+          summary: "The organization's alert destinations, oldest first (secrets as hints); members may read them",
+          responses: READERS,
+        },
+      },
     )
     .post(
       '/api/v1/organization/alert-destinations',
@@ -143,22 +176,40 @@ export function alertDestinationRoutes(deps: Deps) {
         partsOrBadRequest(kind, settings) // the kind's settings before the URL is looked up
         const parts = partsOrBadRequest(kind, await checkedInput(deps, principal.orgId, settings))
         const created = await nameOrConflict(() =>
-          destinations.createDestination({ id: Bun.randomUUIDv7(), org_id: principal.orgId, kind, name, enabled: enabled ?? true, settings: parts.settings, secret: parts.secret ?? null, created_at: clock() }),
+          destinations.createDestination({
+            id: Bun.randomUUIDv7(),
+            org_id: principal.orgId,
+            kind,
+            name,
+            enabled: enabled ?? true,
+            settings: parts.settings,
+            secret: parts.secret ?? null,
+            created_at: clock(),
+          }),
         )
         set.status = 201
         return { ...destinationView(created), ...(kind === 'webhook' ? { secret: created.secret! } : {}) }
       },
       {
         body: body(
-          { kind: oneOf('kind', DESTINATION_KINDS), name: requiredString('name', fieldLimits.name), enabled: t.Optional(boolean('enabled')), ...settingFields },
+          {
+            kind: oneOf('kind', DESTINATION_KINDS),
+            name: requiredString('name', fieldLimits.name),
+            enabled: t.Optional(boolean('enabled')),
+            ...settingFields,
+          },
           { examples: [{ kind: 'webhook', name: 'on-call receiver', url: 'https://hooks.example.com/dbm' }] },
         ),
         response: { 201: CreatedAlertDestination },
         detail: {
-          summary: 'Add an alert destination: url for webhook, slack, teams, alertmanager (and optionally pagerduty, opsgenie); to for email; routing_key for pagerduty; api_key for opsgenie',
+          summary:
+            'Add an alert destination: url for webhook, slack, teams, alertmanager (and optionally pagerduty, opsgenie); to for email; routing_key for pagerduty; api_key for opsgenie',
           responses: {
             ...OWNERS,
-            ...errorAnswers({ 409: 'a destination of that name exists, or the organization has the most it may', 429: 'too many URLs with a host name set this hour' }),
+            ...errorAnswers({
+              409: 'a destination of that name exists, or the organization has the most it may',
+              429: 'too many URLs with a host name set this hour',
+            }),
           },
         },
       },
@@ -166,7 +217,13 @@ export function alertDestinationRoutes(deps: Deps) {
     .get(
       '/api/v1/organization/alert-destinations/:id',
       async ({ principal, params }) => destinationView(await find(principal.orgId, params.id), principal),
-      { response: { 200: DestinationSchema }, detail: { summary: 'One alert destination (its secret as a hint); members may read it', responses: { ...READERS, ...NOT_FOUND } } },
+      {
+        response: { 200: DestinationSchema },
+        detail: {
+          summary: 'One alert destination (its secret as a hint); members may read it',
+          responses: { ...READERS, ...NOT_FOUND },
+        },
+      },
     )
     .patch(
       '/api/v1/organization/alert-destinations/:id',
@@ -176,14 +233,38 @@ export function alertDestinationRoutes(deps: Deps) {
         const { name, enabled, ...settings } = body
         partsOrBadRequest(current.kind, settings, current)
         const parts = partsOrBadRequest(current.kind, await checkedInput(deps, principal.orgId, settings), current)
-        const updated = await nameOrConflict(() => destinations.updateDestination(principal.orgId, current.id, { name, enabled, settings: parts.settings, secret: parts.secret }, clock()))
+        const updated = await nameOrConflict(() =>
+          destinations.updateDestination(
+            principal.orgId,
+            current.id,
+            { name, enabled, settings: parts.settings, secret: parts.secret },
+            clock(),
+          ),
+        )
         if (!updated) throw notFound('alert destination')
         return destinationView(updated)
       },
       {
-        body: body({ name: t.Optional(requiredString('name', fieldLimits.name)), enabled: t.Optional(boolean('enabled')), ...settingFields }, { examples: [{ enabled: false }] }),
+        body: body(
+          {
+            name: t.Optional(requiredString('name', fieldLimits.name)),
+            enabled: t.Optional(boolean('enabled')),
+            ...settingFields,
+          },
+          { examples: [{ enabled: false }] },
+        ),
         response: { 200: DestinationSchema },
-        detail: { summary: "Change an alert destination's name, enabled, or its kind's settings (its kind stays)", responses: { ...OWNERS, ...NOT_FOUND, ...errorAnswers({ 409: 'a destination of that name exists', 429: 'too many URLs with a host name set this hour' }) } },
+        detail: {
+          summary: "Change an alert destination's name, enabled, or its kind's settings (its kind stays)",
+          responses: {
+            ...OWNERS,
+            ...NOT_FOUND,
+            ...errorAnswers({
+              409: 'a destination of that name exists',
+              429: 'too many URLs with a host name set this hour',
+            }),
+          },
+        },
       },
     )
     .delete(
@@ -191,10 +272,17 @@ export function alertDestinationRoutes(deps: Deps) {
       async ({ principal, params, set }) => {
         owner(principal)
         const current = await find(principal.orgId, params.id)
-        if (!(await destinations.deleteDestination(principal.orgId, current.id, clock()))) throw notFound('alert destination')
+        if (!(await destinations.deleteDestination(principal.orgId, current.id, clock())))
+          throw notFound('alert destination')
         set.status = 204
       },
-      { response: { 204: NoContent }, detail: { summary: 'Remove an alert destination (its undelivered notifications are given up)', responses: { ...OWNERS, ...NOT_FOUND } } },
+      {
+        response: { 204: NoContent },
+        detail: {
+          summary: 'Remove an alert destination (its undelivered notifications are given up)',
+          responses: { ...OWNERS, ...NOT_FOUND },
+        },
+      },
     )
     .post(
       '/api/v1/organization/alert-destinations/:id/test',
@@ -202,7 +290,11 @@ export function alertDestinationRoutes(deps: Deps) {
         owner(principal)
         const d = await find(principal.orgId, params.id)
         const now = clock()
-        const cooldown = await store.takeCooldown(`cooldown:destination-test:${d.id}`, alertDestinationLimits.testCooldownMs, now)
+        const cooldown = await store.takeCooldown(
+          `cooldown:destination-test:${d.id}`,
+          alertDestinationLimits.testCooldownMs,
+          now,
+        )
         if (!cooldown.allowed) throw tooManyRequests(cooldown.retryAfterMs)
         // and per organization: deleting a destination and making it again starts no new cooldown
         const { limit, windowMs } = alertDestinationLimits.testsPerOrganization
@@ -210,21 +302,43 @@ export function alertDestinationRoutes(deps: Deps) {
         if (!tests.allowed) throw tooManyRequests(tests.retryAfterMs)
         // Sent as alerts are, but not recorded as the destination's last success or failure, which describe alert deliveries.
         const alertId = Bun.randomUUIDv7()
-        const sendOptions = { mailer: deps.mailer, publicUrl: deps.publicUrl, policy: deps.webhooks, timeoutMs: healthMonitorDefaults.webhookTimeoutMs }
+        const sendOptions = {
+          mailer: deps.mailer,
+          publicUrl: deps.publicUrl,
+          policy: deps.webhooks,
+          timeoutMs: healthMonitorDefaults.webhookTimeoutMs,
+        }
         let error: string | null = null
         for (const event of ['opened', 'resolved'] as const) {
-          error = await deliverTo(d, testMessage(principal.orgId, deps.publicUrl, event, alertId, now, clock()), sendOptions)
+          error = await deliverTo(
+            d,
+            testMessage(principal.orgId, deps.publicUrl, event, alertId, now, clock()),
+            sendOptions,
+          )
           serverMetrics.alertDestinationDeliveries.labels(d.kind, error === null ? 'delivered' : 'failed').inc()
           if (error !== null) break
         }
         if (error === null) return { delivered: true }
         const url = destinationUrl(d)
-        deps.log.info('alert destination test not delivered', { org: principal.orgId, destination: d.id, kind: d.kind, ...(url ? { target: targetOrigin(url) } : {}), cause: error })
+        deps.log.info('alert destination test not delivered', {
+          org: principal.orgId,
+          destination: d.id,
+          kind: d.kind,
+          ...(url ? { target: targetOrigin(url) } : {}),
+          cause: error,
+        })
         return { delivered: false, reason: TEST_NOT_DELIVERED }
       },
       {
         response: { 200: DestinationTestResult },
-        detail: { summary: 'Send the destination a test alert, then its resolution', responses: { ...OWNERS, ...NOT_FOUND, ...errorAnswers({ 429: 'a test of this destination was sent within the cooldown (see Retry-After)' }) } },
+        detail: {
+          summary: 'Send the destination a test alert, then its resolution',
+          responses: {
+            ...OWNERS,
+            ...NOT_FOUND,
+            ...errorAnswers({ 429: 'a test of this destination was sent within the cooldown (see Retry-After)' }),
+          },
+        },
       },
     )
 }

@@ -37,7 +37,13 @@ function routeView(r: AlertRoute) {
 }
 
 const list = <T extends Parameters<typeof t.Array>[0]>(field: string, item: T) =>
-  t.Optional(t.Array(item, { minItems: 1, maxItems: L.matchValues, error: `${field} must be a list of 1 to ${L.matchValues} values` }))
+  t.Optional(
+    t.Array(item, {
+      minItems: 1,
+      maxItems: L.matchValues,
+      error: `${field} must be a list of 1 to ${L.matchValues} values`,
+    }),
+  )
 
 const matchSchema = t.Object(
   {
@@ -58,7 +64,10 @@ const matchSchema = t.Object(
 const routeFields = {
   name: requiredString('name', fieldLimits.name),
   match: t.Optional(matchSchema),
-  destinations: t.Array(requiredString('destinations', 64), { maxItems: L.matchValues, error: `destinations must be a list of at most ${L.matchValues} destination ids` }),
+  destinations: t.Array(requiredString('destinations', 64), {
+    maxItems: L.matchValues,
+    error: `destinations must be a list of at most ${L.matchValues} destination ids`,
+  }),
   continue: t.Optional(boolean('continue')),
   repeat_interval_s: t.Optional(
     t.Union([t.Integer({ minimum: L.repeatMinS, maximum: L.repeatMaxS }), t.Null()], {
@@ -79,8 +88,13 @@ export function alertRouteRoutes(deps: Deps) {
   /** The destinations, each one of the organization's (400 otherwise), once each in their order. */
   const checkedDestinations = async (orgId: string, ids: string[]) => {
     for (const id of ids) {
-      const ok = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id) && (await store.alertDestinations.getDestination(orgId, id))
-      if (!ok) throw badRequest(`destinations: ${JSON.stringify(id.slice(0, 64))} is not an alert destination of the organization`)
+      const ok =
+        /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id) &&
+        (await store.alertDestinations.getDestination(orgId, id))
+      if (!ok)
+        throw badRequest(
+          `destinations: ${JSON.stringify(id.slice(0, 64))} is not an alert destination of the organization`,
+        )
     }
     return [...new Set(ids)]
   }
@@ -88,8 +102,11 @@ export function alertRouteRoutes(deps: Deps) {
   const checkedMatch = async (orgId: string, match: RouteMatch | undefined): Promise<RouteMatch | undefined> => {
     if (!match) return undefined
     for (const id of match.database_id ?? []) {
-      const ok = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id) && (await store.getDatabase(orgId, id))
-      if (!ok) throw badRequest(`match.database_id: ${JSON.stringify(id.slice(0, 64))} is not a database of the organization`)
+      const ok =
+        /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id) &&
+        (await store.getDatabase(orgId, id))
+      if (!ok)
+        throw badRequest(`match.database_id: ${JSON.stringify(id.slice(0, 64))} is not a database of the organization`)
     }
     const out: RouteMatch = {}
     if (match.severity) out.severity = [...new Set(match.severity)]
@@ -106,13 +123,17 @@ export function alertRouteRoutes(deps: Deps) {
         owner(principal)
         return (await routing.listRoutes(principal.orgId)).map(routeView)
       },
-      { response: { 200: t.Array(RouteSchema) }, detail: { summary: "The organization's alert routes in their order", responses: OWNERS } },
+      {
+        response: { 200: t.Array(RouteSchema) },
+        detail: { summary: "The organization's alert routes in their order", responses: OWNERS },
+      },
     )
     .post(
       '/api/v1/organization/alert-routes',
       async ({ principal, body, set }) => {
         owner(principal)
-        if ((await routing.listRoutes(principal.orgId)).length >= L.routesPerOrganization) throw conflict(`an organization has at most ${L.routesPerOrganization} alert routes`)
+        if ((await routing.listRoutes(principal.orgId)).length >= L.routesPerOrganization)
+          throw conflict(`an organization has at most ${L.routesPerOrganization} alert routes`)
         const created = await routing.createRoute({
           id: Bun.randomUUIDv7(),
           org_id: principal.orgId,
@@ -127,10 +148,15 @@ export function alertRouteRoutes(deps: Deps) {
         return routeView(created)
       },
       {
-        body: body(routeFields, { examples: [{ name: 'critical alerts', match: { severity: ['critical'] }, destinations: [], repeat_interval_s: 3600 }] }),
+        body: body(routeFields, {
+          examples: [
+            { name: 'critical alerts', match: { severity: ['critical'] }, destinations: [], repeat_interval_s: 3600 },
+          ],
+        }),
         response: { 201: RouteSchema },
         detail: {
-          summary: 'Add an alert route at the end of the list: alerts matching it go to its destinations (and to later routes only with continue)',
+          summary:
+            'Add an alert route at the end of the list: alerts matching it go to its destinations (and to later routes only with continue)',
           responses: { ...OWNERS, ...errorAnswers({ 409: 'the organization has the most routes it may' }) },
         },
       },
@@ -141,7 +167,10 @@ export function alertRouteRoutes(deps: Deps) {
         owner(principal)
         return routeView(await find(principal.orgId, params.id))
       },
-      { response: { 200: RouteSchema }, detail: { summary: 'One alert route', responses: { ...OWNERS, ...NOT_FOUND } } },
+      {
+        response: { 200: RouteSchema },
+        detail: { summary: 'One alert route', responses: { ...OWNERS, ...NOT_FOUND } },
+      },
     )
     .patch(
       '/api/v1/organization/alert-routes/:id',
@@ -154,7 +183,10 @@ export function alertRouteRoutes(deps: Deps) {
           {
             name: body.name,
             match: await checkedMatch(principal.orgId, body.match),
-            destinations: body.destinations === undefined ? undefined : await checkedDestinations(principal.orgId, body.destinations),
+            destinations:
+              body.destinations === undefined
+                ? undefined
+                : await checkedDestinations(principal.orgId, body.destinations),
             continue: body.continue,
             repeat_interval_s: body.repeat_interval_s,
             position: body.position,
@@ -170,12 +202,18 @@ export function alertRouteRoutes(deps: Deps) {
             ...routeFields,
             name: t.Optional(routeFields.name),
             destinations: t.Optional(routeFields.destinations),
-            position: t.Optional(t.Integer({ minimum: 0, maximum: 1000, error: 'position must be a whole number from 0 (first) to 1000' })),
+            position: t.Optional(
+              t.Integer({ minimum: 0, maximum: 1000, error: 'position must be a whole number from 0 (first) to 1000' }),
+            ),
           },
           { examples: [{ position: 0 }] },
         ),
         response: { 200: RouteSchema },
-        detail: { summary: "Change an alert route's name, matchers, destinations, continue or repeat interval, or move it (position, from 0)", responses: { ...OWNERS, ...NOT_FOUND } },
+        detail: {
+          summary:
+            "Change an alert route's name, matchers, destinations, continue or repeat interval, or move it (position, from 0)",
+          responses: { ...OWNERS, ...NOT_FOUND },
+        },
       },
     )
     .delete(
@@ -186,6 +224,9 @@ export function alertRouteRoutes(deps: Deps) {
         if (!(await routing.deleteRoute(principal.orgId, current.id))) throw notFound('alert route')
         set.status = 204
       },
-      { response: { 204: NoContent }, detail: { summary: 'Remove an alert route', responses: { ...OWNERS, ...NOT_FOUND } } },
+      {
+        response: { 204: NoContent },
+        detail: { summary: 'Remove an alert route', responses: { ...OWNERS, ...NOT_FOUND } },
+      },
     )
 }

@@ -11,12 +11,20 @@ import { forbidden, notFound, unauthorized } from '../http-error.ts'
 import { CreatorRevokedError } from '../store/accounts/api-keys.ts'
 import { fieldLimits } from '../limits.ts'
 import { apiKeyView } from '../views.ts'
-import { API_KEY_SCOPES, ApiKey, type ApiKeyScope, CreatedApiKey, DEFAULT_API_KEY_SCOPES } from '../../shared/api/api-keys.ts'
+import {
+  API_KEY_SCOPES,
+  ApiKey,
+  type ApiKeyScope,
+  CreatedApiKey,
+  DEFAULT_API_KEY_SCOPES,
+} from '../../shared/api/api-keys.ts'
 import { NoContent } from '../../shared/api/common.ts'
 import { errorAnswers } from '../openapi.ts'
 import { body, boolean, oneOf, pathId, query, requiredString } from './schema.ts'
 
-const OWNERS = errorAnswers({ 403: "a member (only an owner can manage API keys), or an API key without the 'admin' scope" })
+const OWNERS = errorAnswers({
+  403: "a member (only an owner can manage API keys), or an API key without the 'admin' scope",
+})
 
 const scopesField = t.Array(oneOf('scopes', API_KEY_SCOPES), {
   minItems: 1,
@@ -32,11 +40,16 @@ export function apiKeyRoutes(deps: Deps) {
     .derive(async ({ request }) => ({ principal: requireOwner(await authenticate(deps, request), 'manage API keys') }))
     .get(
       '/',
-      async ({ principal, query }) => (await store.listApiKeys(principal.orgId, query.include_revoked ?? false)).map((k) => apiKeyView(k, k.creator)),
+      async ({ principal, query }) =>
+        (await store.listApiKeys(principal.orgId, query.include_revoked ?? false)).map((k) => apiKeyView(k, k.creator)),
       {
         query: query({ include_revoked: t.Optional(boolean('include_revoked')) }),
         response: { 200: t.Array(ApiKey) },
-        detail: { summary: "The organization's API keys (active ones, or all with include_revoked), with their scopes and creators", responses: OWNERS },
+        detail: {
+          summary:
+            "The organization's API keys (active ones, or all with include_revoked), with their scopes and creators",
+          responses: OWNERS,
+        },
       },
     )
     .post(
@@ -47,7 +60,9 @@ export function apiKeyRoutes(deps: Deps) {
           // A key made by a key before keys recorded their creators answers to nobody: removing a user never
           // reaches it, so it may not make more keys that would not either.
           if (principal.createdBy === null) {
-            throw forbidden('this API key has no known creator (a key made it before keys recorded theirs), so it cannot create keys: an owner can')
+            throw forbidden(
+              'this API key has no known creator (a key made it before keys recorded theirs), so it cannot create keys: an owner can',
+            )
           }
           const missing = scopes.find((s) => !principal.scopes.includes(s))
           if (missing) throw forbidden(`this API key cannot grant the '${missing}' scope: it does not hold it`)
@@ -74,19 +89,31 @@ export function apiKeyRoutes(deps: Deps) {
         }
         const creator = createdBy === null ? undefined : await store.getUser(createdBy)
         set.status = 201
-        return { ...apiKeyView(key, creator && creator.org_id === principal.orgId ? creator : null), key: generated.fullKey }
+        return {
+          ...apiKeyView(key, creator && creator.org_id === principal.orgId ? creator : null),
+          key: generated.fullKey,
+        }
       },
       {
         body: body({ name: requiredString('name', fieldLimits.name), scopes: t.Optional(scopesField) }),
         response: { 201: CreatedApiKey },
         detail: {
-          summary: "Create an API key: the full key is in this answer only. Scopes default to ingest and read; a key creating one grants only scopes it holds",
+          summary:
+            'Create an API key: the full key is in this answer only. Scopes default to ingest and read; a key creating one grants only scopes it holds',
           responses: OWNERS,
         },
       },
     )
-    .delete('/:id', async ({ principal, params, set }) => {
-      if (!(await store.revokeApiKey(principal.orgId, pathId(params.id, 'API key'), clock()))) throw notFound('API key')
-      set.status = 204
-    }, { response: { 204: NoContent }, detail: { summary: 'Revoke an API key: refused from the next request on', responses: OWNERS } })
+    .delete(
+      '/:id',
+      async ({ principal, params, set }) => {
+        if (!(await store.revokeApiKey(principal.orgId, pathId(params.id, 'API key'), clock())))
+          throw notFound('API key')
+        set.status = 204
+      },
+      {
+        response: { 204: NoContent },
+        detail: { summary: 'Revoke an API key: refused from the next request on', responses: OWNERS },
+      },
+    )
 }

@@ -40,7 +40,13 @@ export function authRoutes(deps: Deps) {
   const sendVerification = async (user: User) => {
     const token = randomToken()
     const now = clock()
-    await store.createEmailToken({ tokenHash: sha256(token), userId: user.id, kind: 'verify', expiresAt: now + tokenLifetimes.verifyMs, now })
+    await store.createEmailToken({
+      tokenHash: sha256(token),
+      userId: user.id,
+      kind: 'verify',
+      expiresAt: now + tokenLifetimes.verifyMs,
+      now,
+    })
     // The dashboard's verify page reads the token from the fragment (never sent to a server or in a
     // Referer), calls GET /auth/verify-email and shows the result.
     const link = `${deps.publicUrl}/#/verify?token=${token}`
@@ -85,31 +91,59 @@ export function authRoutes(deps: Deps) {
         return { user: userView(created.user), organization: organizationView(created.org), ...session }
       },
       {
-        body: body({
-          email: email(),
-          password: password('password', passwordLength.min, passwordLength.max),
-          name: requiredString('name', fieldLimits.name),
-          org_name: requiredString('org_name', fieldLimits.name),
-        }, { examples: [{ email: 'ada@example.com', password: 'correct horse battery staple', name: 'Ada', org_name: 'Analytical Engines' }] }),
+        body: body(
+          {
+            email: email(),
+            password: password('password', passwordLength.min, passwordLength.max),
+            name: requiredString('name', fieldLimits.name),
+            org_name: requiredString('org_name', fieldLimits.name),
+          },
+          {
+            examples: [
+              {
+                email: 'ada@example.com',
+                password: 'correct horse battery staple',
+                name: 'Ada',
+                org_name: 'Analytical Engines',
+              },
+            ],
+          },
+        ),
         response: { 201: SignupResult },
-        detail: { summary: 'Create an account: an organization and its first user (owner); mails a verification link', security: [], responses: errorAnswers({ 403: 'signup is closed on this server (DBM_SIGNUP=closed)', 409: 'the email address is registered already' }) },
+        detail: {
+          summary: 'Create an account: an organization and its first user (owner); mails a verification link',
+          security: [],
+          responses: errorAnswers({
+            403: 'signup is closed on this server (DBM_SIGNUP=closed)',
+            409: 'the email address is registered already',
+          }),
+        },
       },
     )
     .post(
       '/login',
       async ({ body, cookie }) => {
         const user = await store.findUserByEmail(normalizeEmail(body.email))
-        const ok = user ? await verifyPassword(body.password, user.password_hash) : await burnPasswordCheck(body.password)
+        const ok = user
+          ? await verifyPassword(body.password, user.password_hash)
+          : await burnPasswordCheck(body.password)
         if (!user || !ok) throw unauthorized('invalid email or password')
         return startSession(user, cookie as CookieJar)
       },
       {
-        body: body({
-          email: token('email', 254),
-          password: t.String({ minLength: 1, maxLength: passwordLength.max, error: 'password is required' }),
-        }, { examples: [{ email: 'ada@example.com', password: 'correct horse battery staple' }] }),
+        body: body(
+          {
+            email: token('email', 254),
+            password: t.String({ minLength: 1, maxLength: passwordLength.max, error: 'password is required' }),
+          },
+          { examples: [{ email: 'ada@example.com', password: 'correct horse battery staple' }] },
+        ),
         response: { 200: Session },
-        detail: { summary: 'Sign in with email and password', security: [], responses: errorAnswers({ 401: 'invalid email or password' }) },
+        detail: {
+          summary: 'Sign in with email and password',
+          security: [],
+          responses: errorAnswers({ 401: 'invalid email or password' }),
+        },
       },
     )
     .post(
@@ -133,14 +167,31 @@ export function authRoutes(deps: Deps) {
         if (!user) throw unauthorized('invalid or expired refresh token')
         const access = await tokens.signAccess(user.id, user.org_id, result.sessionId)
         setSessionCookies(cookie as CookieJar, access, next.token)
-        return { access_token: access, refresh_token: next.token, token_type: 'Bearer' as const, expires_in: tokenLifetimes.accessSeconds }
+        return {
+          access_token: access,
+          refresh_token: next.token,
+          token_type: 'Bearer' as const,
+          expires_in: tokenLifetimes.accessSeconds,
+        }
       },
       {
         body: t.Optional(
-          body({ refresh_token: t.Optional(t.String({ minLength: 1, maxLength: 4096, error: 'refresh_token must be a non-empty string of at most 4096 characters' })) }),
+          body({
+            refresh_token: t.Optional(
+              t.String({
+                minLength: 1,
+                maxLength: 4096,
+                error: 'refresh_token must be a non-empty string of at most 4096 characters',
+              }),
+            ),
+          }),
         ),
         response: { 200: Session },
-        detail: { summary: 'Exchange a refresh token (body or cookie) for new tokens; a reused one revokes its session', security: [], responses: errorAnswers({ 401: 'invalid, expired or reused refresh token' }) },
+        detail: {
+          summary: 'Exchange a refresh token (body or cookie) for new tokens; a reused one revokes its session',
+          security: [],
+          responses: errorAnswers({ 401: 'invalid, expired or reused refresh token' }),
+        },
       },
     )
     .post(
@@ -159,25 +210,46 @@ export function authRoutes(deps: Deps) {
       },
       {
         body: t.Optional(
-          body({ refresh_token: t.Optional(t.String({ maxLength: 4096, error: 'refresh_token must be a string of at most 4096 characters' })) }),
+          body({
+            refresh_token: t.Optional(
+              t.String({ maxLength: 4096, error: 'refresh_token must be a string of at most 4096 characters' }),
+            ),
+          }),
         ),
         response: { 204: NoContent },
-        detail: { summary: 'Sign out: ends the session of the refresh token and of the access token presented', security: [] },
+        detail: {
+          summary: 'Sign out: ends the session of the refresh token and of the access token presented',
+          security: [],
+        },
       },
     )
-    .get('/me', async ({ request, cookie }) => {
-      const principal = await authenticate(deps, request)
-      const org = await store.getOrganization(principal.orgId)
-      if (!org) throw unauthorized('organization no longer exists')
-      if (principal.kind === 'api_key') {
-        const key = (await store.listApiKeys(org.id, false)).find((k) => k.id === principal.apiKeyId)
-        return { organization: organizationView(org), api_key: key ? { id: key.id, name: key.name, scopes: key.scopes } : null }
-      }
-      const user = await store.getUser(principal.userId)
-      if (!user) throw unauthorized('invalid or expired access token')
-      const webhook = await store.monitor.getWebhook(org.id)
-      return { user: userView(user), organization: organizationView(org), notifications: { mail: deps.mailer.transport, webhook: webhook !== undefined } }
-    }, { response: { 200: Me }, detail: { summary: 'Who the request is made as: the user, or the API key, and the organization' } })
+    .get(
+      '/me',
+      async ({ request, cookie }) => {
+        const principal = await authenticate(deps, request)
+        const org = await store.getOrganization(principal.orgId)
+        if (!org) throw unauthorized('organization no longer exists')
+        if (principal.kind === 'api_key') {
+          const key = (await store.listApiKeys(org.id, false)).find((k) => k.id === principal.apiKeyId)
+          return {
+            organization: organizationView(org),
+            api_key: key ? { id: key.id, name: key.name, scopes: key.scopes } : null,
+          }
+        }
+        const user = await store.getUser(principal.userId)
+        if (!user) throw unauthorized('invalid or expired access token')
+        const webhook = await store.monitor.getWebhook(org.id)
+        return {
+          user: userView(user),
+          organization: organizationView(org),
+          notifications: { mail: deps.mailer.transport, webhook: webhook !== undefined },
+        }
+      },
+      {
+        response: { 200: Me },
+        detail: { summary: 'Who the request is made as: the user, or the API key, and the organization' },
+      },
+    )
     .get(
       '/verify-email',
       async ({ query }) => {
@@ -199,14 +271,28 @@ export function authRoutes(deps: Deps) {
         detail: { summary: "Verify the account's email address with the mailed token", security: [] },
       },
     )
-    .post('/resend-verification', async ({ request, cookie }) => {
-      const user = await requireUser(request, cookie as CookieJar)
-      if (user.email_verified_at !== null) throw conflict('email address is already verified')
-      const cooldown = await store.takeCooldown(`cooldown:resend:${user.id}`, mailCooldownMs, clock())
-      if (!cooldown.allowed) throw tooManyRequests(cooldown.retryAfterMs)
-      await sendVerification(user)
-      return { message: 'verification email sent' }
-    }, { response: { 200: Message }, detail: { summary: 'Send the verification mail again (a user access token only; once per cooldown)', security: [{ bearer: [] }, { cookie: [] }], responses: errorAnswers({ 409: 'the address is verified already', 429: 'asked again within the cooldown (see Retry-After)' }) } })
+    .post(
+      '/resend-verification',
+      async ({ request, cookie }) => {
+        const user = await requireUser(request, cookie as CookieJar)
+        if (user.email_verified_at !== null) throw conflict('email address is already verified')
+        const cooldown = await store.takeCooldown(`cooldown:resend:${user.id}`, mailCooldownMs, clock())
+        if (!cooldown.allowed) throw tooManyRequests(cooldown.retryAfterMs)
+        await sendVerification(user)
+        return { message: 'verification email sent' }
+      },
+      {
+        response: { 200: Message },
+        detail: {
+          summary: 'Send the verification mail again (a user access token only; once per cooldown)',
+          security: [{ bearer: [] }, { cookie: [] }],
+          responses: errorAnswers({
+            409: 'the address is verified already',
+            429: 'asked again within the cooldown (see Retry-After)',
+          }),
+        },
+      },
+    )
     .post(
       '/forgot-password',
       async ({ body }) => {
@@ -218,7 +304,13 @@ export function authRoutes(deps: Deps) {
         if (user) {
           const token = randomToken()
           const now = clock()
-          await store.createEmailToken({ tokenHash: sha256(token), userId: user.id, kind: 'reset', expiresAt: now + tokenLifetimes.resetMs, now })
+          await store.createEmailToken({
+            tokenHash: sha256(token),
+            userId: user.id,
+            kind: 'reset',
+            expiresAt: now + tokenLifetimes.resetMs,
+            now,
+          })
           const link = `${deps.publicUrl}/reset-password?token=${token}`
           mailer.send({
             to: user.email,
@@ -235,7 +327,11 @@ export function authRoutes(deps: Deps) {
       {
         body: body({ email: email() }, { examples: [{ email: 'ada@example.com' }] }),
         response: { 200: Message },
-        detail: { summary: 'Mail a password reset link, if an account has that address (the answer is the same either way)', security: [], responses: errorAnswers({ 429: 'asked again for that address within the cooldown (see Retry-After)' }) },
+        detail: {
+          summary: 'Mail a password reset link, if an account has that address (the answer is the same either way)',
+          security: [],
+          responses: errorAnswers({ 429: 'asked again for that address within the cooldown (see Retry-After)' }),
+        },
       },
     )
     .post(
@@ -253,7 +349,10 @@ export function authRoutes(deps: Deps) {
           password: password('password', passwordLength.min, passwordLength.max),
         }),
         response: { 200: Message },
-        detail: { summary: 'Set a new password with the mailed reset token; ends every session of the user', security: [] },
+        detail: {
+          summary: 'Set a new password with the mailed reset token; ends every session of the user',
+          security: [],
+        },
       },
     )
 }

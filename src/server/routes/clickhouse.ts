@@ -24,13 +24,15 @@ const finite = (n: number) => (Number.isFinite(n) ? n : null)
  * part / whole, null when either is unknown, the whole is not positive, or the quotient is not finite (a
  * wire-valid whole of 5e-324 bytes or parts divides into Infinity).
  */
-const ratio = (part: number | null, whole: number | null, digits = 4) => (part === null || whole === null || whole <= 0 ? null : finite(round(part / whole, digits)))
+const ratio = (part: number | null, whole: number | null, digits = 4) =>
+  part === null || whole === null || whole <= 0 ? null : finite(round(part / whole, digits))
 const pct = (part: number | null, whole: number | null) => {
   const r = ratio(part, whole, 8)
   return r === null ? null : finite(round(r * 100, 2))
 }
 const byCodePoint = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
-const maxOrNull = (values: (number | null)[]) => values.reduce<number | null>((max, v) => (v === null ? max : max === null ? v : Math.max(max, v)), null)
+const maxOrNull = (values: (number | null)[]) =>
+  values.reduce<number | null>((max, v) => (v === null ? max : max === null ? v : Math.max(max, v)), null)
 
 // ---- parts ----
 
@@ -57,7 +59,10 @@ type PartitionView = ReturnType<typeof partitionView>
 
 /** Most active parts first; ties by database, table and partition. */
 const partitionOrder = (a: PartitionView, b: PartitionView) =>
-  b.active_parts - a.active_parts || byCodePoint(a.database, b.database) || byCodePoint(a.table, b.table) || byCodePoint(a.partition_id, b.partition_id)
+  b.active_parts - a.active_parts ||
+  byCodePoint(a.database, b.database) ||
+  byCodePoint(a.table, b.table) ||
+  byCodePoint(a.partition_id, b.partition_id)
 
 /** One table's partitions summed; its worst partition is the one with the most active parts (the one inserts stall on). */
 function tableViews(partitions: PartitionView[]) {
@@ -88,7 +93,10 @@ function tableViews(partitions: PartitionView[]) {
 }
 
 /** Largest `sort` first; ties by database, table (and partition). */
-function sortedBy<T extends { database: string; table: string; partition_id?: string } & Record<PartSort, number>>(rows: T[], sort: PartSort): T[] {
+function sortedBy<T extends { database: string; table: string; partition_id?: string } & Record<PartSort, number>>(
+  rows: T[],
+  sort: PartSort,
+): T[] {
   return rows.sort(
     (a, b) =>
       b[sort] - a[sort] ||
@@ -140,7 +148,10 @@ function mutationView(m: MutationEntry, now: number) {
 /** Unfinished and stuck mutations (as the agent judged them); null before the first batch. */
 export function mutationSummary(mutations: MutationEntry[] | undefined) {
   if (mutations === undefined) return { active_mutations: null, stuck_mutations: null }
-  return { active_mutations: mutations.filter((m) => !m.is_done).length, stuck_mutations: mutations.filter((m) => m.stuck).length }
+  return {
+    active_mutations: mutations.filter((m) => !m.is_done).length,
+    stuck_mutations: mutations.filter((m) => m.stuck).length,
+  }
 }
 
 /** Stuck first, then running, then done; the oldest first within each. */
@@ -230,7 +241,8 @@ function serverSeries(server: MetricPoint[], disks: MetricPoint[], bucketSeconds
     return point
   }
   for (const p of server) Object.assign(at(p.ts).values, p.values)
-  for (const p of disks) at(p.ts).disks.push(diskView(p.subject, Object.fromEntries(DISK_KEYS.map((k) => [k, p.values[k]]))))
+  for (const p of disks)
+    at(p.ts).disks.push(diskView(p.subject, Object.fromEntries(DISK_KEYS.map((k) => [k, p.values[k]]))))
   return [...byTs]
     .sort(([a], [b]) => a - b)
     .map(([ts, point]) => ({ ts: rfc3339(ts), ...serverValues(point.values, point.disks, bucketSeconds) }))
@@ -239,7 +251,8 @@ function serverSeries(server: MetricPoint[], disks: MetricPoint[], bucketSeconds
 export function clickhouseRoutes(deps: Deps) {
   const { store, clock } = deps
   const reader = store.clickhouse
-  const clickhouse = (principal: Parameters<typeof databaseFor>[1], id: string) => databaseFor(deps, principal, id, 'clickhouse')
+  const clickhouse = (principal: Parameters<typeof databaseFor>[1], id: string) =>
+    databaseFor(deps, principal, id, 'clickhouse')
 
   return new Elysia({ prefix: '/api/v1/databases/:id' })
     .derive(async ({ request }) => ({ principal: await authenticate(deps, request) }))
@@ -251,7 +264,11 @@ export function clickhouseRoutes(deps: Deps) {
         const sort = query.sort_by ?? 'active_parts'
         const limit = clampLimit('parts', query.limit)
         const partitions = (latest?.payload ?? [])
-          .filter((p) => (query.database === undefined || p.database === query.database) && (query.table === undefined || p.table === query.table))
+          .filter(
+            (p) =>
+              (query.database === undefined || p.database === query.database) &&
+              (query.table === undefined || p.table === query.table),
+          )
           .map(partitionView)
         const tables = tableViews(partitions)
         const found = latest !== undefined
@@ -285,10 +302,17 @@ export function clickhouseRoutes(deps: Deps) {
         const points = await reader.metricSeries(db.id, 'parts', intervalsFor(query, clock()))
         return points.map((p) => ({
           ts: rfc3339(p.ts),
-          ...(Object.fromEntries(PARTS_GAUGE_KEYS.map((k) => [k, orNull(p.values[k])])) as Record<(typeof PARTS_GAUGE_KEYS)[number], number | null>),
+          ...(Object.fromEntries(PARTS_GAUGE_KEYS.map((k) => [k, orNull(p.values[k])])) as Record<
+            (typeof PARTS_GAUGE_KEYS)[number],
+            number | null
+          >),
         }))
       },
-      { query: seriesQuery, response: { 200: t.Array(PartsPoint) }, detail: { summary: 'Active parts, partitions and the fullest partition per interval' } },
+      {
+        query: seriesQuery,
+        response: { 200: t.Array(PartsPoint) },
+        detail: { summary: 'Active parts, partitions and the fullest partition per interval' },
+      },
     )
     .get(
       '/merges',
@@ -321,7 +345,10 @@ export function clickhouseRoutes(deps: Deps) {
         const latest = await reader.latestMutations(db.id)
         const now = clock()
         const mutations = (latest?.payload ?? [])
-          .filter((m) => (query.stuck === undefined || m.stuck === query.stuck) && (query.include_done !== false || !m.is_done))
+          .filter(
+            (m) =>
+              (query.stuck === undefined || m.stuck === query.stuck) && (query.include_done !== false || !m.is_done),
+          )
           .sort(mutationOrder)
         return {
           ts: rfc3339(latest?.ts ?? null),
@@ -364,7 +391,9 @@ export function clickhouseRoutes(deps: Deps) {
       {
         query: seriesQuery,
         response: { 200: ServerMetrics },
-        detail: { summary: "The server's memory, connections, query rates and disks: the latest cycle and per interval" },
+        detail: {
+          summary: "The server's memory, connections, query rates and disks: the latest cycle and per interval",
+        },
       },
     )
 }

@@ -180,7 +180,10 @@ export function configurationRoutes(deps: Deps) {
           q: t.Optional(t.String({ maxLength: MAX_QUERY, error: `q must be text of at most ${MAX_QUERY} characters` })),
         }),
         response: { 200: Configuration },
-        detail: { summary: "The server's settings: value, unit, source, default, context, pending restart, and dbm's advice on each" },
+        detail: {
+          summary:
+            "The server's settings: value, unit, source, default, context, pending restart, and dbm's advice on each",
+        },
       },
     )
 }

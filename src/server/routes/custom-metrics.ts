@@ -21,7 +21,10 @@ export function customMetricRoutes(deps: Deps) {
       '/custom-metrics',
       async ({ principal, params }) => {
         const db = await databaseFor(deps, principal, params.id)
-        const [metrics, series] = await Promise.all([store.customMetrics.listCustomMetrics(db.id), store.customMetrics.customSeries(db.id)])
+        const [metrics, series] = await Promise.all([
+          store.customMetrics.listCustomMetrics(db.id),
+          store.customMetrics.customSeries(db.id),
+        ])
         return {
           metrics: metrics.map((m) => ({
             name: m.name,
@@ -37,11 +40,22 @@ export function customMetricRoutes(deps: Deps) {
             updated_at: rfc3339(m.updated_at),
             latest: series
               .filter((s) => s.name === m.name)
-              .map((s) => ({ column: s.column, labels: s.labels, value: s.value, raw_value: s.raw_value, ts: s.value_at === null ? null : rfc3339(s.value_at) })),
+              .map((s) => ({
+                column: s.column,
+                labels: s.labels,
+                value: s.value,
+                raw_value: s.raw_value,
+                ts: s.value_at === null ? null : rfc3339(s.value_at),
+              })),
           })),
         }
       },
-      { response: { 200: CustomMetricList }, detail: { summary: "The database's own SQL checks (custom_metrics in the agent config) with their latest values" } },
+      {
+        response: { 200: CustomMetricList },
+        detail: {
+          summary: "The database's own SQL checks (custom_metrics in the agent config) with their latest values",
+        },
+      },
     )
     .get(
       '/custom-metrics/:name',
@@ -51,7 +65,10 @@ export function customMetricRoutes(deps: Deps) {
         const intervals = intervalsFor(query, clock())
         const metric = (await store.customMetrics.listCustomMetrics(db.id)).find((m) => m.name === params.name)
         if (!metric) throw notFound('custom metric')
-        const [series, points] = await Promise.all([store.customMetrics.customSeries(db.id, metric.name), store.customMetrics.customPoints(db.id, intervals)])
+        const [series, points] = await Promise.all([
+          store.customMetrics.customSeries(db.id, metric.name),
+          store.customMetrics.customPoints(db.id, intervals),
+        ])
         const bySubject = new Map<string, { ts: string; value: number }[]>()
         for (const p of points) {
           const value = p.values[metric.name]
@@ -67,13 +84,20 @@ export function customMetricRoutes(deps: Deps) {
           since: rfc3339(intervals.since),
           until: rfc3339(intervals.until),
           bucket_seconds: intervals.bucketSeconds,
-          series: series.map((s) => ({ column: s.column, labels: s.labels, points: bySubject.get(s.series_key) ?? [] })),
+          series: series.map((s) => ({
+            column: s.column,
+            labels: s.labels,
+            points: bySubject.get(s.series_key) ?? [],
+          })),
         }
       },
       {
         query: seriesQuery,
         response: { 200: CustomMetricSeries },
-        detail: { summary: "One custom metric's values over the window, per value column and label set (counters as rates per second)" },
+        detail: {
+          summary:
+            "One custom metric's values over the window, per value column and label set (counters as rates per second)",
+        },
       },
     )
 }

@@ -29,10 +29,14 @@ const thirtyDays = (f: UptimeFigures) => ({ availability_30d: f.ratio, availabil
 
 const engines = ['postgres', 'clickhouse'] as const
 
-const tags = t.Record(t.String({ maxLength: fieldLimits.tagKey }), t.String({ maxLength: fieldLimits.tagValue, pattern: '^[^\\u0000]*$' }), {
-  maxProperties: fieldLimits.tags,
-  error: `tags must be an object of at most ${fieldLimits.tags} string values`,
-})
+const tags = t.Record(
+  t.String({ maxLength: fieldLimits.tagKey }),
+  t.String({ maxLength: fieldLimits.tagValue, pattern: '^[^\\u0000]*$' }),
+  {
+    maxProperties: fieldLimits.tags,
+    error: `tags must be an object of at most ${fieldLimits.tags} string values`,
+  },
+)
 
 function checkCollectors(engine: Engine, names: string[] | undefined) {
   if (!names) return
@@ -56,7 +60,13 @@ function checkTags(value: Record<string, string> | undefined) {
 // The name is one of them: an agent reports under its configured name, so a database renamed away from it
 // is registered again under that name with the default settings (plans on, every collector), which would
 // undo what an owner had switched off.
-const COLLECTION_SETTINGS = ['poll_interval_seconds', 'collect_explain_plans', 'collect_replication', 'disabled_collectors', 'name'] as const
+const COLLECTION_SETTINGS = [
+  'poll_interval_seconds',
+  'collect_explain_plans',
+  'collect_replication',
+  'disabled_collectors',
+  'name',
+] as const
 
 export const SETTINGS_OWNERS_ONLY =
   "only an owner can change collection settings (poll_interval_seconds, collect_explain_plans, collect_replication, disabled_collectors) or the name, which the agent's settings follow"
@@ -88,191 +98,254 @@ export function databaseRoutes(deps: Deps) {
     return db
   }
 
-  return new Elysia({ prefix: '/api/v1/databases' })
-    .derive(async ({ request }) => ({ principal: await authenticate(deps, request) }))
-    .get('/', async ({ principal }) => {
-      const now = clock()
-      const [list, states, spans] = await Promise.all([
-        store.listDatabases(principal.orgId),
-        store.databaseAvailability.states(principal.orgId),
-        store.databaseAvailability.orgSpans(principal.orgId, now - 30 * DAY),
-      ])
-      return list.map((db) => {
-        const state = states.get(db.id)
-        return databaseView(db, now, state, uptimeTotal(uptimeInput(db, state, spans.get(db.id), now), 30))
-      })
-    }, { response: { 200: t.Array(Database) }, detail: { summary: "The organization's registered databases" } })
-    .post(
-      '/',
-      async ({ principal, body, set }) => {
-        checkTags(body.tags)
-        const org = await store.getOrganization(principal.orgId)
-        const limit = org?.verified ? undefined : unverifiedDatabaseLimit
-        let created
-        try {
-          created = await store.createDatabase(
-            principal.orgId,
-            {
-              name: body.name.trim(),
-              engine: body.engine,
-              engine_version: body.engine_version ?? null,
-              host: body.host.trim(),
-              port: body.port ?? databaseDefaults.ports[body.engine],
-              tags: body.tags ?? {},
-            },
-            clock(),
-            limit,
-          )
-        } catch (e) {
-          if (e instanceof UniqueViolation) throw nameTaken(body.name.trim())
-          throw e
-        }
-        if (created === 'limit') {
-          throw forbidden(
-            `unverified organizations can register ${unverifiedDatabaseLimit} database; verify your email address to register more`,
-          )
-        }
-        set.status = 201
-        return databaseView(created, clock())
-      },
-      {
-        body: body({
-          name: requiredString('name', fieldLimits.name),
-          engine: oneOf('engine', engines),
-          host: requiredString('host', fieldLimits.host),
-          engine_version: t.Optional(t.String({ maxLength: fieldLimits.engineVersion, error: 'engine_version must be a string' })),
-          port: t.Optional(integer('port', 1, 65535)),
-          tags: t.Optional(tags),
-        }),
-        response: { 201: Database },
-        detail: {
-          summary: 'Register a database (the agent also registers one by its first batch)',
-          responses: errorAnswers({ 403: 'an unverified organization has its one database already', 409: 'the name is taken in the organization' }),
+  return (
+    new Elysia({ prefix: '/api/v1/databases' })
+      .derive(async ({ request }) => ({ principal: await authenticate(deps, request) }))
+      .get(
+        '/',
+        async ({ principal }) => {
+          const now = clock()
+          const [list, states, spans] = await Promise.all([
+            store.listDatabases(principal.orgId),
+            store.databaseAvailability.states(principal.orgId),
+            store.databaseAvailability.orgSpans(principal.orgId, now - 30 * DAY),
+          ])
+          return list.map((db) => {
+            const state = states.get(db.id)
+            return databaseView(db, now, state, uptimeTotal(uptimeInput(db, state, spans.get(db.id), now), 30))
+          })
         },
-      },
-    )
-    // Every database's connection status and latest diagnosis in one answer (the database list polls it):
-    // each database's latest diagnosis (doctor/current.ts: the monitor's, about once a minute, or a page's
-    // since) is read from the store, the one the overview and the doctor show, so this reads instead of diagnosing.
-    .get('/health', async ({ principal }) => {
-      const now = clock()
-      const [databases, diagnoses, states, spans] = await Promise.all([
-        store.listDatabases(principal.orgId),
-        store.diagnoses.diagnosisSummaries(principal.orgId),
-        store.databaseAvailability.states(principal.orgId),
-        store.databaseAvailability.orgSpans(principal.orgId, now - 30 * DAY),
-      ])
-      const byId = new Map(diagnoses.map((d) => [d.database_id, d]))
-      return databases.map((db) => {
-        const d = byId.get(db.id)
-        const state = states.get(db.id)
-        return {
-          id: db.id,
-          name: db.name,
-          last_seen_at: rfc3339(db.last_seen_at),
-          ...availabilityView(db, state, now),
-          ...thirtyDays(uptimeTotal(uptimeInput(db, state, spans.get(db.id), now), 30)),
-          health_score: d?.score ?? null,
-          doctor_status: d?.status ?? null,
-          findings: d?.findings ?? null,
-          active_queries: d?.active_queries ?? null,
-          evaluated_at: rfc3339(d?.evaluated_at ?? null),
-        }
-      })
-    }, { response: { 200: t.Array(DatabaseHealth) }, detail: { summary: "Every database's connection status and latest diagnosis" } })
-    .get('/:id', async ({ principal, params }) => {
-      const db = await load(principal.orgId, params.id)
-      const now = clock()
-      const [state, spans] = await Promise.all([store.databaseAvailability.state(db.id), store.databaseAvailability.spans(db.id, now - 30 * DAY)])
-      return databaseView(db, now, state, uptimeTotal(uptimeInput(db, state, spans, now), 30))
-    }, {
-      response: { 200: Database },
-      detail: { summary: 'One database' },
-    })
-    .patch(
-      '/:id',
-      async ({ principal, params, body }) => {
-        const db = await load(principal.orgId, params.id)
-        checkCollectors(db.engine, body.disabled_collectors)
-        checkTags(body.tags)
-        const patch: DatabasePatch = {
-          ...body,
-          name: body.name?.trim(),
-          host: body.host?.trim(),
-          disabled_collectors: body.disabled_collectors ? [...new Set(body.disabled_collectors)] : undefined,
-        }
-        // A member may not change what is collected (an owner turned plans off, say); keys got here with `admin`.
-        const changed = changedSettings(db, patch)
-        if (changed.length > 0 && principal.kind === 'user' && principal.role !== 'owner') throw forbidden(`${SETTINGS_OWNERS_ONLY}: ${changed.join(', ')}`)
-        let updated
-        try {
-          updated = await store.updateDatabase(principal.orgId, db.id, patch, clock())
-        } catch (e) {
-          if (e instanceof UniqueViolation) throw nameTaken(patch.name ?? db.name)
-          throw e
-        }
-        if (!updated) throw notFound('database')
-        return databaseView(updated, clock())
-      },
-      {
-        body: body({
-          name: t.Optional(requiredString('name', fieldLimits.name)),
-          host: t.Optional(requiredString('host', fieldLimits.host)),
-          port: t.Optional(integer('port', 1, 65535)),
-          tags: t.Optional(tags),
-          poll_interval_seconds: t.Optional(integer('poll_interval_seconds', 1, fieldLimits.pollIntervalMaxSeconds)),
-          collect_explain_plans: t.Optional(boolean('collect_explain_plans')),
-          collect_replication: t.Optional(boolean('collect_replication')),
-          disabled_collectors: t.Optional(
-            t.Array(t.String({ maxLength: 64 }), { maxItems: 64, error: 'disabled_collectors must be an array of collector names' }),
-          ),
-        }),
-        response: { 200: Database },
-        detail: {
-          summary: "Change a database's name, address, tags or collection settings (the agent applies them from its next batch); collection settings are owners' only",
-          responses: errorAnswers({ 403: 'a member changing a collection setting (owners only)', 409: 'the name is taken in the organization' }),
+        { response: { 200: t.Array(Database) }, detail: { summary: "The organization's registered databases" } },
+      )
+      .post(
+        '/',
+        async ({ principal, body, set }) => {
+          checkTags(body.tags)
+          const org = await store.getOrganization(principal.orgId)
+          const limit = org?.verified ? undefined : unverifiedDatabaseLimit
+          let created
+          try {
+            created = await store.createDatabase(
+              principal.orgId,
+              {
+                name: body.name.trim(),
+                engine: body.engine,
+                engine_version: body.engine_version ?? null,
+                host: body.host.trim(),
+                port: body.port ?? databaseDefaults.ports[body.engine],
+                tags: body.tags ?? {},
+              },
+              clock(),
+              limit,
+            )
+          } catch (e) {
+            if (e instanceof UniqueViolation) throw nameTaken(body.name.trim())
+            throw e
+          }
+          if (created === 'limit') {
+            throw forbidden(
+              `unverified organizations can register ${unverifiedDatabaseLimit} database; verify your email address to register more`,
+            )
+          }
+          set.status = 201
+          return databaseView(created, clock())
         },
-      },
-    )
-    .delete('/:id', async ({ principal, params, set }) => {
-      // All of a database's history goes with it: an owner's decision (or an `admin` key's: scopes.ts).
-      requireOwner(principal, 'delete a database')
-      if (!(await store.deleteDatabase(principal.orgId, pathId(params.id, 'database')))) throw notFound('database')
-      set.status = 204
-    }, { response: { 204: NoContent }, detail: { summary: "Delete a database and all its data (owners, and API keys with the 'admin' scope)", responses: ownersOnly('delete a database') } })
-    .get('/:id/health', async ({ principal, params }) => {
-      const db = await load(principal.orgId, params.id)
-      const state = await store.databaseAvailability.state(db.id)
-      return { id: db.id, last_seen_at: rfc3339(db.last_seen_at), ...availabilityView(db, state, clock()) }
-    }, { response: { 200: DatabaseStatus }, detail: { summary: "A database's connection status: down with its cause, the agent silent, or connected" } })
-    .get(
-      '/:id/availability',
-      async ({ principal, params, query }) => {
-        const db = await load(principal.orgId, params.id)
-        const now = clock()
-        const days = Math.min(query.days === undefined ? AVAILABILITY_DAYS.default : Number(query.days), AVAILABILITY_DAYS.max)
-        const [state, spans] = await Promise.all([store.databaseAvailability.state(db.id), store.databaseAvailability.spans(db.id, now - days * DAY)])
-        const figures = uptime(uptimeInput(db, state, spans, now), days)
-        return {
-          id: db.id,
-          ...availabilityView(db, state, now),
-          days: figures.days,
-          total: figures.total,
-          outages: spans.outages.map((o) => ({ started_at: rfc3339(o.started_at), ended_at: rfc3339(o.ended_at), cause: o.cause, message: o.message })),
-        }
-      },
-      {
-        query: query({
-          days: t.Optional(
-            t.String({
-              pattern: '^0*[1-9][0-9]{0,19}$',
-              error: `days must be a whole number from 1 (at most ${AVAILABILITY_DAYS.max} are returned)`,
-              description: `days of history (default ${AVAILABILITY_DAYS.default}; a larger value returns ${AVAILABILITY_DAYS.max})`,
+        {
+          body: body({
+            name: requiredString('name', fieldLimits.name),
+            engine: oneOf('engine', engines),
+            host: requiredString('host', fieldLimits.host),
+            engine_version: t.Optional(
+              t.String({ maxLength: fieldLimits.engineVersion, error: 'engine_version must be a string' }),
+            ),
+            port: t.Optional(integer('port', 1, 65535)),
+            tags: t.Optional(tags),
+          }),
+          response: { 201: Database },
+          detail: {
+            summary: 'Register a database (the agent also registers one by its first batch)',
+            responses: errorAnswers({
+              403: 'an unverified organization has its one database already',
+              409: 'the name is taken in the organization',
             }),
-          ),
-        }),
-        response: { 200: DatabaseAvailability },
-        detail: { summary: `Up time per UTC day and in all over \`days\` (default ${AVAILABILITY_DAYS.default}, at most ${AVAILABILITY_DAYS.max}), and the outages` },
-      },
-    )
+          },
+        },
+      )
+      // Every database's connection status and latest diagnosis in one answer (the database list polls it):
+      // each database's latest diagnosis (doctor/current.ts: the monitor's, about once a minute, or a page's
+      // since) is read from the store, the one the overview and the doctor show, so this reads instead of diagnosing.
+      .get(
+        '/health',
+        async ({ principal }) => {
+          const now = clock()
+          const [databases, diagnoses, states, spans] = await Promise.all([
+            store.listDatabases(principal.orgId),
+            store.diagnoses.diagnosisSummaries(principal.orgId),
+            store.databaseAvailability.states(principal.orgId),
+            store.databaseAvailability.orgSpans(principal.orgId, now - 30 * DAY),
+          ])
+          const byId = new Map(diagnoses.map((d) => [d.database_id, d]))
+          return databases.map((db) => {
+            const d = byId.get(db.id)
+            const state = states.get(db.id)
+            return {
+              id: db.id,
+              name: db.name,
+              last_seen_at: rfc3339(db.last_seen_at),
+              ...availabilityView(db, state, now),
+              ...thirtyDays(uptimeTotal(uptimeInput(db, state, spans.get(db.id), now), 30)),
+              health_score: d?.score ?? null,
+              doctor_status: d?.status ?? null,
+              findings: d?.findings ?? null,
+              active_queries: d?.active_queries ?? null,
+              evaluated_at: rfc3339(d?.evaluated_at ?? null),
+            }
+          })
+        },
+        {
+          response: { 200: t.Array(DatabaseHealth) },
+          detail: { summary: "Every database's connection status and latest diagnosis" },
+        },
+      )
+      .get(
+        '/:id',
+        async ({ principal, params }) => {
+          const db = await load(principal.orgId, params.id)
+          const now = clock()
+          const [state, spans] = await Promise.all([
+            store.databaseAvailability.state(db.id),
+            store.databaseAvailability.spans(db.id, now - 30 * DAY),
+          ])
+          return databaseView(db, now, state, uptimeTotal(uptimeInput(db, state, spans, now), 30))
+        },
+        {
+          response: { 200: Database },
+          detail: { summary: 'One database' },
+        },
+      )
+      .patch(
+        '/:id',
+        async ({ principal, params, body }) => {
+          const db = await load(principal.orgId, params.id)
+          checkCollectors(db.engine, body.disabled_collectors)
+          checkTags(body.tags)
+          const patch: DatabasePatch = {
+            ...body,
+            name: body.name?.trim(),
+            host: body.host?.trim(),
+            disabled_collectors: body.disabled_collectors ? [...new Set(body.disabled_collectors)] : undefined,
+          }
+          // A member may not change what is collected (an owner turned plans off, say); keys got here with `admin`.
+          const changed = changedSettings(db, patch)
+          if (changed.length > 0 && principal.kind === 'user' && principal.role !== 'owner')
+            throw forbidden(`${SETTINGS_OWNERS_ONLY}: ${changed.join(', ')}`)
+          let updated
+          try {
+            updated = await store.updateDatabase(principal.orgId, db.id, patch, clock())
+          } catch (e) {
+            if (e instanceof UniqueViolation) throw nameTaken(patch.name ?? db.name)
+            throw e
+          }
+          if (!updated) throw notFound('database')
+          return databaseView(updated, clock())
+        },
+        {
+          body: body({
+            name: t.Optional(requiredString('name', fieldLimits.name)),
+            host: t.Optional(requiredString('host', fieldLimits.host)),
+            port: t.Optional(integer('port', 1, 65535)),
+            tags: t.Optional(tags),
+            poll_interval_seconds: t.Optional(integer('poll_interval_seconds', 1, fieldLimits.pollIntervalMaxSeconds)),
+            collect_explain_plans: t.Optional(boolean('collect_explain_plans')),
+            collect_replication: t.Optional(boolean('collect_replication')),
+            disabled_collectors: t.Optional(
+              t.Array(t.String({ maxLength: 64 }), {
+                maxItems: 64,
+                error: 'disabled_collectors must be an array of collector names',
+              }),
+            ),
+          }),
+          response: { 200: Database },
+          detail: {
+            summary:
+              "Change a database's name, address, tags or collection settings (the agent applies them from its next batch); collection settings are owners' only",
+            responses: errorAnswers({
+              403: 'a member changing a collection setting (owners only)',
+              409: 'the name is taken in the organization',
+            }),
+          },
+        },
+      )
+      .delete(
+        '/:id',
+        async ({ principal, params, set }) => {
+          // All of a database's history goes with it: an owner's decision (or an `admin` key's: scopes.ts).
+          requireOwner(principal, 'delete a database')
+          if (!(await store.deleteDatabase(principal.orgId, pathId(params.id, 'database')))) throw notFound('database')
+          set.status = 204
+        },
+        {
+          response: { 204: NoContent },
+          detail: {
+            summary: "Delete a database and all its data (owners, and API keys with the 'admin' scope)",
+            responses: ownersOnly('delete a database'),
+          },
+        },
+      )
+      .get(
+        '/:id/health',
+        async ({ principal, params }) => {
+          const db = await load(principal.orgId, params.id)
+          const state = await store.databaseAvailability.state(db.id)
+          return { id: db.id, last_seen_at: rfc3339(db.last_seen_at), ...availabilityView(db, state, clock()) }
+        },
+        {
+          response: { 200: DatabaseStatus },
+          detail: { summary: "A database's connection status: down with its cause, the agent silent, or connected" },
+        },
+      )
+      .get(
+        '/:id/availability',
+        async ({ principal, params, query }) => {
+          const db = await load(principal.orgId, params.id)
+          const now = clock()
+          const days = Math.min(
+            query.days === undefined ? AVAILABILITY_DAYS.default : Number(query.days),
+            AVAILABILITY_DAYS.max,
+          )
+          const [state, spans] = await Promise.all([
+            store.databaseAvailability.state(db.id),
+            store.databaseAvailability.spans(db.id, now - days * DAY),
+          ])
+          const figures = uptime(uptimeInput(db, state, spans, now), days)
+          return {
+            id: db.id,
+            ...availabilityView(db, state, now),
+            days: figures.days,
+            total: figures.total,
+            outages: spans.outages.map((o) => ({
+              started_at: rfc3339(o.started_at),
+              ended_at: rfc3339(o.ended_at),
+              cause: o.cause,
+              message: o.message,
+            })),
+          }
+        },
+        {
+          query: query({
+            days: t.Optional(
+              t.String({
+                pattern: '^0*[1-9][0-9]{0,19}$',
+                error: `days must be a whole number from 1 (at most ${AVAILABILITY_DAYS.max} are returned)`,
+                description: `days of history (default ${AVAILABILITY_DAYS.default}; a larger value returns ${AVAILABILITY_DAYS.max})`,
+              }),
+            ),
+          }),
+          response: { 200: DatabaseAvailability },
+          detail: {
+            summary: `Up time per UTC day and in all over \`days\` (default ${AVAILABILITY_DAYS.default}, at most ${AVAILABILITY_DAYS.max}), and the outages`,
+          },
+        },
+      )
+  )
 }

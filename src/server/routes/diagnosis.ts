@@ -45,7 +45,11 @@ async function diagnosisFor(deps: Deps, db: Parameters<typeof currentDiagnosis>[
 }
 
 /** The share of block reads found in shared buffers over `window`, from the database family's counters; null without reads. */
-async function cacheHitRatio(deps: Deps, databaseId: string, window: Window & { minuteFloor: number }): Promise<number | null> {
+async function cacheHitRatio(
+  deps: Deps,
+  databaseId: string,
+  window: Window & { minuteFloor: number },
+): Promise<number | null> {
   const bucketSeconds = Math.ceil((window.until - window.since) / 1000)
   const points = await deps.store.internals.metricSeries(databaseId, 'database', { ...window, bucketSeconds })
   let hit = 0
@@ -77,7 +81,9 @@ export function diagnosisRoutes(deps: Deps) {
         const db = await databaseFor(deps, principal, params.id)
         const now = clock()
         const ranged = query.since !== undefined || query.until !== undefined
-        const window = ranged ? parseWindow(query, now) : { since: now - DAY, until: now, minuteFloor: minuteFloor(now) }
+        const window = ranged
+          ? parseWindow(query, now)
+          : { since: now - DAY, until: now, minuteFloor: minuteFloor(now) }
         const [diagnosis, top, hitRatio, state, spans] = await Promise.all([
           diagnosisFor(deps, db, now),
           store.listQueryStats(db.id, window, 'total_time', TOP_QUERIES),
@@ -116,17 +122,24 @@ export function diagnosisRoutes(deps: Deps) {
         detail: { summary: "The database's key figures, health score, agent notes and costliest statements" },
       },
     )
-    .get('/doctor', async ({ principal, params }) => {
-      const db = await databaseFor(deps, principal, params.id)
-      const org = await store.getOrganization(principal.orgId)
-      const diagnosis = await diagnosisFor(deps, db, clock())
-      return {
-        status: diagnosis.status,
-        score: diagnosis.score,
-        evaluated_at: rfc3339(diagnosis.evaluated_at),
-        top_issues: diagnosis.findings.slice(0, MAX_ISSUES).map((f) => findingView(f, org?.verified ?? false)),
-        groups: diagnosis.groups.slice(0, MAX_ISSUES).map((g) => groupView(g, org?.verified ?? false)),
-        metrics_summary: summaryView(diagnosis.metrics_summary),
-      }
-    }, { response: { 200: Doctor }, detail: { summary: "The doctor's diagnosis: status, score, findings worst first and the key figures" } })
+    .get(
+      '/doctor',
+      async ({ principal, params }) => {
+        const db = await databaseFor(deps, principal, params.id)
+        const org = await store.getOrganization(principal.orgId)
+        const diagnosis = await diagnosisFor(deps, db, clock())
+        return {
+          status: diagnosis.status,
+          score: diagnosis.score,
+          evaluated_at: rfc3339(diagnosis.evaluated_at),
+          top_issues: diagnosis.findings.slice(0, MAX_ISSUES).map((f) => findingView(f, org?.verified ?? false)),
+          groups: diagnosis.groups.slice(0, MAX_ISSUES).map((g) => groupView(g, org?.verified ?? false)),
+          metrics_summary: summaryView(diagnosis.metrics_summary),
+        }
+      },
+      {
+        response: { 200: Doctor },
+        detail: { summary: "The doctor's diagnosis: status, score, findings worst first and the key figures" },
+      },
+    )
 }

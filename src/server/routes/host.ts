@@ -3,7 +3,7 @@
 // forecast of the last day, the host's series over the window (since/until/bucket as the other
 // series), and the database's size trend from database_stats, which an agent anywhere sends: what
 // growth dbm can show when no agent runs beside the database (then `note` says why, as the agent did).
-import { Elysia, } from 'elysia'
+import { Elysia } from 'elysia'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { type Trend, filesystemForecasts, fitTrend, forecastIntervals } from '../doctor/disk-forecast.ts'
@@ -41,7 +41,9 @@ export function hostRoutes(deps: Deps) {
           store.latestSnapshot(db.id, 'collector_notes'),
         ])
         const forecasts = latest ? await filesystemForecasts(store.host, db.id, latest, now) : []
-        const note = ((notes?.payload ?? []) as { collector: string; message: string }[]).find((n) => n.collector === 'host')?.message ?? null
+        const note =
+          ((notes?.payload ?? []) as { collector: string; message: string }[]).find((n) => n.collector === 'host')
+            ?.message ?? null
         const hostPoints = points.filter((p) => p.subject === '')
         const s = latest?.status
         let databaseSize: { latest_bytes: number | null; trend: ReturnType<typeof trendView> } | null = null
@@ -66,21 +68,37 @@ export function hostRoutes(deps: Deps) {
             const forecast = forecasts[i]!
             return {
               ...fs,
-              forecast: { trend: trendView(forecast.trend), fills_at: forecast.fills_at === null ? null : rfc3339(forecast.fills_at) },
+              forecast: {
+                trend: trendView(forecast.trend),
+                fills_at: forecast.fills_at === null ? null : rfc3339(forecast.fills_at),
+              },
               series: points
                 .filter((p) => p.subject === subject)
-                .map((p) => ({ ts: rfc3339(p.ts), available_bytes: p.values.available_bytes ?? null, total_bytes: p.values.total_bytes ?? null })),
+                .map((p) => ({
+                  ts: rfc3339(p.ts),
+                  available_bytes: p.values.available_bytes ?? null,
+                  total_bytes: p.values.total_bytes ?? null,
+                })),
             }
           }),
           devices: s?.devices ?? [],
-          series: hostPoints.map((p) => ({ ts: rfc3339(p.ts), ...(Object.fromEntries(HOST_GAUGE_KEYS.map((k) => [k, p.values[k] ?? null])) as Record<HostGaugeKey, number | null>) })),
+          series: hostPoints.map((p) => ({
+            ts: rfc3339(p.ts),
+            ...(Object.fromEntries(HOST_GAUGE_KEYS.map((k) => [k, p.values[k] ?? null])) as Record<
+              HostGaugeKey,
+              number | null
+            >),
+          })),
           database_size: databaseSize,
         }
       },
       {
         query: seriesQuery,
         response: { 200: Host },
-        detail: { summary: "The database host: CPU, memory, filesystems with free space over time and the day each fills, and the database's growth" },
+        detail: {
+          summary:
+            "The database host: CPU, memory, filesystems with free space over time and the day each fills, and the database's growth",
+        },
       },
     )
 }

@@ -58,7 +58,8 @@ export function ingestRoutes(deps: Deps) {
         }
         const ahead = body.collected_at - clock()
         if (ahead > ingestClockSkewMs) {
-          const by = ahead < 48 * 3_600_000 ? `${Math.ceil(ahead / 60_000)} min` : `${Math.floor(ahead / 86_400_000)} days`
+          const by =
+            ahead < 48 * 3_600_000 ? `${Math.ceil(ahead / 60_000)} min` : `${Math.floor(ahead / 86_400_000)} days`
           throw badRequest(
             `invalid collected_at: ${new Date(body.collected_at).toISOString()} is ${by} ahead of the server's clock (at most ${ingestClockSkewMs / 60_000} min allowed); check the clock of the agent's host`,
           )
@@ -70,14 +71,21 @@ export function ingestRoutes(deps: Deps) {
           }
         }
         const org = await store.getOrganization(principal.orgId)
-        const result = await store.ingest(principal.orgId, body, clock(), org?.verified ? undefined : unverifiedDatabaseLimit)
+        const result = await store.ingest(
+          principal.orgId,
+          body,
+          clock(),
+          org?.verified ? undefined : unverifiedDatabaseLimit,
+        )
         if (result.kind === 'limit') {
           throw forbidden(
             `unverified organizations can register ${unverifiedDatabaseLimit} database; verify your email address to register more`,
           )
         }
         if (result.kind === 'engine_mismatch') {
-          throw conflict(`database "${result.database.name}" is registered as ${result.database.engine}, but the agent reports ${body.database.engine}`)
+          throw conflict(
+            `database "${result.database.name}" is registered as ${result.database.engine}, but the agent reports ${body.database.engine}`,
+          )
         }
         const db = result.database
         ingestBatchResults[result.kind].inc()
@@ -100,7 +108,10 @@ export function ingestRoutes(deps: Deps) {
         response: { 200: IngestResult },
         detail: {
           summary: "An agent's batch for one database and cycle (an API key); registers the database on first sight",
-          responses: errorAnswers({ 403: 'an unverified organization has its one database already', 409: "the batch's engine is not the registered database's" }),
+          responses: errorAnswers({
+            403: 'an unverified organization has its one database already',
+            409: "the batch's engine is not the registered database's",
+          }),
         },
       },
     )

@@ -14,7 +14,15 @@ import { internalsLimits, logEventLimits } from '../limits.ts'
 import type { StoredLogEntry } from '../store/logs/types.ts'
 import { severitiesFrom } from '../store/logs/reads.ts'
 import { rfc3339 } from '../views.ts'
-import { LOG_CATEGORIES, LOG_KINDS, LOG_KIND_NAMES, LOG_SEVERITIES, type LogCategory, type LogKind, importanceOf } from '../../shared/log-kinds.ts'
+import {
+  LOG_CATEGORIES,
+  LOG_KINDS,
+  LOG_KIND_NAMES,
+  LOG_SEVERITIES,
+  type LogCategory,
+  type LogKind,
+  importanceOf,
+} from '../../shared/log-kinds.ts'
 import { LogEventList, LogEventSummary } from '../../shared/api/log-events.ts'
 import { query } from './schema.ts'
 import { clampLimit, databaseFor, limitQuery, parseWindow, windowQuery } from './telemetry-params.ts'
@@ -25,18 +33,32 @@ const categoryOf = (kind: string): LogCategory => (isKind(kind) ? LOG_KINDS[kind
 /** A comma-separated list of names, each one of `known`; a 400 naming the first unknown one. */
 function nameList(value: string | undefined, field: string, known: readonly string[]): string[] | undefined {
   if (value === undefined) return undefined
-  const names = [...new Set(value.split(',').map((s) => s.trim()).filter((s) => s !== ''))]
+  const names = [
+    ...new Set(
+      value
+        .split(',')
+        .map((s) => s.trim())
+        .filter((s) => s !== ''),
+    ),
+  ]
   if (names.length === 0) throw badRequest(`${field} must name at least one of: ${known.join(', ')}`)
   for (const name of names) {
-    if (!known.includes(name)) throw badRequest(`${field}: unknown value ${JSON.stringify(name.slice(0, 40))}; expected one of: ${known.join(', ')}`)
+    if (!known.includes(name))
+      throw badRequest(
+        `${field}: unknown value ${JSON.stringify(name.slice(0, 40))}; expected one of: ${known.join(', ')}`,
+      )
   }
   return names
 }
 
 /** Text with no NUL (PostgreSQL refuses it in a parameter). */
-const text = (description: string, maxLength: number, error: string) => t.Optional(t.String({ maxLength, pattern: '^[^\\u0000]*$', error, description }))
+const text = (description: string, maxLength: number, error: string) =>
+  t.Optional(t.String({ maxLength, pattern: '^[^\\u0000]*$', error, description }))
 /** The kinds (kind and category, both when both are given) and importances a request filters on. */
-function kindAndSeverityFilter(query: { kind?: string; category?: string; severity?: string }): { kinds?: string[]; importances?: string[] } {
+function kindAndSeverityFilter(query: { kind?: string; category?: string; severity?: string }): {
+  kinds?: string[]
+  importances?: string[]
+} {
   const kinds = nameList(query.kind, 'kind', LOG_KIND_NAMES)
   const categories = nameList(query.category, 'category', LOG_CATEGORIES)
   let selected: string[] | undefined = kinds
@@ -45,14 +67,23 @@ function kindAndSeverityFilter(query: { kind?: string; category?: string; severi
     selected = selected ? selected.filter((k) => ofCategories.includes(k as LogKind)) : ofCategories
   }
   const importances = query.severity === undefined ? undefined : severitiesFrom(query.severity)
-  if (query.severity !== undefined && !importances) throw badRequest(`severity must be one of: ${LOG_SEVERITIES.join(', ')} (that severity and above)`)
+  if (query.severity !== undefined && !importances)
+    throw badRequest(`severity must be one of: ${LOG_SEVERITIES.join(', ')} (that severity and above)`)
   return { kinds: selected, importances }
 }
 
 /** The kind, category and severity filters, the same on the list and the summary. */
 const filterQuery = {
-  kind: text(`log event kinds, comma-separated (${LOG_KIND_NAMES.join(', ')})`, 2000, 'kind must be a comma-separated list of log event kinds'),
-  category: text(`categories, comma-separated (${LOG_CATEGORIES.join(', ')}); with kind: the kinds in both`, 500, 'category must be a comma-separated list of categories'),
+  kind: text(
+    `log event kinds, comma-separated (${LOG_KIND_NAMES.join(', ')})`,
+    2000,
+    'kind must be a comma-separated list of log event kinds',
+  ),
+  category: text(
+    `categories, comma-separated (${LOG_CATEGORIES.join(', ')}); with kind: the kinds in both`,
+    500,
+    'category must be a comma-separated list of categories',
+  ),
   severity: text(
     `the lowest severity shown (${LOG_SEVERITIES.join(' < ')}): that one and above, by importance (the logged severity raised to its kind's: archive_failed, server_crash, could_not_fork, out_of_memory and disk_full count as error, recovery and checkpoints_too_frequent as warning)`,
     16,
@@ -67,7 +98,13 @@ function parseCursor(value: string | undefined): { ts: number; id: string } | un
   if (value === undefined) return undefined
   try {
     const parsed: unknown = JSON.parse(Buffer.from(value, 'base64url').toString('utf8'))
-    if (Array.isArray(parsed) && parsed.length === 2 && Number.isSafeInteger(parsed[0]) && typeof parsed[1] === 'string' && parsed[1].length <= 64) {
+    if (
+      Array.isArray(parsed) &&
+      parsed.length === 2 &&
+      Number.isSafeInteger(parsed[0]) &&
+      typeof parsed[1] === 'string' &&
+      parsed[1].length <= 64
+    ) {
       return { ts: parsed[0], id: parsed[1] }
     }
   } catch {
@@ -104,7 +141,6 @@ export function logEntryView(e: StoredLogEntry) {
 /** Automatic summary buckets: the smallest of these that cuts the window into at most maxAutoBuckets. */
 const AUTO_BUCKETS_S = [60, 300, 600, 900, 1800, 3600, 7200, 10_800, 21_600, 43_200, 86_400]
 
-
 export function logEventRoutes(deps: Deps) {
   const { store, clock } = deps
   return new Elysia({ prefix: '/api/v1/databases/:id' })
@@ -116,9 +152,19 @@ export function logEventRoutes(deps: Deps) {
         const window = parseWindow(query, clock())
         const { kinds, importances } = kindAndSeverityFilter(query)
         const limit = clampLimit('log_events', query.limit)
-        const filter = { since: window.since, until: window.until, kinds, importances, q: query.q, before: parseCursor(query.cursor) }
+        const filter = {
+          since: window.since,
+          until: window.until,
+          kinds,
+          importances,
+          q: query.q,
+          before: parseCursor(query.cursor),
+        }
         // One more than the page: whether an older page exists.
-        const [found, dropped] = await Promise.all([store.logEvents.entries(db.id, filter, limit + 1), store.logEvents.dropped(db.id, window)])
+        const [found, dropped] = await Promise.all([
+          store.logEvents.entries(db.id, filter, limit + 1),
+          store.logEvents.dropped(db.id, window),
+        ])
         const page = found.slice(0, limit)
         return {
           entries: page.map(logEntryView),
@@ -153,7 +199,9 @@ export function logEventRoutes(deps: Deps) {
         const hoursOnly = window.since < window.minuteFloor
         let bucketS: number
         if (query.bucket === undefined) {
-          bucketS = AUTO_BUCKETS_S.find((b) => span / (b * 1000) <= logEventLimits.maxAutoBuckets) ?? Math.ceil(span / 1000 / logEventLimits.maxAutoBuckets / 86_400) * 86_400
+          bucketS =
+            AUTO_BUCKETS_S.find((b) => span / (b * 1000) <= logEventLimits.maxAutoBuckets) ??
+            Math.ceil(span / 1000 / logEventLimits.maxAutoBuckets / 86_400) * 86_400
           if (hoursOnly) bucketS = Math.max(3600, Math.ceil(bucketS / 3600) * 3600)
         } else {
           bucketS = Math.min(Number(query.bucket), internalsLimits.maxBucketSeconds)
@@ -166,7 +214,9 @@ export function logEventRoutes(deps: Deps) {
             )
           }
           if (Math.ceil(span / (bucketS * 1000)) > internalsLimits.maxIntervals) {
-            throw badRequest(`bucket too small for this window: at most ${internalsLimits.maxIntervals} buckets per request`)
+            throw badRequest(
+              `bucket too small for this window: at most ${internalsLimits.maxIntervals} buckets per request`,
+            )
           }
         }
         const rows = await store.logEvents.counts(db.id, window, bucketS * 1000, filter)
@@ -188,7 +238,13 @@ export function logEventRoutes(deps: Deps) {
           to: rfc3339(window.until),
           bucket_seconds: bucketS,
           kinds: [...kinds]
-            .map(([kind, k]) => ({ kind, category: categoryOf(kind), label: isKind(kind) ? LOG_KINDS[kind].label : kind, total: k.total, by_severity: k.by_severity }))
+            .map(([kind, k]) => ({
+              kind,
+              category: categoryOf(kind),
+              label: isKind(kind) ? LOG_KINDS[kind].label : kind,
+              total: k.total,
+              by_severity: k.by_severity,
+            }))
             .sort((a, b) => b.total - a.total || (a.kind < b.kind ? -1 : 1)),
           buckets: [...buckets].sort((a, b) => a[0] - b[0]).map(([ts, counts]) => ({ ts: rfc3339(ts), counts })),
           total,
@@ -202,7 +258,8 @@ export function logEventRoutes(deps: Deps) {
             t.String({
               pattern: '^0*[1-9][0-9]{0,19}$',
               error: 'bucket must be a whole number of seconds, a multiple of 60',
-              description: 'bucket length in seconds, a multiple of 60 (3600 when the window starts over 48 hours ago); default: chosen to give at most 120 buckets',
+              description:
+                'bucket length in seconds, a multiple of 60 (3600 when the window starts over 48 hours ago); default: chosen to give at most 120 buckets',
             }),
           ),
         }),

@@ -22,7 +22,9 @@ const digest = (text: string) => createHash('sha256').update(text).digest()
 /** The request's `Authorization: Bearer` value when it is not an API key and no X-API-Key came: the token, or a session's JWT. */
 function bearerNotKey(request: Request): string | undefined {
   const credential = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.get('authorization') ?? '')?.[1]
-  return credential !== undefined && !looksLikeApiKey(credential) && request.headers.get('x-api-key') === null ? credential : undefined
+  return credential !== undefined && !looksLikeApiKey(credential) && request.headers.get('x-api-key') === null
+    ? credential
+    : undefined
 }
 
 /** True when `request` carries `Authorization: Bearer <token>`, compared in constant time (of the digests). */
@@ -38,36 +40,50 @@ const NO_TOKEN =
 
 export function metricsRoute(deps: Deps) {
   const token = deps.metricsToken ? digest(deps.metricsToken) : undefined
-  return new Elysia().get('/metrics', async ({ request, set }) => {
-    set.headers['content-type'] = EXPOSITION_CONTENT_TYPE
-    if (presentsToken(request, token)) {
-      serverMetrics.websocketClients.set(deps.streams?.size ?? 0)
-      return serverRegistry.expose()
-    }
-    let principal
-    try {
-      principal = await authenticate(deps, request)
-    } catch (e) {
-      // A Bearer value that is neither the token nor a session: most likely a Prometheus with the wrong token
-      // file, so say where the server's figures come from rather than only "access token".
-      if (e instanceof HttpError && e.status === 401 && bearerNotKey(request) !== undefined) throw unauthorized(token ? WRONG_TOKEN : NO_TOKEN)
-      throw e
-    }
-    const [figures, states] = await Promise.all([deps.store.monitor.organizationFigures(principal.orgId), deps.store.databaseAvailability.states(principal.orgId)])
-    const custom = await Promise.all(
-      figures.map(async (db) => ({
-        database: { id: db.id, name: db.name },
-        metrics: await deps.store.customMetrics.listCustomMetrics(db.id),
-        series: await deps.store.customMetrics.latestCustomSeries([db.id]),
-      })),
-    )
-    return organizationExposition(figures, states, deps.clock()) + customExposition(custom)
-  }, {
-    response: { 200: t.String({ description: 'the Prometheus text exposition format', contentMediaType: EXPOSITION_CONTENT_TYPE }) },
-    detail: {
-      summary: "Prometheus metrics: the caller's organization's (its API key or a session), or the server's own (Bearer DBM_METRICS_TOKEN)",
-      tags: ['metrics'],
-      security: [{ apiKey: [] }, { bearer: [] }],
+  return new Elysia().get(
+    '/metrics',
+    async ({ request, set }) => {
+      set.headers['content-type'] = EXPOSITION_CONTENT_TYPE
+      if (presentsToken(request, token)) {
+        serverMetrics.websocketClients.set(deps.streams?.size ?? 0)
+        return serverRegistry.expose()
+      }
+      let principal
+      try {
+        principal = await authenticate(deps, request)
+      } catch (e) {
+        // A Bearer value that is neither the token nor a session: most likely a Prometheus with the wrong token
+        // file, so say where the server's figures come from rather than only "access token".
+        if (e instanceof HttpError && e.status === 401 && bearerNotKey(request) !== undefined)
+          throw unauthorized(token ? WRONG_TOKEN : NO_TOKEN)
+        throw e
+      }
+      const [figures, states] = await Promise.all([
+        deps.store.monitor.organizationFigures(principal.orgId),
+        deps.store.databaseAvailability.states(principal.orgId),
+      ])
+      const custom = await Promise.all(
+        figures.map(async (db) => ({
+          database: { id: db.id, name: db.name },
+          metrics: await deps.store.customMetrics.listCustomMetrics(db.id),
+          series: await deps.store.customMetrics.latestCustomSeries([db.id]),
+        })),
+      )
+      return organizationExposition(figures, states, deps.clock()) + customExposition(custom)
     },
-  })
+    {
+      response: {
+        200: t.String({
+          description: 'the Prometheus text exposition format',
+          contentMediaType: EXPOSITION_CONTENT_TYPE,
+        }),
+      },
+      detail: {
+        summary:
+          "Prometheus metrics: the caller's organization's (its API key or a session), or the server's own (Bearer DBM_METRICS_TOKEN)",
+        tags: ['metrics'],
+        security: [{ apiKey: [] }, { bearer: [] }],
+      },
+    },
+  )
 }

@@ -22,7 +22,8 @@ const PREFIX = '/api/v1/databases/:id'
 
 /** The active-query stream's `interval` in seconds: default, minimum, maximum (over it: clamped). */
 
-const round = (n: number | null | undefined, digits = 3) => (n === null || n === undefined ? null : Number(n.toFixed(digits)))
+const round = (n: number | null | undefined, digits = 3) =>
+  n === null || n === undefined ? null : Number(n.toFixed(digits))
 
 const TABLE_FIELD_KEYS = [...TABLE_COUNTERS, ...TABLE_GAUGES]
 
@@ -71,7 +72,10 @@ function tableView(r: TableRow) {
   return {
     schema_name: r.schema_name,
     table_name: r.table_name,
-    ...(Object.fromEntries(TABLE_FIELD_KEYS.map((k) => [k, r[k]])) as Pick<TableRow, (typeof TABLE_FIELD_KEYS)[number]>),
+    ...(Object.fromEntries(TABLE_FIELD_KEYS.map((k) => [k, r[k]])) as Pick<
+      TableRow,
+      (typeof TABLE_FIELD_KEYS)[number]
+    >),
     last_vacuum: rfc3339(r.last_vacuum),
     last_autovacuum: rfc3339(r.last_autovacuum),
     last_analyze: rfc3339(r.last_analyze),
@@ -89,7 +93,11 @@ function indexView(r: IndexRow) {
 }
 
 /** An object's detail: its latest entry, the window and the timeseries. */
-function detailView<E, C extends string>(entry: E, window: { since: number; until: number }, series: { resolution: number; points: Point<C>[] }) {
+function detailView<E, C extends string>(
+  entry: E,
+  window: { since: number; until: number },
+  series: { resolution: number; points: Point<C>[] },
+) {
   return {
     ...entry,
     since: rfc3339(window.since),
@@ -114,7 +122,8 @@ function streamSettings(q: Record<string, unknown>): { intervalMs: number; limit
   const interval = wholeNumber(q.interval, fallback, min, max)
   if (interval === undefined) return `interval must be a whole number of seconds from ${min} (at most ${max} are used)`
   const limit = wholeNumber(q.limit, resultLimits.active.default, 1, resultLimits.active.max)
-  if (limit === undefined) return `limit must be a whole number from 1 (at most ${resultLimits.active.max} are returned)`
+  if (limit === undefined)
+    return `limit must be a whole number from 1 (at most ${resultLimits.active.max} are returned)`
   return { intervalMs: interval * 1000, limit }
 }
 
@@ -126,7 +135,8 @@ function checkStreamOrigin(deps: Deps, request: Request) {
   try {
     host = new URL(origin).host
   } catch {}
-  if (host !== request.headers.get('host') && host !== new URL(deps.publicUrl).host) throw forbidden('cross-site request refused')
+  if (host !== request.headers.get('host') && host !== new URL(deps.publicUrl).host)
+    throw forbidden('cross-site request refused')
 }
 
 const JWT_CHARACTERS = /^[A-Za-z0-9_.-]+$/
@@ -137,7 +147,8 @@ const JWT_CHARACTERS = /^[A-Za-z0-9_.-]+$/
  */
 async function streamCaller(deps: Deps, request: Request, token: unknown): Promise<Principal> {
   if (token !== undefined) {
-    if (typeof token !== 'string' || !JWT_CHARACTERS.test(token) || looksLikeApiKey(token)) throw unauthorized('invalid or expired access token')
+    if (typeof token !== 'string' || !JWT_CHARACTERS.test(token) || looksLikeApiKey(token))
+      throw unauthorized('invalid or expired access token')
     return authenticate(deps, new Request(request.url, { headers: { authorization: `Bearer ${token}` } }))
   }
   const headerCredential = request.headers.has('x-api-key') || request.headers.has('authorization')
@@ -176,7 +187,12 @@ function activeStream(deps: Deps) {
             const snapshot = await deps.store.sessions.activeQueries(ws.data.databaseId, settings.limit)
             if (state.closed) return
             const ts = snapshot.ts
-            ws.send(JSON.stringify({ ts: rfc3339(ts), active: ts === null ? [] : snapshot.entries.map((e) => activeView(e, ts)) }))
+            ws.send(
+              JSON.stringify({
+                ts: rfc3339(ts),
+                active: ts === null ? [] : snapshot.entries.map((e) => activeView(e, ts)),
+              }),
+            )
           } catch (e) {
             if (state.closed) return
             if (e instanceof HttpError) return ws.close(1008, e.message.slice(0, 120))
@@ -211,13 +227,19 @@ function restRoutes(deps: Deps) {
         const db = await databaseFor(deps, principal, params.id)
         const at = parseAt(query.at)
         const limit = clampLimit('active', query.limit)
-        const { ts, entries } = at === undefined ? await store.sessions.activeQueries(db.id, limit) : await store.sessions.activityAt(db.id, at, limit)
+        const { ts, entries } =
+          at === undefined
+            ? await store.sessions.activeQueries(db.id, limit)
+            : await store.sessions.activityAt(db.id, at, limit)
         return ts === null ? [] : entries.map((e) => activeView(e, ts))
       },
       {
         query: query({ limit: limitQuery('active'), at: atQuery }),
         response: { 200: t.Array(ActiveSession) },
-        detail: { summary: 'Active sessions of the latest snapshot, or of the kept one at or before `at`, longest running first' },
+        detail: {
+          summary:
+            'Active sessions of the latest snapshot, or of the kept one at or before `at`, longest running first',
+        },
       },
     )
     .get(
@@ -226,13 +248,17 @@ function restRoutes(deps: Deps) {
         const db = await databaseFor(deps, principal, params.id, 'postgres')
         const at = parseAt(query.at)
         const limit = clampLimit('locks', query.limit)
-        const { ts, entries } = at === undefined ? await store.sessions.locks(db.id, limit) : await store.sessions.locksAt(db.id, at, limit)
+        const { ts, entries } =
+          at === undefined ? await store.sessions.locks(db.id, limit) : await store.sessions.locksAt(db.id, at, limit)
         return ts === null ? [] : entries.map((l) => lockView(l, ts))
       },
       {
         query: query({ limit: limitQuery('locks'), at: atQuery }),
         response: { 200: t.Array(Lock) },
-        detail: { summary: 'Locks of the latest snapshot, or the waiting and blocking ones of the kept snapshot at or before `at` (PostgreSQL)' },
+        detail: {
+          summary:
+            'Locks of the latest snapshot, or the waiting and blocking ones of the kept snapshot at or before `at` (PostgreSQL)',
+        },
       },
     )
     .get(
@@ -255,7 +281,11 @@ function restRoutes(deps: Deps) {
         const window = parseWindow(query, clock())
         const table = await store.objects.table(db.id, params.schema, params.name)
         if (!table) throw notFound('table')
-        return detailView(tableView(table), window, await store.objects.tableSeries(db.id, params.schema, params.name, window))
+        return detailView(
+          tableView(table),
+          window,
+          await store.objects.tableSeries(db.id, params.schema, params.name, window),
+        )
       },
       {
         query: query(windowQuery),
@@ -280,7 +310,12 @@ function restRoutes(deps: Deps) {
       '/indexes/unused',
       async ({ principal, params, query }) => {
         const db = await databaseFor(deps, principal, params.id, 'postgres')
-        const rows = await store.objects.listIndexes(db.id, query.sort_by ?? 'size', clampLimit('indexes', query.limit), true)
+        const rows = await store.objects.listIndexes(
+          db.id,
+          query.sort_by ?? 'size',
+          clampLimit('indexes', query.limit),
+          true,
+        )
         return rows.map(indexView)
       },
       {
@@ -296,7 +331,11 @@ function restRoutes(deps: Deps) {
         const window = parseWindow(query, clock())
         const index = await store.objects.index(db.id, params.schema, params.name)
         if (!index) throw notFound('index')
-        return detailView(indexView(index), window, await store.objects.indexSeries(db.id, params.schema, params.name, window))
+        return detailView(
+          indexView(index),
+          window,
+          await store.objects.indexSeries(db.id, params.schema, params.name, window),
+        )
       },
       {
         query: query(windowQuery),

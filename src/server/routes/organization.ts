@@ -33,7 +33,8 @@ import { body, email, oneOf, password, pathId, requiredString, token } from './s
 const MANAGE = 'manage invites and members'
 export const LAST_OWNER = 'the organization must keep at least one owner: make another member an owner first'
 export const INVALID_INVITE = 'invalid, used, revoked or expired invite token'
-export const INVITES_LOCKED = 'invitations are available to verified organizations; verify your email address to invite people'
+export const INVITES_LOCKED =
+  'invitations are available to verified organizations; verify your email address to invite people'
 /** The invitation mail's subject: fixed text, nothing a user typed (their names are quoted in the body). */
 export const INVITE_SUBJECT = 'You are invited to join an organization on dbm'
 
@@ -42,7 +43,8 @@ function inviteView(i: InviteRecord) {
     id: i.id,
     email: i.email,
     role: i.role,
-    invited_by: i.invited_by !== null && i.invited_by_name !== null ? { id: i.invited_by, name: i.invited_by_name } : null,
+    invited_by:
+      i.invited_by !== null && i.invited_by_name !== null ? { id: i.invited_by, name: i.invited_by_name } : null,
     created_at: rfc3339(i.created_at),
     expires_at: rfc3339(i.expires_at),
   }
@@ -50,14 +52,20 @@ function inviteView(i: InviteRecord) {
 
 /** Members' routes refuse API keys. */
 /** What the document says of the routes only an owner, signed in, may use. */
-const OWNERS_ONLY = errorAnswers({ 403: 'a member, or an API key: only an owner signed in can manage invites and members' })
+const OWNERS_ONLY = errorAnswers({
+  403: 'a member, or an API key: only an owner signed in can manage invites and members',
+})
 
 function userOnly(principal: Principal) {
-  if (principal.kind !== 'user') throw forbidden('API keys cannot read the members: sign in as a user of the organization')
+  if (principal.kind !== 'user')
+    throw forbidden('API keys cannot read the members: sign in as a user of the organization')
   return principal
 }
 
-const memberView = (u: Parameters<typeof userView>[0]) => ({ ...userView(u), role: u.role === 'owner' ? ('owner' as const) : ('member' as const) })
+const memberView = (u: Parameters<typeof userView>[0]) => ({
+  ...userView(u),
+  role: u.role === 'owner' ? ('owner' as const) : ('member' as const),
+})
 
 /** A name someone typed, as one quoted line: its own quotes and backslashes escaped, so the quote cannot end early. */
 const quoted = (s: string) => JSON.stringify(mailLine(s))
@@ -88,15 +96,25 @@ export function organizationRoutes(deps: Deps) {
 
   // Owners only (users; API keys never).
   const manage = new Elysia({ prefix: '/api/v1/organization' })
-    .derive(async ({ request }) => ({ principal: requireOwner(await authenticate(deps, request), MANAGE, { apiKeys: false }) }))
+    .derive(async ({ request }) => ({
+      principal: requireOwner(await authenticate(deps, request), MANAGE, { apiKeys: false }),
+    }))
     .post(
       '/invites',
       async ({ principal, body, set }) => {
         // Each invite mails any address from the server's sender: verified organizations only.
-        const [inviter, org] = await Promise.all([store.getUser(principal.userId), store.getOrganization(principal.orgId)])
+        const [inviter, org] = await Promise.all([
+          store.getUser(principal.userId),
+          store.getOrganization(principal.orgId),
+        ])
         if (!org?.verified) throw forbidden(INVITES_LOCKED)
         // Each invite mails someone: counted per organization, refused ones too.
-        const hit = await store.hitRateLimit(`rate:invite:${principal.orgId}`, inviteLimit.limit, inviteLimit.windowMs, clock())
+        const hit = await store.hitRateLimit(
+          `rate:invite:${principal.orgId}`,
+          inviteLimit.limit,
+          inviteLimit.windowMs,
+          clock(),
+        )
         if (!hit.allowed) throw tooManyRequests(hit.retryAfterMs)
         const secret = randomToken()
         const now = clock()
@@ -111,19 +129,40 @@ export function organizationRoutes(deps: Deps) {
           expiresAt: now + tokenLifetimes.inviteMs,
         })
         if (invite === 'registered') throw conflict('that email address already has an account on this server')
-        deps.mailer.send(inviteMail(address, { name: inviter?.name ?? '', email: inviter?.email ?? '' }, org.name, body.role, `${deps.publicUrl}/accept-invite?token=${secret}`))
+        deps.mailer.send(
+          inviteMail(
+            address,
+            { name: inviter?.name ?? '', email: inviter?.email ?? '' },
+            org.name,
+            body.role,
+            `${deps.publicUrl}/accept-invite?token=${secret}`,
+          ),
+        )
         set.status = 201
         return inviteView(invite)
       },
       {
         body: body({ email: email(), role: oneOf('role', MEMBER_ROLES) }),
         response: { 201: Invite },
-        detail: { summary: 'Invite an address to the organization (owners): the link is mailed, valid 7 days; a pending invite of that address is replaced', security: userSession, responses: errorAnswers({ 403: 'a member, or an API key (only an owner signed in can manage invites and members); or the organization is not verified (only verified organizations invite)', 409: 'the address has an account on this server already', 429: 'over the invites an organization may send in an hour (see Retry-After)' }) },
+        detail: {
+          summary:
+            'Invite an address to the organization (owners): the link is mailed, valid 7 days; a pending invite of that address is replaced',
+          security: userSession,
+          responses: errorAnswers({
+            403: 'a member, or an API key (only an owner signed in can manage invites and members); or the organization is not verified (only verified organizations invite)',
+            409: 'the address has an account on this server already',
+            429: 'over the invites an organization may send in an hour (see Retry-After)',
+          }),
+        },
       },
     )
     .get('/invites', async ({ principal }) => (await members.listInvites(principal.orgId, clock())).map(inviteView), {
       response: { 200: t.Array(Invite) },
-      detail: { summary: "The organization's pending invites, newest first (owners)", security: userSession, responses: OWNERS_ONLY },
+      detail: {
+        summary: "The organization's pending invites, newest first (owners)",
+        security: userSession,
+        responses: OWNERS_ONLY,
+      },
     })
     .delete(
       '/invites/:id',
@@ -133,7 +172,14 @@ export function organizationRoutes(deps: Deps) {
         if (outcome === 'accepted') throw conflict('the invite was already accepted: remove the member instead')
         set.status = 204
       },
-      { response: { 204: NoContent }, detail: { summary: 'Revoke an invite (owners): its link stops working', security: userSession, responses: { ...OWNERS_ONLY, ...errorAnswers({ 409: 'the invite was accepted: remove the member instead' }) } } },
+      {
+        response: { 204: NoContent },
+        detail: {
+          summary: 'Revoke an invite (owners): its link stops working',
+          security: userSession,
+          responses: { ...OWNERS_ONLY, ...errorAnswers({ 409: 'the invite was accepted: remove the member instead' }) },
+        },
+      },
     )
     .patch(
       '/members/:id',
@@ -146,7 +192,12 @@ export function organizationRoutes(deps: Deps) {
       {
         body: body({ role: oneOf('role', MEMBER_ROLES) }),
         response: { 200: Member },
-        detail: { summary: "Change a member's role (owners); never the last owner's. Demoting an owner revokes the invites they sent and the API keys they created", security: userSession, responses: { ...OWNERS_ONLY, ...errorAnswers({ 409: 'the organization would have no owner left' }) } },
+        detail: {
+          summary:
+            "Change a member's role (owners); never the last owner's. Demoting an owner revokes the invites they sent and the API keys they created",
+          security: userSession,
+          responses: { ...OWNERS_ONLY, ...errorAnswers({ 409: 'the organization would have no owner left' }) },
+        },
       },
     )
     .delete(
@@ -157,7 +208,15 @@ export function organizationRoutes(deps: Deps) {
         if (outcome === 'last_owner') throw conflict(LAST_OWNER)
         set.status = 204
       },
-      { response: { 204: NoContent }, detail: { summary: 'Remove a member (owners): their sessions end and the API keys they created are revoked at once; never the last owner', security: userSession, responses: { ...OWNERS_ONLY, ...errorAnswers({ 409: 'the organization would have no owner left' }) } } },
+      {
+        response: { 204: NoContent },
+        detail: {
+          summary:
+            'Remove a member (owners): their sessions end and the API keys they created are revoked at once; never the last owner',
+          security: userSession,
+          responses: { ...OWNERS_ONLY, ...errorAnswers({ 409: 'the organization would have no owner left' }) },
+        },
+      },
     )
 
   // Every user of the organization (API keys never: an agent has no use for people's addresses).
@@ -165,7 +224,11 @@ export function organizationRoutes(deps: Deps) {
     .derive(async ({ request }) => ({ principal: userOnly(await authenticate(deps, request)) }))
     .get('/members', async ({ principal }) => (await members.listMembers(principal.orgId)).map(memberView), {
       response: { 200: t.Array(Member) },
-      detail: { summary: "The organization's users and their roles, oldest first", security: userSession, responses: errorAnswers({ 403: 'an API key: only users see the members' }) },
+      detail: {
+        summary: "The organization's users and their roles, oldest first",
+        security: userSession,
+        responses: errorAnswers({ 403: 'an API key: only users see the members' }),
+      },
     })
 
   // The invite link's page posts here: no session, rate-limited per client address (app.ts).
@@ -173,9 +236,15 @@ export function organizationRoutes(deps: Deps) {
     '/api/v1/auth/accept-invite',
     async ({ body, cookie, set }) => {
       const passwordHash = await hashPassword(body.password)
-      const outcome = await members.acceptInvite({ tokenHash: sha256(body.token), name: body.name.trim(), passwordHash, now: clock() })
+      const outcome = await members.acceptInvite({
+        tokenHash: sha256(body.token),
+        name: body.name.trim(),
+        passwordHash,
+        now: clock(),
+      })
       if (outcome === 'invalid') throw badRequest(INVALID_INVITE)
-      if (outcome === 'registered') throw conflict('that email address already has an account on this server: sign in with it')
+      if (outcome === 'registered')
+        throw conflict('that email address already has an account on this server: sign in with it')
       const session = await startSession(deps, outcome.user, cookie as CookieJar)
       set.status = 201
       return { user: memberView(outcome.user), organization: organizationView(outcome.org), ...session }
@@ -187,7 +256,11 @@ export function organizationRoutes(deps: Deps) {
         password: password('password', passwordLength.min, passwordLength.max),
       }),
       response: { 201: AcceptedInvite },
-      detail: { summary: "Accept an invite: creates the invited address's user (verified) and signs them in, as signup does", security: [], responses: errorAnswers({ 409: 'the address got an account meanwhile: sign in with it' }) },
+      detail: {
+        summary: "Accept an invite: creates the invited address's user (verified) and signs them in, as signup does",
+        security: [],
+        responses: errorAnswers({ 409: 'the address got an account meanwhile: sign in with it' }),
+      },
     },
   )
 

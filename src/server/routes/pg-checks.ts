@@ -40,7 +40,11 @@ function countsBy(groups: ConnectionGroup[], key: keyof Omit<ConnectionGroup, 'c
   for (const g of groups) counts.set(g[key], (counts.get(g[key]) ?? 0) + g.count)
   return [...counts]
     .map(([value, count]) => ({ value, count }))
-    .sort((a, b) => b.count - a.count || (a.value === null ? 1 : b.value === null ? -1 : a.value < b.value ? -1 : a.value > b.value ? 1 : 0))
+    .sort(
+      (a, b) =>
+        b.count - a.count ||
+        (a.value === null ? 1 : b.value === null ? -1 : a.value < b.value ? -1 : a.value > b.value ? 1 : 0),
+    )
 }
 
 const BLOAT_KINDS = ['table', 'index'] as const
@@ -56,7 +60,11 @@ const wholeSetting = (settings: Record<string, string> | null, name: string): nu
  * superuser_reserved_connections and, from PostgreSQL 16, reserved_connections), the share in use, each
  * state's share and the headroom left. Null before the agent sent the settings.
  */
-export function connectionSlots(settings: Record<string, string> | null, total: number, byState: { value: string | null; count: number }[]) {
+export function connectionSlots(
+  settings: Record<string, string> | null,
+  total: number,
+  byState: { value: string | null; count: number }[],
+) {
   const max = wholeSetting(settings, 'max_connections')
   if (max === null || max <= 0) return null
   const superuserReserved = wholeSetting(settings, 'superuser_reserved_connections') ?? 0
@@ -76,7 +84,8 @@ export function connectionSlots(settings: Record<string, string> | null, total: 
 
 const timeOrNull = (ms: number | null | undefined) => (ms === null || ms === undefined ? null : rfc3339(ms))
 /** ms from `from` to `at`, never below 0; null when either is unknown. */
-const ageAt = (at: number | null, from: number | null | undefined) => (at === null || from === null || from === undefined ? null : Math.max(0, at - from))
+const ageAt = (at: number | null, from: number | null | undefined) =>
+  at === null || from === null || from === undefined ? null : Math.max(0, at - from)
 
 /** A running command as /progress answers it: times in RFC 3339, what it waits on (null from agents before it). */
 function progressView(p: ProgressEntry, collectedAt: number | null) {
@@ -104,9 +113,15 @@ function progressView(p: ProgressEntry, collectedAt: number | null) {
 
 export function pgCheckRoutes(deps: Deps) {
   const { store } = deps
-  const latest = async <T>(databaseId: string, kind: SnapshotKind): Promise<{ collected_at: string | null; entries: T[] }> => {
+  const latest = async <T>(
+    databaseId: string,
+    kind: SnapshotKind,
+  ): Promise<{ collected_at: string | null; entries: T[] }> => {
     const found = await store.latestSnapshot(databaseId, kind)
-    return { collected_at: found ? rfc3339(found.ts) : null, entries: Array.isArray(found?.payload) ? (found.payload as T[]) : [] }
+    return {
+      collected_at: found ? rfc3339(found.ts) : null,
+      entries: Array.isArray(found?.payload) ? (found.payload as T[]) : [],
+    }
   }
 
   return new Elysia({ prefix: '/api/v1/databases/:id' })
@@ -118,7 +133,9 @@ export function pgCheckRoutes(deps: Deps) {
         const { collected_at, entries } = await latest<InvalidConstraint>(db.id, 'invalid_constraints')
         return {
           collected_at,
-          constraints: entries.slice(0, clampLimit('invalid_constraints', query.limit)).map((c) => ({ ...c, validate_sql: validateCommand(c) })),
+          constraints: entries
+            .slice(0, clampLimit('invalid_constraints', query.limit))
+            .map((c) => ({ ...c, validate_sql: validateCommand(c) })),
         }
       },
       {
@@ -137,12 +154,19 @@ export function pgCheckRoutes(deps: Deps) {
           .filter((b) => (query.kind === undefined || b.kind === query.kind) && b.bloat_bytes >= minBytes)
           .sort((a, b) => b.bloat_bytes - a.bloat_bytes || b.size_bytes - a.size_bytes)
           .slice(0, clampLimit('bloat', query.limit))
-        return { estimated_at: collected_at, estimate: true, method: BLOAT_METHOD, entries: kept.map((b) => ({ ...b, bloat_ratio: bloatRatio(b) })) }
+        return {
+          estimated_at: collected_at,
+          estimate: true,
+          method: BLOAT_METHOD,
+          entries: kept.map((b) => ({ ...b, bloat_ratio: bloatRatio(b) })),
+        }
       },
       {
         query: query({
           kind: t.Optional(oneOf('kind', BLOAT_KINDS)),
-          min_bytes: t.Optional(t.String({ pattern: '^[0-9]{1,15}$', error: 'min_bytes must be a whole number of bytes' })),
+          min_bytes: t.Optional(
+            t.String({ pattern: '^[0-9]{1,15}$', error: 'min_bytes must be a whole number of bytes' }),
+          ),
           limit: limitQuery('bloat'),
         }),
         response: { 200: Bloat },
@@ -153,7 +177,10 @@ export function pgCheckRoutes(deps: Deps) {
       '/connections',
       async ({ principal, params, query }) => {
         const db = await databaseFor(deps, principal, params.id, 'postgres')
-        const [{ collected_at, entries }, settings] = await Promise.all([latest<ConnectionGroup>(db.id, 'connections'), store.latestSettings(db.id)])
+        const [{ collected_at, entries }, settings] = await Promise.all([
+          latest<ConnectionGroup>(db.id, 'connections'),
+          store.latestSettings(db.id),
+        ])
         const total = entries.reduce((sum, g) => sum + g.count, 0)
         return {
           collected_at,
@@ -187,7 +214,9 @@ export function pgCheckRoutes(deps: Deps) {
       {
         query: query({ limit: limitQuery('progress') }),
         response: { 200: Progress },
-        detail: { summary: 'VACUUM, ANALYZE, CREATE INDEX, REINDEX and CLUSTER running now, with their phase and progress' },
+        detail: {
+          summary: 'VACUUM, ANALYZE, CREATE INDEX, REINDEX and CLUSTER running now, with their phase and progress',
+        },
       },
     )
 }

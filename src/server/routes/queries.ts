@@ -10,7 +10,13 @@ import { notFound } from '../http-error.ts'
 import type { QueryPoint, QueryStatsRow } from '../store/statements/reads.ts'
 import type { Engine } from '../store/types.ts'
 import { rfc3339 } from '../views.ts'
-import { type ClickHouseQueryPoint, type PostgresQueryPoint, QueryDetail, QueryPlan, QueryStats } from '../../shared/api/queries.ts'
+import {
+  type ClickHouseQueryPoint,
+  type PostgresQueryPoint,
+  QueryDetail,
+  QueryPlan,
+  QueryStats,
+} from '../../shared/api/queries.ts'
 import { oneOf, query } from './schema.ts'
 import { clampLimit, databaseFor, limitQuery, parseWindow, windowQuery } from './telemetry-params.ts'
 
@@ -20,11 +26,14 @@ const sorts = ['total_time', 'calls', 'mean_time', 'rows', 'io_time'] as const
 const round = (n: number | null, digits = 3) => (n === null ? null : Number(n.toFixed(digits)))
 
 /** Counters PostgreSQL has no source for (ClickHouse's): left out of a PostgreSQL statement's points. */
-const CLICKHOUSE_ONLY = STATEMENT_COUNTERS.filter((c) => !(POSTGRES_STATEMENT_COUNTERS as readonly string[]).includes(c))
+const CLICKHOUSE_ONLY = STATEMENT_COUNTERS.filter(
+  (c) => !(POSTGRES_STATEMENT_COUNTERS as readonly string[]).includes(c),
+)
 
 /** The statement family's durations, answered to the microsecond. */
 const DURATIONS = [...STATEMENT_DURATIONS]
-const roundedDurations = (row: object) => Object.fromEntries(DURATIONS.map((k) => [k, round((row as Record<string, number | null>)[k] ?? null)]))
+const roundedDurations = (row: object) =>
+  Object.fromEntries(DURATIONS.map((k) => [k, round((row as Record<string, number | null>)[k] ?? null)]))
 
 function queryView({ first_bucket, ...row }: QueryStatsRow): Static<typeof QueryStats> {
   return {
@@ -37,7 +46,10 @@ function queryView({ first_bucket, ...row }: QueryStatsRow): Static<typeof Query
   } as Static<typeof QueryStats>
 }
 
-function pointView(point: QueryPoint, engine: Engine): Static<typeof PostgresQueryPoint> | Static<typeof ClickHouseQueryPoint> {
+function pointView(
+  point: QueryPoint,
+  engine: Engine,
+): Static<typeof PostgresQueryPoint> | Static<typeof ClickHouseQueryPoint> {
   const view: Record<string, unknown> = {
     ...point,
     ts: rfc3339(point.ts),
@@ -58,7 +70,12 @@ export function queryRoutes(deps: Deps) {
       async ({ principal, params, query }) => {
         const db = await databaseFor(deps, principal, params.id)
         const window = parseWindow(query, clock())
-        const rows = await store.listQueryStats(db.id, window, query.sort_by ?? 'total_time', clampLimit('queries', query.limit))
+        const rows = await store.listQueryStats(
+          db.id,
+          window,
+          query.sort_by ?? 'total_time',
+          clampLimit('queries', query.limit),
+        )
         return rows.map(queryView)
       },
       {

@@ -16,10 +16,16 @@ export const requiredString = (field: string, max: number) =>
 
 /** A token from a mail or a login: required, at most `max` characters. */
 export const token = (field: string, max = 256) =>
-  t.String({ minLength: 1, maxLength: max, pattern: VISIBLE_TEXT, error: `${field} is required and must be at most ${max} characters` })
+  t.String({
+    minLength: 1,
+    maxLength: max,
+    pattern: VISIBLE_TEXT,
+    error: `${field} is required and must be at most ${max} characters`,
+  })
 
 /** Query parameters: unknown ones (cache busters, tracking tags) are ignored, known ones validated. */
-export const query = <T extends Parameters<typeof t.Object>[0]>(fields: T) => t.Object(fields, { additionalProperties: true })
+export const query = <T extends Parameters<typeof t.Object>[0]>(fields: T) =>
+  t.Object(fields, { additionalProperties: true })
 
 export const email = (field = 'email') =>
   t.String({ format: 'email', maxLength: 254, error: `${field} must be a valid email address` })
@@ -49,7 +55,10 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
  * An `{id}` path parameter: the server's ids are UUIDs, so anything else is a 400 naming the parameter
  * (it cannot name a resource of anyone's, so the 400 reveals nothing a 404 would not).
  */
-export function pathId(value: string, kind: 'database' | 'API key' | 'invite' | 'member' | 'alert destination' | 'alert route' | 'silence'): string {
+export function pathId(
+  value: string,
+  kind: 'database' | 'API key' | 'invite' | 'member' | 'alert destination' | 'alert route' | 'silence',
+): string {
   if (!UUID.test(value)) throw badRequest(`id must be ${/^[aeiou]/i.test(kind) ? 'an' : 'a'} ${kind} id (a UUID)`)
   return value
 }

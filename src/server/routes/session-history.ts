@@ -57,7 +57,12 @@ export function sessionHistoryRoutes(deps: Deps) {
       async ({ principal, params, query }) => {
         const db = await databaseFor(deps, principal, params.id)
         const window = parseWindow(query, clock())
-        const { times, more } = await store.sessions.times(db.id, window.since, window.until, clampLimit('snapshots', query.limit))
+        const { times, more } = await store.sessions.times(
+          db.id,
+          window.since,
+          window.until,
+          clampLimit('snapshots', query.limit),
+        )
         return {
           since: rfc3339(window.since),
           until: rfc3339(window.until),
@@ -83,15 +88,28 @@ export function sessionHistoryRoutes(deps: Deps) {
         const db = await databaseFor(deps, principal, params.id, 'postgres')
         const window = parseWindow(query, clock())
         const [chains, latest] = await Promise.all([
-          store.sessions.chains(db.id, window.since, window.until, clampLimit('lock_chains', query.limit), query.order ?? 'started'),
+          store.sessions.chains(
+            db.id,
+            window.since,
+            window.until,
+            clampLimit('lock_chains', query.limit),
+            query.order ?? 'started',
+          ),
           store.sessions.latestTime(db.id),
         ])
         return chains.map((c) => chainView(c, latest))
       },
       {
-        query: query({ ...windowQuery, limit: limitQuery('lock_chains'), order: t.Optional(oneOf('order', CHAIN_ORDERS)) }),
+        query: query({
+          ...windowQuery,
+          limit: limitQuery('lock_chains'),
+          order: t.Optional(oneOf('order', CHAIN_ORDERS)),
+        }),
         response: { 200: t.Array(LockChain) },
-        detail: { summary: 'Lock chains seen in a window: latest started first, or longest first with order=longest (PostgreSQL)' },
+        detail: {
+          summary:
+            'Lock chains seen in a window: latest started first, or longest first with order=longest (PostgreSQL)',
+        },
       },
     )
 }

@@ -34,8 +34,14 @@ export type NamedAuthor = SilenceAuthor & { name: string | null }
 export function authorNames(deps: Pick<Deps, 'store'>, orgId: string): (a: SilenceAuthor) => Promise<NamedAuthor> {
   let known: Promise<Map<string, string>> | undefined
   const load = async () => {
-    const [users, keys] = await Promise.all([deps.store.members.listMembers(orgId), deps.store.listApiKeys(orgId, true)])
-    return new Map<string, string>([...users.map((u) => [`user:${u.id}`, `${u.name} (${u.email})`] as const), ...keys.map((k) => [`api_key:${k.id}`, `API key "${k.name}"`] as const)])
+    const [users, keys] = await Promise.all([
+      deps.store.members.listMembers(orgId),
+      deps.store.listApiKeys(orgId, true),
+    ])
+    return new Map<string, string>([
+      ...users.map((u) => [`user:${u.id}`, `${u.name} (${u.email})`] as const),
+      ...keys.map((k) => [`api_key:${k.id}`, `API key "${k.name}"`] as const),
+    ])
   }
   return async (a) => ({ ...a, name: (await (known ??= load())).get(`${a.kind}:${a.id}`) ?? null })
 }
@@ -76,13 +82,21 @@ export function silenceRoutes(deps: Deps) {
       async ({ principal, query }) => {
         const now = clock()
         const named = authorNames(deps, principal.orgId)
-        const silences = await routing.listSilences(principal.orgId, query.state ?? 'active', now, clampLimit('silences', query.limit))
+        const silences = await routing.listSilences(
+          principal.orgId,
+          query.state ?? 'active',
+          now,
+          clampLimit('silences', query.limit),
+        )
         return Promise.all(silences.map(async (s) => silenceView(s, now, await named(s.created_by))))
       },
       {
         query: query({ state: t.Optional(oneOf('state', STATES)), limit: limitQuery('silences') }),
         response: { 200: t.Array(SilenceSchema) },
-        detail: { summary: "The organization's silences, the latest created first: not yet ended (state=active, the default: in effect or scheduled), ended (expired), or all" },
+        detail: {
+          summary:
+            "The organization's silences, the latest created first: not yet ended (state=active, the default: in effect or scheduled), ended (expired), or all",
+        },
       },
     )
     .post(
@@ -90,7 +104,8 @@ export function silenceRoutes(deps: Deps) {
       async ({ principal, body, set }) => {
         const now = clock()
         const { database_id, rule, key, tag, comment } = body
-        if (database_id === undefined && rule === undefined && key === undefined && tag === undefined) throw badRequest(`a silence needs at least one matcher: ${MATCHERS}`)
+        if (database_id === undefined && rule === undefined && key === undefined && tag === undefined)
+          throw badRequest(`a silence needs at least one matcher: ${MATCHERS}`)
         let tagPair: { key: string; value: string } | null = null
         if (tag !== undefined) {
           const at = tag.indexOf('=')
@@ -99,14 +114,20 @@ export function silenceRoutes(deps: Deps) {
         }
         if (database_id !== undefined) {
           const id = pathId(database_id, 'database')
-          if (!(await store.getDatabase(principal.orgId, id))) throw badRequest('database_id names no database of the organization')
+          if (!(await store.getDatabase(principal.orgId, id)))
+            throw badRequest('database_id names no database of the organization')
         }
         const starts = body.starts_at === undefined ? now : time('starts_at', body.starts_at)
         const ends = time('ends_at', body.ends_at)
         if (ends <= Math.max(starts, now)) throw badRequest('ends_at must be later than starts_at and than now')
-        if (ends - now > alertRoutingLimits.silenceMaxMs) throw badRequest(`ends_at must be at most ${alertRoutingLimits.silenceMaxMs / 86_400_000} days from now`)
-        if ((await routing.countActiveSilences(principal.orgId, now)) >= alertRoutingLimits.activeSilencesPerOrganization) {
-          throw conflict(`an organization has at most ${alertRoutingLimits.activeSilencesPerOrganization} silences not yet ended`)
+        if (ends - now > alertRoutingLimits.silenceMaxMs)
+          throw badRequest(`ends_at must be at most ${alertRoutingLimits.silenceMaxMs / 86_400_000} days from now`)
+        if (
+          (await routing.countActiveSilences(principal.orgId, now)) >= alertRoutingLimits.activeSilencesPerOrganization
+        ) {
+          throw conflict(
+            `an organization has at most ${alertRoutingLimits.activeSilencesPerOrganization} silences not yet ended`,
+          )
         }
         const created = await routing.createSilence({
           id: Bun.randomUUIDv7(),
@@ -116,7 +137,10 @@ export function silenceRoutes(deps: Deps) {
           key: key ?? null,
           tag: tagPair,
           comment,
-          created_by: principal.kind === 'user' ? { kind: 'user', id: principal.userId } : { kind: 'api_key', id: principal.apiKeyId },
+          created_by:
+            principal.kind === 'user'
+              ? { kind: 'user', id: principal.userId }
+              : { kind: 'api_key', id: principal.apiKeyId },
           created_at: now,
           starts_at: starts,
           ends_at: ends,
@@ -136,11 +160,21 @@ export function silenceRoutes(deps: Deps) {
             ends_at: requiredString('ends_at', 64),
             comment: requiredString('comment', alertRoutingLimits.commentMax),
           },
-          { examples: [{ rule: 'pg_replication_lag', starts_at: '2026-12-31T22:00:00Z', ends_at: '2027-01-01T02:00:00Z', comment: 'replica rebuilt overnight' }] },
+          {
+            examples: [
+              {
+                rule: 'pg_replication_lag',
+                starts_at: '2026-12-31T22:00:00Z',
+                ends_at: '2027-01-01T02:00:00Z',
+                comment: 'replica rebuilt overnight',
+              },
+            ],
+          },
         ),
         response: { 201: SilenceSchema },
         detail: {
-          summary: 'Silence alerts: by database_id, rule, key (an alert or finding) or tag (key=value), each given matching; from starts_at (default now) to ends_at (at most 90 days on)',
+          summary:
+            'Silence alerts: by database_id, rule, key (an alert or finding) or tag (key=value), each given matching; from starts_at (default now) to ends_at (at most 90 days on)',
           responses: errorAnswers({ 409: 'the organization has the most silences not yet ended that it may' }),
         },
       },
@@ -151,9 +185,20 @@ export function silenceRoutes(deps: Deps) {
         const now = clock()
         const expired = await routing.expireSilence(principal.orgId, pathId(params.id, 'silence'), now)
         if (!expired) throw notFound('silence')
-        deps.log.info('silence expired', { org: principal.orgId, silence: expired.id, by: principal.kind === 'user' ? principal.userId : principal.apiKeyId })
+        deps.log.info('silence expired', {
+          org: principal.orgId,
+          silence: expired.id,
+          by: principal.kind === 'user' ? principal.userId : principal.apiKeyId,
+        })
         set.status = 204
       },
-      { response: { 204: NoContent }, detail: { summary: 'Expire a silence now (it stays listed under state=expired); held notifications of alerts still open go then', responses: NOT_FOUND } },
+      {
+        response: { 204: NoContent },
+        detail: {
+          summary:
+            'Expire a silence now (it stays listed under state=expired); held notifications of alerts still open go then',
+          responses: NOT_FOUND,
+        },
+      },
     )
 }

@@ -11,7 +11,12 @@ import { type Window, minuteFloor } from '../store/window.ts'
 import type { Engine, RegisteredDatabase } from '../store/types.ts'
 import { pathId, query } from './schema.ts'
 
-export async function databaseFor(deps: Deps, principal: Principal, id: string, engine?: Engine): Promise<RegisteredDatabase> {
+export async function databaseFor(
+  deps: Deps,
+  principal: Principal,
+  id: string,
+  engine?: Engine,
+): Promise<RegisteredDatabase> {
   const db = await deps.store.getDatabase(principal.orgId, pathId(id, 'database'))
   if (!db) throw notFound('database')
   if (engine && db.engine !== engine) {
@@ -21,13 +26,29 @@ export async function databaseFor(deps: Deps, principal: Principal, id: string, 
 }
 
 /** How the OpenAPI document shows a parameter the route reads from its text (openapi.ts). */
-const documentAs = (schema: Record<string, unknown>, description: string) => ({ description, documentAs: { ...schema, description } })
+const documentAs = (schema: Record<string, unknown>, description: string) => ({
+  description,
+  documentAs: { ...schema, description },
+})
 
 export const windowQuery = {
   since: t.Optional(
-    t.String({ maxLength: 64, error: 'since must be an RFC 3339 timestamp', ...documentAs({ type: 'string', format: 'date-time' }, 'start of the window, RFC 3339 (default: 24 hours before until)') }),
+    t.String({
+      maxLength: 64,
+      error: 'since must be an RFC 3339 timestamp',
+      ...documentAs(
+        { type: 'string', format: 'date-time' },
+        'start of the window, RFC 3339 (default: 24 hours before until)',
+      ),
+    }),
   ),
-  until: t.Optional(t.String({ maxLength: 64, error: 'until must be an RFC 3339 timestamp', ...documentAs({ type: 'string', format: 'date-time' }, 'end of the window, RFC 3339 (default: now)') })),
+  until: t.Optional(
+    t.String({
+      maxLength: 64,
+      error: 'until must be an RFC 3339 timestamp',
+      ...documentAs({ type: 'string', format: 'date-time' }, 'end of the window, RFC 3339 (default: now)'),
+    }),
+  ),
 }
 
 const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2})(?::(\d{2})(\.\d+)?)?(?:[Zz]|[+-](\d{2}):?(\d{2}))$/
@@ -40,9 +61,22 @@ const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2})(?::(\d{2})(\.\d+)?
 function rfc3339Ms(value: string): number {
   const m = RFC3339.exec(value)
   if (!m) return Number.NaN
-  const [year, month, day, hour, minute, second, , offHour, offMinute] = [1, 2, 3, 4, 5, 6, 7, 8, 9].map((i) => (m[i] === undefined ? 0 : Number(m[i])))
+  const [year, month, day, hour, minute, second, , offHour, offMinute] = [1, 2, 3, 4, 5, 6, 7, 8, 9].map((i) =>
+    m[i] === undefined ? 0 : Number(m[i]),
+  )
   const days = new Date(Date.UTC(year!, month!, 0)).getUTCDate()
-  if (month! < 1 || month! > 12 || day! < 1 || day! > days || hour! > 23 || minute! > 59 || second! > 59 || offHour! > 23 || offMinute! > 59) return Number.NaN
+  if (
+    month! < 1 ||
+    month! > 12 ||
+    day! < 1 ||
+    day! > days ||
+    hour! > 23 ||
+    minute! > 59 ||
+    second! > 59 ||
+    offHour! > 23 ||
+    offMinute! > 59
+  )
+    return Number.NaN
   const ms = Date.parse(value)
   return ms >= 0 ? ms : Number.NaN
 }
@@ -62,7 +96,12 @@ export const atQuery = t.Optional(
     maxLength: 64,
     error: AT_ERROR,
     ...documentAs(
-      { oneOf: [{ type: 'string', format: 'date-time' }, { type: 'string', pattern: '^[0-9]{1,15}$' }] },
+      {
+        oneOf: [
+          { type: 'string', format: 'date-time' },
+          { type: 'string', pattern: '^[0-9]{1,15}$' },
+        ],
+      },
       'the kept snapshot at or before this time: RFC 3339, or epoch milliseconds (default: the latest)',
     ),
   }),
@@ -89,7 +128,8 @@ export function parseWindow(query: { since?: string; until?: string }, now: numb
  * by Elysia's numeric coercion, which reads `0x10` as 16 and `1e2` as 100 and does its range checks in a
  * TypeBox Decode step that a minified build skipped (scripts/build.ts); over 20 digits it is refused.
  */
-const positiveDigits = (error: string, doc: ReturnType<typeof documentAs>) => t.String({ pattern: '^0*[1-9][0-9]{0,19}$', error, ...doc })
+const positiveDigits = (error: string, doc: ReturnType<typeof documentAs>) =>
+  t.String({ pattern: '^0*[1-9][0-9]{0,19}$', error, ...doc })
 
 export const limitQuery = (endpoint: keyof typeof resultLimits) =>
   t.Optional(
@@ -135,12 +175,15 @@ export function intervalsFor(q: SeriesQuery, now: number, fallbackSeconds?: numb
   const requested = q.bucket === undefined ? undefined : Number(q.bucket)
   if (requested !== undefined && requested < MIN_BUCKET_SECONDS) throw badRequest(BUCKET_ERROR)
   const window = parseWindow(q, now)
-  const automatic = window.until - window.since <= internalsLimits.minuteWindowMs && window.since >= window.minuteFloor ? 60 : 3600
+  const automatic =
+    window.until - window.since <= internalsLimits.minuteWindowMs && window.since >= window.minuteFloor ? 60 : 3600
   const bucketSeconds = Math.min(requested ?? fallbackSeconds ?? automatic, internalsLimits.maxBucketSeconds)
   // The data are kept per minute: a bucket of 90 s would hold one minute, then two, by turns.
   if (bucketSeconds % MIN_BUCKET_SECONDS !== 0) {
     const below = Math.floor(bucketSeconds / MIN_BUCKET_SECONDS) * MIN_BUCKET_SECONDS
-    throw badRequest(`bucket must be a multiple of ${MIN_BUCKET_SECONDS} seconds (the data are kept per minute): use ${below} or ${below + MIN_BUCKET_SECONDS}`)
+    throw badRequest(
+      `bucket must be a multiple of ${MIN_BUCKET_SECONDS} seconds (the data are kept per minute): use ${below} or ${below + MIN_BUCKET_SECONDS}`,
+    )
   }
   const spanSeconds = (window.until - window.since) / 1000
   if (Math.ceil(spanSeconds / bucketSeconds) > internalsLimits.maxIntervals) {

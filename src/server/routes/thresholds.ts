@@ -41,7 +41,9 @@ export function thresholdRoutes(deps: Deps) {
     .derive(async ({ request }) => ({ principal: await authenticate(deps, request) }))
     .get('/:id/thresholds', async ({ principal, params }) => view(await databaseFor(deps, principal, params.id)), {
       response: { 200: DatabaseThresholds },
-      detail: { summary: "The doctor's thresholds of a database: each rule's defaults, the database's values and their ranges" },
+      detail: {
+        summary: "The doctor's thresholds of a database: each rule's defaults, the database's values and their ranges",
+      },
     })
     .put(
       '/:id/thresholds',
@@ -57,15 +59,31 @@ export function thresholdRoutes(deps: Deps) {
         body: ThresholdsChange,
         response: { 200: DatabaseThresholds },
         detail: {
-          summary: "Set some of a database's thresholds (null: back to the default; keys not named keep their value); the next diagnosis applies them",
-          responses: { ...ownersOnly(CHANGE), ...errorAnswers({ 400: 'an unknown rule or key, a value of the wrong kind or out of range, or a warning past its critical' }) },
+          summary:
+            "Set some of a database's thresholds (null: back to the default; keys not named keep their value); the next diagnosis applies them",
+          responses: {
+            ...ownersOnly(CHANGE),
+            ...errorAnswers({
+              400: 'an unknown rule or key, a value of the wrong kind or out of range, or a warning past its critical',
+            }),
+          },
         },
       },
     )
-    .delete('/:id/thresholds', async ({ principal, params, set }) => {
-      const db = await databaseFor(deps, principal, params.id)
-      requireOwner(principal, CHANGE)
-      await store.thresholds.clearThresholds(db.id)
-      set.status = 204
-    }, { response: { 204: NoContent }, detail: { summary: "Take every threshold of a database back to the rules' defaults", responses: ownersOnly(CHANGE) } })
+    .delete(
+      '/:id/thresholds',
+      async ({ principal, params, set }) => {
+        const db = await databaseFor(deps, principal, params.id)
+        requireOwner(principal, CHANGE)
+        await store.thresholds.clearThresholds(db.id)
+        set.status = 204
+      },
+      {
+        response: { 204: NoContent },
+        detail: {
+          summary: "Take every threshold of a database back to the rules' defaults",
+          responses: ownersOnly(CHANGE),
+        },
+      },
+    )
 }

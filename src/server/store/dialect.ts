@@ -120,11 +120,13 @@ export const sqliteDialect: SqlDialect = {
   // By rowid or, in a WITHOUT ROWID table, by primary key (both searches use the key).
   deleteSome(table, where, limit, primaryKey) {
     const key = primaryKey?.join(', ')
-    if (key === undefined) return `DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} WHERE ${where} LIMIT ${limit})`
+    if (key === undefined)
+      return `DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} WHERE ${where} LIMIT ${limit})`
     return `DELETE FROM ${table} WHERE (${key}) IN (SELECT ${key} FROM ${table} WHERE ${where} LIMIT ${limit})`
   },
   lockSql: undefined,
-  pairsIn: (a, b, pairs) => sql`(${a}, ${b}) IN (SELECT value ->> 0, value ->> 1 FROM json_each(${JSON.stringify(pairs)}))`,
+  pairsIn: (a, b, pairs) =>
+    sql`(${a}, ${b}) IN (SELECT value ->> 0, value ->> 1 FROM json_each(${JSON.stringify(pairs)}))`,
   rangesByIndex: false,
   soleWriter: true,
   insertMany(shape, table, columns, rows, tail) {
@@ -161,14 +163,18 @@ export const postgresDialect: SqlDialect = {
   greatest: (a, b) => `GREATEST(COALESCE(${a}, ${b}), COALESCE(${b}, ${a}))`,
   least: (a, b) => `LEAST(COALESCE(${a}, ${b}), COALESCE(${b}, ${a}))`,
   // SUM of BIGINT is NUMERIC: exact, compared with the maximum.
-  saturatingSum: (column) => `CASE WHEN SUM(${column}) > ${INT64_MAX_SQL} THEN ${INT64_MAX_SQL} ELSE SUM(${column}) END`,
+  saturatingSum: (column) =>
+    `CASE WHEN SUM(${column}) > ${INT64_MAX_SQL} THEN ${INT64_MAX_SQL} ELSE SUM(${column}) END`,
   // NUMERIC, read as a string and converted.
   readSum: (column) => sql`SUM(${column})`,
-  lastNonNull: (column, order) => `(array_agg(${column} ORDER BY ${order} DESC) FILTER (WHERE ${column} IS NOT NULL))[1]`,
+  lastNonNull: (column, order) =>
+    `(array_agg(${column} ORDER BY ${order} DESC) FILTER (WHERE ${column} IS NOT NULL))[1]`,
   // By ctid; `primaryKey` is not needed.
-  deleteSome: (table, where, limit) => `DELETE FROM ${table} WHERE ctid = ANY(ARRAY(SELECT ctid FROM ${table} WHERE ${where} LIMIT ${limit}))`,
+  deleteSome: (table, where, limit) =>
+    `DELETE FROM ${table} WHERE ctid = ANY(ARRAY(SELECT ctid FROM ${table} WHERE ${where} LIMIT ${limit}))`,
   lockSql: 'SELECT pg_advisory_xact_lock(hashtextextended($1, 0))',
-  pairsIn: (a, b, pairs) => sql`(${a}, ${b}) IN (SELECT * FROM unnest(${param(pairs.map((p) => p[0]))}::text[], ${param(pairs.map((p) => p[1]))}::text[]))`,
+  pairsIn: (a, b, pairs) =>
+    sql`(${a}, ${b}) IN (SELECT * FROM unnest(${param(pairs.map((p) => p[0]))}::text[], ${param(pairs.map((p) => p[1]))}::text[]))`,
   rangesByIndex: true,
   soleWriter: false,
   insertMany(shape, table, columns, rows, tail, columnType) {

@@ -23,7 +23,8 @@ function columnDefinition(dialect: SqlDialect, family: FamilyTable, field: Field
 async function existingColumns(tx: SqlDriver, tables: readonly string[]): Promise<Map<string, Set<string>>> {
   const found = new Map<string, Set<string>>(tables.map((t) => [t, new Set<string>()]))
   const { sql, params } = tx.sqlDialect.columnsOf(tables)
-  for (const row of await tx.all<{ table_name: string; column_name: string }>(sql, params)) found.get(row.table_name)?.add(row.column_name)
+  for (const row of await tx.all<{ table_name: string; column_name: string }>(sql, params))
+    found.get(row.table_name)?.add(row.column_name)
   return found
 }
 
@@ -37,7 +38,11 @@ export interface AddedColumn {
  * The fields whose column a family table lacks, by table. A table with no columns at all is one the
  * migrations did not create (yet): left out with 'skip', an error with 'fail'.
  */
-function missingFields(existing: Map<string, Set<string>>, families: readonly FamilyTable[], missingTables: 'skip' | 'fail'): { family: FamilyTable; field: Field }[] {
+function missingFields(
+  existing: Map<string, Set<string>>,
+  families: readonly FamilyTable[],
+  missingTables: 'skip' | 'fail',
+): { family: FamilyTable; field: Field }[] {
   const missing: { family: FamilyTable; field: Field }[] = []
   for (const family of families) {
     const columns = existing.get(family.table)!
@@ -55,8 +60,14 @@ function missingFields(existing: Map<string, Set<string>>, families: readonly Fa
 }
 
 /** Whether a family table of the store lacks a column its family has, or is missing (a read, outside any transaction). */
-export async function familyColumnsMissing(driver: SqlDriver, families: readonly FamilyTable[] = FAMILY_TABLES): Promise<boolean> {
-  const existing = await existingColumns(driver, families.map((f) => f.table))
+export async function familyColumnsMissing(
+  driver: SqlDriver,
+  families: readonly FamilyTable[] = FAMILY_TABLES,
+): Promise<boolean> {
+  const existing = await existingColumns(
+    driver,
+    families.map((f) => f.table),
+  )
   return families.some((f) => existing.get(f.table)!.size === 0) || missingFields(existing, families, 'fail').length > 0
 }
 
@@ -82,11 +93,19 @@ export async function addFamilyColumns(
   families: readonly FamilyTable[] = FAMILY_TABLES,
   missingTables: 'skip' | 'fail' = 'fail',
 ): Promise<AddedColumn[]> {
-  const wanted = missingFields(await existingColumns(tx, families.map((f) => f.table)), families, missingTables)
+  const wanted = missingFields(
+    await existingColumns(
+      tx,
+      families.map((f) => f.table),
+    ),
+    families,
+    missingTables,
+  )
   if (wanted.length === 0) return []
   // Names go into DDL text: only plain identifiers (they come from families.ts, never from outside).
   for (const { field } of wanted) {
-    if (!/^[a-z][a-z0-9_]*$/.test(field.key)) throw new Error(`a family field's name must be a plain identifier: ${JSON.stringify(field.key)}`)
+    if (!/^[a-z][a-z0-9_]*$/.test(field.key))
+      throw new Error(`a family field's name must be a plain identifier: ${JSON.stringify(field.key)}`)
   }
   const tables = [...new Set(wanted.map((w) => w.family.table))].sort((a, b) => lockRank(a) - lockRank(b))
   for (const statement of tx.sqlDialect.alterLock(tables)) await tx.exec(statement)

@@ -127,7 +127,9 @@ export async function migrate(
 
 /** Whether the store is at the latest version with every family column: nothing for migrate() to do. */
 async function isCurrent(driver: SqlDriver): Promise<boolean> {
-  const row = await driver.get<{ v: number | null }>('SELECT MAX(version) AS v FROM schema_migrations').catch(() => undefined)
+  const row = await driver
+    .get<{ v: number | null }>('SELECT MAX(version) AS v FROM schema_migrations')
+    .catch(() => undefined)
   if (Number(row?.v ?? 0) !== latestVersion) return false
   return !(await familyColumnsMissing(driver))
 }
@@ -155,7 +157,8 @@ async function migrateOnce(
     if (current > latestVersion) throw new SchemaTooNewError(current, latestVersion)
     const familyStep = target === latestVersion && columnAdded !== false
     const pending = migrations.filter((m) => m.version > current && m.version <= target)
-    if (familyStep && pending.length > 0 && current > 0) added.push(...(await addFamilyColumns(tx, FAMILY_TABLES, 'skip')))
+    if (familyStep && pending.length > 0 && current > 0)
+      added.push(...(await addFamilyColumns(tx, FAMILY_TABLES, 'skip')))
     const versions: number[] = []
     // A new store built to the baseline's version or past it: the baseline's one script stands for the
     // migrations up to that version (baseline-0010.ts), each of which is recorded as applied.

@@ -79,12 +79,19 @@ export async function openDriver(options: OpenStoreOptions): Promise<OpenedDrive
   try {
     const storeBytes = options.databaseUrl ? null : statSync(location).size
     let upgraded = false
-    const applied = await migrate(driver, Date.now, undefined, (m, from) => {
-      if (from > 0) {
-        upgraded = true
-        options.applying?.(m, storeBytes)
-      }
-    }, options.columnAdded, options.retrying)
+    const applied = await migrate(
+      driver,
+      Date.now,
+      undefined,
+      (m, from) => {
+        if (from > 0) {
+          upgraded = true
+          options.applying?.(m, storeBytes)
+        }
+      },
+      options.columnAdded,
+      options.retrying,
+    )
     // A migration that rebuilt tables of an existing store leaves a write-ahead log as large as what it
     // wrote: copy it into the file and truncate it now, instead of keeping it for as long as the server
     // runs. A new store's log holds only its empty tables, which the checkpoint worker copies; truncating

@@ -27,7 +27,10 @@ const UNREACHABLE_CODES = new Set([
 const CONNECTION_EXCEPTION_CLASS = '08'
 
 function unreachableCode(code: unknown): boolean {
-  return typeof code === 'string' && (UNREACHABLE_CODES.has(code) || (code.length === 5 && code.startsWith(CONNECTION_EXCEPTION_CLASS)))
+  return (
+    typeof code === 'string' &&
+    (UNREACHABLE_CODES.has(code) || (code.length === 5 && code.startsWith(CONNECTION_EXCEPTION_CLASS)))
+  )
 }
 
 /**

@@ -27,8 +27,15 @@ const SNAPSHOT_KINDS = [
 ] as const
 export type SnapshotKind = (typeof SNAPSHOT_KINDS)[number]
 
-export async function latestSnapshot(driver: SqlDriver, databaseId: string, kind: SnapshotKind): Promise<{ ts: number; payload: unknown } | undefined> {
-  const row = await driver.get<{ ts: number; payload: string }>('SELECT ts, payload FROM snapshots WHERE database_id = $1 AND kind = $2', [databaseId, kind])
+export async function latestSnapshot(
+  driver: SqlDriver,
+  databaseId: string,
+  kind: SnapshotKind,
+): Promise<{ ts: number; payload: unknown } | undefined> {
+  const row = await driver.get<{ ts: number; payload: string }>(
+    'SELECT ts, payload FROM snapshots WHERE database_id = $1 AND kind = $2',
+    [databaseId, kind],
+  )
   return row ? { ts: Number(row.ts), payload: JSON.parse(row.payload) } : undefined
 }
 
@@ -37,7 +44,16 @@ export function applySnapshots(writes: Writes, databaseId: string, batch: Ingest
   writes.upsert(
     'snapshots',
     ['database_id', 'kind', 'ts', 'payload'],
-    SNAPSHOT_KINDS.filter((kind) => batch[kind] !== undefined).map((kind) => [databaseId, kind, batch.collected_at, JSON.stringify(batch[kind])]),
-    { key: ['database_id', 'kind'], update: { ts: 'excluded.ts', payload: 'excluded.payload' }, onlyIf: 'excluded.ts >= snapshots.ts' },
+    SNAPSHOT_KINDS.filter((kind) => batch[kind] !== undefined).map((kind) => [
+      databaseId,
+      kind,
+      batch.collected_at,
+      JSON.stringify(batch[kind]),
+    ]),
+    {
+      key: ['database_id', 'kind'],
+      update: { ts: 'excluded.ts', payload: 'excluded.payload' },
+      onlyIf: 'excluded.ts >= snapshots.ts',
+    },
   )
 }

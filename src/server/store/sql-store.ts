@@ -53,7 +53,15 @@ import { SqlAlertRouting } from './alerts/routing.ts'
 import type { CustomMetricReads } from './custom-metrics/types.ts'
 import { SqlCustomMetricReads } from './custom-metrics/reads.ts'
 import { SqlApiKeys } from './accounts/api-keys.ts'
-import type { DatabasePatch, EmailTokenKind, IngestResult, NewApiKey, NewDatabase, RegisteredDatabase, Store } from './types.ts'
+import type {
+  DatabasePatch,
+  EmailTokenKind,
+  IngestResult,
+  NewApiKey,
+  NewDatabase,
+  RegisteredDatabase,
+  Store,
+} from './types.ts'
 
 /** Bound of SqlStore's ingestIds (cleared when reached): far more names than one server ingests for. */
 const MAX_INGEST_IDS = 100_000
@@ -330,7 +338,11 @@ export class SqlStore implements Store {
       const fresh =
         recorded!.changed > 0
           ? recorded!.changed
-          : found!.rows[0] && (await tx.get('SELECT 1 AS seen FROM ingest_batches WHERE database_id = $1 AND batch_id = $2', [database.id, batch.batch_id]))
+          : found!.rows[0] &&
+              (await tx.get('SELECT 1 AS seen FROM ingest_batches WHERE database_id = $1 AND batch_id = $2', [
+                database.id,
+                batch.batch_id,
+              ]))
             ? 0
             : await tx.run(
                 'INSERT INTO ingest_batches (database_id, batch_id, collected_at, received_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING',
@@ -357,7 +369,14 @@ export class SqlStore implements Store {
         params: [now, batch.database.engine_version ?? null, database.id],
       }
       effects = await plan.write(tx, database, [seen], true)
-      return { kind: 'applied', database: { ...database, last_seen_at: now, engine_version: batch.database.engine_version ?? database.engine_version } }
+      return {
+        kind: 'applied',
+        database: {
+          ...database,
+          last_seen_at: now,
+          engine_version: batch.database.engine_version ?? database.engine_version,
+        },
+      }
     }, `dbm:ingest:${orgId}:${batch.database.name}`)
     // Caches learn what the batch wrote once it is committed (a rolled-back batch wrote nothing).
     if (effects && result.kind === 'applied') {

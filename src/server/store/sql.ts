@@ -131,7 +131,10 @@ export function param(value: unknown): Param {
  * The escape hatch for text: an identifier or token (a column, a table, a sort order, a bucket size)
  * that must be one of `allowed`, a fixed set in the code; anything else throws.
  */
-export function ident(name: string | number, allowed: readonly (string | number)[] | ReadonlySet<string | number>): Fragment {
+export function ident(
+  name: string | number,
+  allowed: readonly (string | number)[] | ReadonlySet<string | number>,
+): Fragment {
   const ok = Array.isArray(allowed) ? allowed.includes(name) : (allowed as ReadonlySet<string | number>).has(name)
   if (!ok) throw new Error(`SQL identifier not in its fixed set: ${JSON.stringify(name)}`)
   return build((b) => b.text(String(name)))

@@ -32,8 +32,26 @@ import type { DatabaseReads, DatabaseWrites, IngestResult, RegisteredDatabase } 
 
 export type { ApiKey, ApiKeyEntry, ApiKeyScope, NewApiKey } from './accounts/api-keys.ts'
 
-export type { AccountReads, AccountWrites, EmailTokenKind, LimitResult, Organization, RefreshTokenRecord, RotateResult, User, UserWithPassword } from './accounts/types.ts'
-export type { DatabasePatch, DatabaseReads, DatabaseWrites, Engine, IngestResult, NewDatabase, RegisteredDatabase } from './databases/types.ts'
+export type {
+  AccountReads,
+  AccountWrites,
+  EmailTokenKind,
+  LimitResult,
+  Organization,
+  RefreshTokenRecord,
+  RotateResult,
+  User,
+  UserWithPassword,
+} from './accounts/types.ts'
+export type {
+  DatabasePatch,
+  DatabaseReads,
+  DatabaseWrites,
+  Engine,
+  IngestResult,
+  NewDatabase,
+  RegisteredDatabase,
+} from './databases/types.ts'
 
 /**
  * The whole store: the accounts' and registered databases' methods (accounts/types.ts, databases/types.ts,

@@ -99,7 +99,9 @@ class Renderer {
   operation(path: string, method: string, op: Node): string {
     const parts: string[] = []
     parts.push(`<section class="op" id="${escapeHtml(op.operationId ?? `${method}-${path}`)}">`)
-    parts.push(`<div><span class="method ${escapeHtml(method)}">${escapeHtml(method)}</span> <span class="path">${escapeHtml(path)}</span></div>`)
+    parts.push(
+      `<div><span class="method ${escapeHtml(method)}">${escapeHtml(method)}</span> <span class="path">${escapeHtml(path)}</span></div>`,
+    )
     if (typeof op.summary === 'string') parts.push(`<p>${escapeHtml(op.summary)}</p>`)
     if (typeof op.description === 'string') parts.push(`<p>${escapeHtml(op.description)}</p>`)
     const security = Array.isArray(op.security) ? op.security : []
@@ -112,12 +114,16 @@ class Renderer {
           `<tr><td><code>${escapeHtml(p.name)}</code></td><td>${escapeHtml(p.in)}</td><td class="type">${escapeHtml(this.typeOf(p.schema))}</td>` +
           `<td>${p.required ? '<span class="req">required</span>' : 'optional'}</td><td>${escapeHtml(p.description ?? this.descriptionOf(p.schema) ?? '')}</td></tr>`,
       )
-      parts.push(`<h4>Parameters</h4><table><tr><th>name</th><th>in</th><th>type</th><th></th><th>description</th></tr>${rows.join('')}</table>`)
+      parts.push(
+        `<h4>Parameters</h4><table><tr><th>name</th><th>in</th><th>type</th><th></th><th>description</th></tr>${rows.join('')}</table>`,
+      )
     }
     const body = isNode(op.requestBody) ? op.requestBody : undefined
     if (body) {
       const schema = ((body.content as Node | undefined)?.['application/json'] as Node | undefined)?.schema
-      parts.push(`<h4>Request body${body.required ? '' : ' (optional)'}: <span class="type">${escapeHtml(this.typeOf(schema))}</span></h4>${this.fields(schema)}`)
+      parts.push(
+        `<h4>Request body${body.required ? '' : ' (optional)'}: <span class="type">${escapeHtml(this.typeOf(schema))}</span></h4>${this.fields(schema)}`,
+      )
     }
     parts.push('<h4>Responses</h4>')
     for (const [status, response] of Object.entries(isNode(op.responses) ? op.responses : {})) {
@@ -125,9 +131,13 @@ class Renderer {
       const content = isNode(response.content) ? response.content : {}
       const [mediaType, media] = Object.entries(content)[0] ?? []
       const schema = isNode(media) ? media.schema : undefined
-      const type = mediaType ? ` <span class="type">${escapeHtml(mediaType === 'application/json' ? this.typeOf(schema) : mediaType)}</span>` : ''
+      const type = mediaType
+        ? ` <span class="type">${escapeHtml(mediaType === 'application/json' ? this.typeOf(schema) : mediaType)}</span>`
+        : ''
       const fields = status.startsWith('2') && mediaType === 'application/json' ? this.fields(schema) : ''
-      parts.push(`<div><strong>${escapeHtml(status)}</strong> ${escapeHtml(response.description ?? '')}${type}${fields}</div>`)
+      parts.push(
+        `<div><strong>${escapeHtml(status)}</strong> ${escapeHtml(response.description ?? '')}${type}${fields}</div>`,
+      )
     }
     parts.push('</section>')
     return parts.join('\n')
@@ -183,7 +193,12 @@ export function apiDocsRoutes(app: () => { routes: readonly unknown[] }, options
           summary: 'This API described in OpenAPI 3.1',
           tags: ['docs'],
           security: [],
-          responses: { 200: { description: 'the OpenAPI document', content: { 'application/json': { schema: { type: 'object' } } } } },
+          responses: {
+            200: {
+              description: 'the OpenAPI document',
+              content: { 'application/json': { schema: { type: 'object' } } },
+            },
+          },
         },
       },
     )

@@ -31,7 +31,8 @@ const brotli = promisify(brotliCompress)
 const gzipped = promisify(gzip)
 
 /** Text compresses (to about a third); images and fonts already are compressed. */
-const compressible = (contentType: string) => /^(text\/|application\/(javascript|json|xml)|image\/svg)/.test(contentType)
+const compressible = (contentType: string) =>
+  /^(text\/|application\/(javascript|json|xml)|image\/svg)/.test(contentType)
 
 /**
  * The encoding to send for an Accept-Encoding header: brotli when accepted, else gzip, else none. A
@@ -46,7 +47,8 @@ export function chooseEncoding(header: string | null): Encoding | undefined {
     const weight = params.map((p) => /^\s*q=([0-9.]+)\s*$/.exec(p)?.[1]).find((v) => v !== undefined)
     q.set(name.trim(), weight === undefined ? 1 : Number(weight))
   }
-  const accepted = (coding: Encoding) => (q.get(coding) ?? (coding === 'gzip' ? q.get('x-gzip') : undefined) ?? q.get('*') ?? 0) > 0
+  const accepted = (coding: Encoding) =>
+    (q.get(coding) ?? (coding === 'gzip' ? q.get('x-gzip') : undefined) ?? q.get('*') ?? 0) > 0
   if (accepted('br')) return 'br'
   if (accepted('gzip')) return 'gzip'
   return undefined
@@ -57,7 +59,9 @@ function encode(file: Asset, encoding: Encoding): Promise<Uint8Array<ArrayBuffer
   if (!done) {
     const compressed =
       encoding === 'br'
-        ? brotli(file.body, { params: { [zlib.BROTLI_PARAM_QUALITY]: 11, [zlib.BROTLI_PARAM_SIZE_HINT]: file.body.byteLength } })
+        ? brotli(file.body, {
+            params: { [zlib.BROTLI_PARAM_QUALITY]: 11, [zlib.BROTLI_PARAM_SIZE_HINT]: file.body.byteLength },
+          })
         : gzipped(file.body, { level: 9 })
     done = compressed.then((b) => new Uint8Array(b))
     // A failure is tried again at the next request.
@@ -104,7 +108,10 @@ async function builtAssets(index: string): Promise<Assets> {
   for (const output of result.outputs) {
     const page = output.path.endsWith('.html')
     const body = new Uint8Array(await output.arrayBuffer())
-    assets.set(page ? '/' : `/${basename(output.path)}`, asset(body, output.type, output.hash ?? Bun.hash(body).toString(36), page))
+    assets.set(
+      page ? '/' : `/${basename(output.path)}`,
+      asset(body, output.type, output.hash ?? Bun.hash(body).toString(36), page),
+    )
   }
   return assets
 }
@@ -137,19 +144,29 @@ function sourceAssets(index: string): Promise<Assets> {
 export function dashboardRoutes(bundle: HTMLBundle) {
   // Read from the executable at the first request for one of them, not at start (a few milliseconds).
   let compiled: Promise<Assets> | undefined
-  const assets = () => (bundle.files ? (compiled ??= Promise.resolve().then(() => compiledAssets(bundle as never))) : sourceAssets(bundle.index))
+  const assets = () =>
+    bundle.files
+      ? (compiled ??= Promise.resolve().then(() => compiledAssets(bundle as never)))
+      : sourceAssets(bundle.index)
   const serve = async (request: Request, path: string) => {
     const file = (await assets()).get(path)
     if (!file) throw new HttpError(404, 'not found')
     const encoding = compressible(file.contentType) ? chooseEncoding(request.headers.get('accept-encoding')) : undefined
     // Each encoding is its own representation: its own ETag (the tag of the file, marked).
     const etag = encoding ? `${file.etag.slice(0, -1)}-${encoding}"` : file.etag
-    const headers: Record<string, string> = { ...securityHeaders, 'content-type': file.contentType, etag, 'cache-control': file.cacheControl }
+    const headers: Record<string, string> = {
+      ...securityHeaders,
+      'content-type': file.contentType,
+      etag,
+      'cache-control': file.cacheControl,
+    }
     if (compressible(file.contentType)) headers.vary = 'Accept-Encoding'
     if (notModified(request, etag)) return new Response(null, { status: 304, headers })
     const body = encoding ? await encode(file, encoding) : file.body
     if (encoding) headers['content-encoding'] = encoding
-    return new Response(request.method === 'HEAD' ? null : body, { headers: { ...headers, 'content-length': String(body.byteLength) } })
+    return new Response(request.method === 'HEAD' ? null : body, {
+      headers: { ...headers, 'content-length': String(body.byteLength) },
+    })
   }
   // The dashboard's files are not API operations: left out of the OpenAPI document (src/server/openapi.ts).
   const hidden = { detail: { hide: true } }

@@ -7,12 +7,19 @@ import { Elysia } from 'elysia'
 import { withSecurityHeaders } from './security-headers.ts'
 
 function tokenLinkPage(path: string, route: string) {
-  return new Elysia().get(path, ({ request, set }) => {
-    const token = new URL(request.url).searchParams.get('token') ?? ''
-    set.status = 302
-    withSecurityHeaders(set.headers)
-    Object.assign(set.headers, { 'cache-control': 'no-store', location: token ? `/#${route}?token=${encodeURIComponent(token)}` : `/#${route}` })
-  }, { detail: { hide: true } })
+  return new Elysia().get(
+    path,
+    ({ request, set }) => {
+      const token = new URL(request.url).searchParams.get('token') ?? ''
+      set.status = 302
+      withSecurityHeaders(set.headers)
+      Object.assign(set.headers, {
+        'cache-control': 'no-store',
+        location: token ? `/#${route}?token=${encodeURIComponent(token)}` : `/#${route}`,
+      })
+    },
+    { detail: { hide: true } },
+  )
 }
 
 export const resetPasswordPage = () => tokenLinkPage('/reset-password', '/reset')

@@ -18,7 +18,12 @@ export const Recommendation = t.Object(
     detail: t.String(),
     recommendation: t.String(),
     remediation_sql: t.String({ description: 'the fix commands, one per line (empty when there are none)' }),
-    cause: Nullable(t.String({ description: "the key of its finding's cause (the doctor's groups[].key, an alert's key); null for one kept before causes were" })),
+    cause: Nullable(
+      t.String({
+        description:
+          "the key of its finding's cause (the doctor's groups[].key, an alert's key); null for one kept before causes were",
+      }),
+    ),
     first_seen_at: Timestamp(),
     last_seen_at: Timestamp(),
     resolved_at: Nullable(Timestamp()),
@@ -37,7 +42,10 @@ const channels = t.Object({
       name: t.String(),
       sent_at: sentAt,
     }),
-    { description: 'the alert destinations this change was queued for (by its routes), each with when it was sent; a removed destination is left out' },
+    {
+      description:
+        'the alert destinations this change was queued for (by its routes), each with when it was sent; a removed destination is left out',
+    },
   ),
 })
 
@@ -55,7 +63,9 @@ export const SilenceAuthor = t.Object(
   {
     kind: t.Union([t.Literal('user'), t.Literal('api_key')]),
     id: t.String({ description: "the user's id, or the API key's (as in GET /api-keys)" }),
-    name: Nullable(t.String({ description: "who that is: the user's name and email, or the API key's name; null once removed" })),
+    name: Nullable(
+      t.String({ description: "who that is: the user's name and email, or the API key's name; null once removed" }),
+    ),
   },
   { title: 'SilenceAuthor' },
 )
@@ -73,7 +83,10 @@ export const SilencedMark = t.Object(
 export const Alert = t.Object(
   {
     ...findingFields,
-    key: t.String({ description: "the cause (the doctor's groups[].key: session:pid 3161, index:public.orders(customer_id), ..., or a finding's own key): one open alert per cause" }),
+    key: t.String({
+      description:
+        "the cause (the doctor's groups[].key: session:pid 3161, index:public.orders(customer_id), ..., or a finding's own key): one open alert per cause",
+    }),
     rule: t.String({ description: 'the rule of the finding that leads the cause' }),
     title: t.String(),
     detail: t.String(),
@@ -81,7 +94,10 @@ export const Alert = t.Object(
     last_seen_at: Timestamp(),
     resolved_at: Nullable(Timestamp()),
     notified: t.Object({ opened: channels, resolved: channels }),
-    consequences: t.Array(AlertConsequence, { description: "the cause's findings at its last evaluation, the lead first; empty for an alert opened before causes were" }),
+    consequences: t.Array(AlertConsequence, {
+      description:
+        "the cause's findings at its last evaluation, the lead first; empty for an alert opened before causes were",
+    }),
     silenced: Nullable(SilencedMark),
   },
   { title: 'Alert' },
@@ -99,7 +115,10 @@ const webhookFields = {
 export const Webhook = t.Object(webhookFields, { title: 'Webhook' })
 
 export const CreatedWebhook = t.Object(
-  { ...webhookFields, secret: t.String({ description: 'signs every delivery (HMAC-SHA256); shown in this response only' }) },
+  {
+    ...webhookFields,
+    secret: t.String({ description: 'signs every delivery (HMAC-SHA256); shown in this response only' }),
+  },
   { title: 'CreatedWebhook' },
 )
 

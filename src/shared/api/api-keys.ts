@@ -24,7 +24,9 @@ export const ApiKey = t.Object(
     id: Uuid(),
     name: t.String(),
     prefix: t.String({ description: 'the start of the key, to tell keys apart (the secret is never shown again)' }),
-    scopes: t.Array(t.Union([t.Literal('ingest'), t.Literal('read'), t.Literal('admin')]), { description: 'what the key may do: ingest, read, admin' }),
+    scopes: t.Array(t.Union([t.Literal('ingest'), t.Literal('read'), t.Literal('admin')]), {
+      description: 'what the key may do: ingest, read, admin',
+    }),
     created_by: Nullable(ApiKeyCreator),
     created_at: Timestamp(),
     last_used_at: Nullable(Timestamp('at most a minute late')),
@@ -33,6 +35,9 @@ export const ApiKey = t.Object(
   { title: 'ApiKey' },
 )
 
-export const CreatedApiKey = t.Composite([ApiKey, t.Object({ key: t.String({ description: 'the full key, shown in this response only' }) })], {
-  title: 'CreatedApiKey',
-})
+export const CreatedApiKey = t.Composite(
+  [ApiKey, t.Object({ key: t.String({ description: 'the full key, shown in this response only' }) })],
+  {
+    title: 'CreatedApiKey',
+  },
+)

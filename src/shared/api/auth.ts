@@ -21,7 +21,10 @@ export const Organization = t.Object(
     name: t.String(),
     slug: t.String({ description: 'the name in lower case letters, digits and dashes' }),
     plan: t.String(),
-    verified: t.Boolean({ description: 'an owner verified their email address: no limit of one database or 24 h retention, recommendations shown' }),
+    verified: t.Boolean({
+      description:
+        'an owner verified their email address: no limit of one database or 24 h retention, recommendations shown',
+    }),
     created_at: Timestamp(),
   },
   { title: 'Organization' },
@@ -37,7 +40,10 @@ const tokenFields = {
 
 export const Session = t.Object(tokenFields, { title: 'Session' })
 
-export const SignupResult = t.Object({ user: User, organization: Organization, ...tokenFields }, { title: 'SignupResult' })
+export const SignupResult = t.Object(
+  { user: User, organization: Organization, ...tokenFields },
+  { title: 'SignupResult' },
+)
 
 /** GET /auth/me with a user's access token (or the dashboard's cookie). */
 export const UserPrincipal = t.Object(
@@ -46,8 +52,12 @@ export const UserPrincipal = t.Object(
     organization: Organization,
     notifications: t.Object(
       {
-        mail: t.Union([t.Literal('smtp'), t.Literal('log')], { description: "where this server's mails go: an SMTP server, or only its own log (no DBM_SMTP_URL)" }),
-        webhook: t.Boolean({ description: 'whether the organization has an alert webhook (GET /organization/webhook shows it)' }),
+        mail: t.Union([t.Literal('smtp'), t.Literal('log')], {
+          description: "where this server's mails go: an SMTP server, or only its own log (no DBM_SMTP_URL)",
+        }),
+        webhook: t.Boolean({
+          description: 'whether the organization has an alert webhook (GET /organization/webhook shows it)',
+        }),
       },
       { description: "how the organization's alerts are delivered" },
     ),
@@ -60,7 +70,16 @@ export const ApiKeyPrincipal = t.Object(
   {
     organization: Organization,
     api_key: t.Union(
-      [t.Object({ id: Uuid(), name: t.String(), scopes: t.Array(t.Union([t.Literal('ingest'), t.Literal('read'), t.Literal('admin')]), { description: 'what the key may do' }) }), t.Null()],
+      [
+        t.Object({
+          id: Uuid(),
+          name: t.String(),
+          scopes: t.Array(t.Union([t.Literal('ingest'), t.Literal('read'), t.Literal('admin')]), {
+            description: 'what the key may do',
+          }),
+        }),
+        t.Null(),
+      ],
       { description: 'the key the request was made with' },
     ),
   },

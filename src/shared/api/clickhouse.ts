@@ -16,11 +16,16 @@ export const QUERIES_LOGGED_DESCRIPTION =
 
 const latestTs = Nullable(Timestamp('when the agent collected the latest section; null before any'))
 const NullableNumber = (description?: string) => Nullable(t.Number(description ? { description } : {}))
-const Ratio = (of: string) => NullableNumber(`active parts / ${of}, 4 decimals (1 or more: past it); null when the setting is unknown`)
+const Ratio = (of: string) =>
+  NullableNumber(`active parts / ${of}, 4 decimals (1 or more: past it); null when the setting is unknown`)
 
 const thresholds = {
-  parts_to_delay_insert: NullableNumber('active parts in one partition at which inserts are slowed down (MergeTree setting); null when unknown'),
-  parts_to_throw_insert: NullableNumber('active parts in one partition at which inserts are refused; null when unknown'),
+  parts_to_delay_insert: NullableNumber(
+    'active parts in one partition at which inserts are slowed down (MergeTree setting); null when unknown',
+  ),
+  parts_to_throw_insert: NullableNumber(
+    'active parts in one partition at which inserts are refused; null when unknown',
+  ),
   delay_insert_ratio: Ratio('parts_to_delay_insert'),
   throw_insert_ratio: Ratio('parts_to_throw_insert'),
 }
@@ -42,7 +47,10 @@ export const TableParts = t.Object({
   partition_count: t.Integer(),
   rows: t.Number(),
   bytes_on_disk: t.Number({ description: 'bytes' }),
-  worst_partition_id: t.String({ description: 'the partition with the most active parts (the one inserts stall on); the thresholds and ratios are of it' }),
+  worst_partition_id: t.String({
+    description:
+      'the partition with the most active parts (the one inserts stall on); the thresholds and ratios are of it',
+  }),
   max_partition_parts: t.Number(),
   ...thresholds,
 })
@@ -142,10 +150,12 @@ const serverValues = {
   mysql_connections: NullableNumber(),
   postgresql_connections: NullableNumber(),
   interserver_connections: NullableNumber(),
-  connections: NullableNumber('the protocols\' connections summed (those reported)'),
-  max_connections: NullableNumber('the server\'s max_connections, shared by every protocol\'s listener; null when unknown (no system.server_settings)'),
-  running_queries: NullableNumber('queries running (system.processes), the agent\'s own left out'),
-  max_concurrent_queries: NullableNumber('the server\'s max_concurrent_queries; null when unknown or 0 (no limit)'),
+  connections: NullableNumber("the protocols' connections summed (those reported)"),
+  max_connections: NullableNumber(
+    "the server's max_connections, shared by every protocol's listener; null when unknown (no system.server_settings)",
+  ),
+  running_queries: NullableNumber("queries running (system.processes), the agent's own left out"),
+  max_concurrent_queries: NullableNumber("the server's max_concurrent_queries; null when unknown or 0 (no limit)"),
   queries_total: NullableNumber('queries over the span'),
   queries_failed: NullableNumber('failed queries over the span'),
   queries_per_s: NullableNumber('per second'),

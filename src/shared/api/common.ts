@@ -14,13 +14,17 @@ import { t } from 'elysia'
 import type { TSchema } from '@sinclair/typebox'
 
 /** The body of every error: `{"error": "..."}`. */
-export const ErrorBody = t.Object({ error: t.String({ description: 'what went wrong, in one sentence' }) }, { title: 'Error' })
+export const ErrorBody = t.Object(
+  { error: t.String({ description: 'what went wrong, in one sentence' }) },
+  { title: 'Error' },
+)
 
 /** An answer with no body (204). */
 export const NoContent = t.Undefined()
 
 /** A time as the API writes it: RFC 3339 in UTC with milliseconds (`2026-11-26T14:03:00.000Z`). */
-export const Timestamp = (description?: string) => t.String({ format: 'date-time', ...(description ? { description } : {}) })
+export const Timestamp = (description?: string) =>
+  t.String({ format: 'date-time', ...(description ? { description } : {}) })
 
 /** A server id. */
 export const Uuid = (description?: string) => t.String({ format: 'uuid', ...(description ? { description } : {}) })

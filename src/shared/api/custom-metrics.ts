@@ -4,7 +4,9 @@
 import { t } from 'elysia'
 import { Nullable, Timestamp } from './common.ts'
 
-const Labels = t.Record(t.String(), t.String(), { description: "the row's label columns as text (at most 200 characters each)" })
+const Labels = t.Record(t.String(), t.String(), {
+  description: "the row's label columns as text (at most 200 characters each)",
+})
 
 export const CustomMetricAlertView = t.Object(
   {
@@ -20,7 +22,12 @@ export const CustomMetricLatest = t.Object(
   {
     column: t.String({ description: 'the value column' }),
     labels: Labels,
-    value: Nullable(t.Number({ description: "a gauge's value as the query returned it; a counter's rate per second (null until it was read twice)" })),
+    value: Nullable(
+      t.Number({
+        description:
+          "a gauge's value as the query returned it; a counter's rate per second (null until it was read twice)",
+      }),
+    ),
     raw_value: Nullable(t.Number({ description: 'the last reading as the query returned it' })),
     ts: Nullable(Timestamp('when the value was collected')),
   },
@@ -59,7 +66,12 @@ export const CustomMetricSeries = t.Object(
       t.Object({
         column: t.String(),
         labels: Labels,
-        points: t.Array(t.Object({ ts: Timestamp('start of the interval'), value: t.Number({ description: "the interval's latest value" }) })),
+        points: t.Array(
+          t.Object({
+            ts: Timestamp('start of the interval'),
+            value: t.Number({ description: "the interval's latest value" }),
+          }),
+        ),
       }),
     ),
   },

@@ -9,12 +9,24 @@ import { AVAILABILITY_CAUSES } from '../wire.ts'
  * the agent itself has been silent for max(3 × poll interval, 60 s) (agent_silent), or no data ever came.
  */
 export const AvailabilityFields = {
-  reason: Nullable(t.UnionEnum(['database_down', 'agent_silent', 'no_data'], { description: 'why the status is disconnected; null while connected' })),
-  down_since: Nullable(Timestamp('while the agent reports the database down: since when (its first failed ping or connection)')),
-  cause: Nullable(t.UnionEnum(AVAILABILITY_CAUSES, { description: "while down: the failure's class, from the driver's error code" })),
+  reason: Nullable(
+    t.UnionEnum(['database_down', 'agent_silent', 'no_data'], {
+      description: 'why the status is disconnected; null while connected',
+    }),
+  ),
+  down_since: Nullable(
+    Timestamp('while the agent reports the database down: since when (its first failed ping or connection)'),
+  ),
+  cause: Nullable(
+    t.UnionEnum(AVAILABILITY_CAUSES, { description: "while down: the failure's class, from the driver's error code" }),
+  ),
   cause_message: Nullable(t.String({ description: "while down: the driver's message, without passwords" })),
-  agent_last_heard_at: Nullable(Timestamp('when the agent was last heard from: a batch, or its report that the database is down')),
-  data_as_of: Nullable(Timestamp('when the latest data shown was collected (while down: the last batch before the outage)')),
+  agent_last_heard_at: Nullable(
+    Timestamp('when the agent was last heard from: a batch, or its report that the database is down'),
+  ),
+  data_as_of: Nullable(
+    Timestamp('when the latest data shown was collected (while down: the last batch before the outage)'),
+  ),
 }
 
 /** Up time over a period: up / (up + down); time the agent was silent counts as neither (src/server/uptime.ts). */
@@ -22,7 +34,9 @@ export const UptimeFigures = t.Object(
   {
     up_ms: t.Number(),
     down_ms: t.Number(),
-    unknown_ms: t.Number({ description: 'the agent sent nothing, since the registration (time before it counts in none of the figures)' }),
+    unknown_ms: t.Number({
+      description: 'the agent sent nothing, since the registration (time before it counts in none of the figures)',
+    }),
     watched_ms: t.Number({ description: 'up_ms + down_ms: the time the ratio stands on' }),
     ratio: Nullable(t.Number({ minimum: 0, maximum: 1, description: 'up / (up + down); null when neither is known' })),
   },
@@ -47,10 +61,22 @@ export const Database = t.Object(
     status: t.Union([t.Literal('connected'), t.Literal('disconnected')], {
       description: 'connected while a batch arrived within max(3 × poll interval, 60 s)',
     }),
-    last_seen_at: Nullable(Timestamp('when the last batch arrived (reports that the database is down excepted: agent_last_heard_at)')),
+    last_seen_at: Nullable(
+      Timestamp('when the last batch arrived (reports that the database is down excepted: agent_last_heard_at)'),
+    ),
     ...AvailabilityFields,
-    availability_30d: t.Optional(Nullable(t.Number({ minimum: 0, maximum: 1, description: 'up time ratio over 30 days (GET /databases and /databases/{id})' }))),
-    availability_30d_watched_ms: t.Optional(t.Number({ description: 'the time (up + down, of the last 30 days) availability_30d stands on' })),
+    availability_30d: t.Optional(
+      Nullable(
+        t.Number({
+          minimum: 0,
+          maximum: 1,
+          description: 'up time ratio over 30 days (GET /databases and /databases/{id})',
+        }),
+      ),
+    ),
+    availability_30d_watched_ms: t.Optional(
+      t.Number({ description: 'the time (up + down, of the last 30 days) availability_30d stands on' }),
+    ),
     created_at: Timestamp(),
     updated_at: Timestamp(),
   },
@@ -59,7 +85,12 @@ export const Database = t.Object(
 
 /** GET /databases/{id}/health. */
 export const DatabaseStatus = t.Object(
-  { id: Uuid(), status: Database.properties.status, last_seen_at: Database.properties.last_seen_at, ...AvailabilityFields },
+  {
+    id: Uuid(),
+    status: Database.properties.status,
+    last_seen_at: Database.properties.last_seen_at,
+    ...AvailabilityFields,
+  },
   { title: 'DatabaseStatus' },
 )
 
@@ -72,10 +103,17 @@ export const DatabaseHealth = t.Object(
     last_seen_at: Database.properties.last_seen_at,
     ...AvailabilityFields,
     availability_30d: Nullable(t.Number({ minimum: 0, maximum: 1, description: 'up time ratio over 30 days' })),
-    availability_30d_watched_ms: t.Number({ description: 'the time (up + down, of the last 30 days) availability_30d stands on' }),
+    availability_30d_watched_ms: t.Number({
+      description: 'the time (up + down, of the last 30 days) availability_30d stands on',
+    }),
     health_score: Nullable(t.Number({ description: '0 to 100; null until the health monitor diagnosed the database' })),
     doctor_status: Nullable(t.String({ description: 'healthy, degraded or unhealthy; null until diagnosed' })),
-    findings: Nullable(t.Object({ critical: t.Integer(), warning: t.Integer(), info: t.Integer() }, { description: 'counts by severity' })),
+    findings: Nullable(
+      t.Object(
+        { critical: t.Integer(), warning: t.Integer(), info: t.Integer() },
+        { description: 'counts by severity' },
+      ),
+    ),
     active_queries: Nullable(t.Integer()),
     evaluated_at: Nullable(Timestamp('when the latest diagnosis was made (about once a minute)')),
   },
@@ -88,7 +126,12 @@ export const DatabaseAvailability = t.Object(
     id: Uuid(),
     status: Database.properties.status,
     ...AvailabilityFields,
-    days: t.Array(t.Composite([t.Object({ date: t.String({ description: 'UTC day, YYYY-MM-DD (the first one partial)' }) }), UptimeFigures])),
+    days: t.Array(
+      t.Composite([
+        t.Object({ date: t.String({ description: 'UTC day, YYYY-MM-DD (the first one partial)' }) }),
+        UptimeFigures,
+      ]),
+    ),
     total: UptimeFigures,
     outages: t.Array(
       t.Object({

@@ -37,7 +37,11 @@ export const DbEvent = t.Object(
     severity: t.Optional(Severity),
     title: t.String({ description: 'one line, at most 500 characters' }),
     detail: t.Optional(t.String({ description: 'at most 2,000 characters' })),
-    object: t.Optional(t.String({ description: "what it is about: a table's or index's schema.name, a setting's name, a statement's hash" })),
+    object: t.Optional(
+      t.String({
+        description: "what it is about: a table's or index's schema.name, a setting's name, a statement's hash",
+      }),
+    ),
     link: t.Optional(t.String({ description: "the dashboard's page about it (a hash route, #/...)" })),
   },
   { title: 'DbEvent' },

@@ -5,7 +5,9 @@ const eventLoop = t.Optional(
   t.Object(
     {
       window_s: t.Number({ description: 'the span the figures cover, in seconds' }),
-      samples: t.Integer({ description: 'timer runs in the window (about 3,000 in 60 s; fewer when the loop was held)' }),
+      samples: t.Integer({
+        description: 'timer runs in the window (about 3,000 in 60 s; fewer when the loop was held)',
+      }),
       lag_p50_ms: t.Number(),
       lag_p99_ms: t.Number(),
       lag_max_ms: t.Number(),
@@ -20,7 +22,8 @@ export const Healthz = t.Object(
     version: t.String(),
     store: t.Literal('ok'),
     signup: t.Union([t.Literal('open'), t.Literal('closed'), t.Literal('local')], {
-      description: 'whether the dashboard offers a signup form (DBM_SIGNUP); local: a `dbm local` server, signed in to with the link its process prints',
+      description:
+        'whether the dashboard offers a signup form (DBM_SIGNUP); local: a `dbm local` server, signed in to with the link its process prints',
     }),
     event_loop: eventLoop,
   },

@@ -13,7 +13,13 @@ export const IngestResult = t.Object(
       collect_replication: t.Boolean(),
       disabled_collectors: t.Array(t.String()),
     }),
-    actions_pending: t.Optional(t.Integer({ minimum: 1, description: 'actions asked of this database wait for the agent: it fetches them at once (GET /api/v1/agent/actions)' })),
+    actions_pending: t.Optional(
+      t.Integer({
+        minimum: 1,
+        description:
+          'actions asked of this database wait for the agent: it fetches them at once (GET /api/v1/agent/actions)',
+      }),
+    ),
   },
   { title: 'IngestResult' },
 )

@@ -31,11 +31,14 @@ export function nullableNumbers<K extends string>(keys: readonly K[], what?: str
 
 /** The `<key>_per_s` names of the counters that are not durations. */
 export type RateKey<K extends string> = `${Exclude<K, `${string}_ms`>}_per_s`
-export const rateKeys = <K extends string>(keys: readonly K[]) => keys.filter((k) => !k.endsWith('_ms')).map((k) => `${k}_per_s`) as RateKey<K>[]
+export const rateKeys = <K extends string>(keys: readonly K[]) =>
+  keys.filter((k) => !k.endsWith('_ms')).map((k) => `${k}_per_s`) as RateKey<K>[]
 
 const ts = Timestamp('start of the interval')
 const latestTs = Nullable(Timestamp('when the agent collected the latest section; null before any'))
-const intervalSeconds = Nullable(t.Number({ description: "the latest cycle's length in seconds, the deltas' span; null before any" }))
+const intervalSeconds = Nullable(
+  t.Number({ description: "the latest cycle's length in seconds, the deltas' span; null before any" }),
+)
 const DELTA = 'delta over the interval'
 
 export const WaitPoint = t.Object(
@@ -86,8 +89,14 @@ const archiverTime = (description: string) => Nullable(Timestamp(description))
 export const Archiver = t.Object(
   {
     ts: latestTs,
-    archive_mode: Nullable(t.String({ description: 'off, on or always; null before the first archiver section or when the role cannot read it' })),
-    archive_command_set: Nullable(t.Boolean({ description: 'whether archive_command or archive_library is set (its text is never collected)' })),
+    archive_mode: Nullable(
+      t.String({
+        description: 'off, on or always; null before the first archiver section or when the role cannot read it',
+      }),
+    ),
+    archive_command_set: Nullable(
+      t.Boolean({ description: 'whether archive_command or archive_library is set (its text is never collected)' }),
+    ),
     archived_count: Nullable(t.Integer({ description: 'WAL files archived since stats_reset' })),
     last_archived_wal: Nullable(t.String()),
     last_archived_time: archiverTime('when last_archived_wal was archived'),
@@ -95,10 +104,17 @@ export const Archiver = t.Object(
     last_failed_wal: Nullable(t.String()),
     last_failed_time: archiverTime('when archiving last_failed_wal last failed'),
     stats_reset: archiverTime('when pg_stat_archiver was last reset'),
-    ready_count: Nullable(t.Integer({ description: 'WAL files waiting to be archived (.ready); null when the role may not list them or before PostgreSQL 12' })),
+    ready_count: Nullable(
+      t.Integer({
+        description:
+          'WAL files waiting to be archived (.ready); null when the role may not list them or before PostgreSQL 12',
+      }),
+    ),
     ready_bytes: Nullable(t.Integer({ description: 'bytes; ready_count × wal_segment_size' })),
     oldest_ready_time: archiverTime('when the oldest waiting WAL file became ready to archive'),
-    failing: t.Boolean({ description: 'the last attempt failed after the last success (or nothing was ever archived)' }),
+    failing: t.Boolean({
+      description: 'the last attempt failed after the last success (or nothing was ever archived)',
+    }),
   },
   { title: 'Archiver' },
 )
@@ -120,9 +136,17 @@ export const Backup = t.Object(
 export const Backups = t.Object(
   {
     ts: latestTs,
-    tool: Nullable(t.Union([t.Literal('pgbackrest'), t.Literal('walg')], { description: 'null when no backup command is configured (or before its first answer)' })),
+    tool: Nullable(
+      t.Union([t.Literal('pgbackrest'), t.Literal('walg')], {
+        description: 'null when no backup command is configured (or before its first answer)',
+      }),
+    ),
     checked_at: Nullable(Timestamp('when the agent last ran the backup command')),
-    error: Nullable(t.String({ description: 'why the command gave no (or an incomplete) list: its exit code and first line of output, masked' })),
+    error: Nullable(
+      t.String({
+        description: 'why the command gave no (or an incomplete) list: its exit code and first line of output, masked',
+      }),
+    ),
     latest: Nullable(Backup),
     last_successful: Nullable(Backup),
     last_full: Nullable(Backup),
@@ -141,7 +165,11 @@ export const ReplicationLagPoint = t.Object(
 )
 
 export const SlotLagPoint = t.Object(
-  { ts, slot_name: t.String(), lag_bytes: t.Integer({ description: "bytes of WAL the slot retains, the interval's largest" }) },
+  {
+    ts,
+    slot_name: t.String(),
+    lag_bytes: t.Integer({ description: "bytes of WAL the slot retains, the interval's largest" }),
+  },
   { title: 'SlotLagPoint' },
 )
 
@@ -151,7 +179,7 @@ export const WalStats = t.Object(
   {
     ts: latestTs,
     interval_seconds: intervalSeconds,
-    ...nullableNumbers(WAL_KEYS, "delta over the latest cycle"),
+    ...nullableNumbers(WAL_KEYS, 'delta over the latest cycle'),
     ...nullableNumbers(rateKeys(WAL_KEYS)),
   },
   { title: 'WalStats', description: 'pg_stat_wal over the latest cycle (PostgreSQL 14+)' },
@@ -171,7 +199,10 @@ export const IoStats = t.Object(
     interval_seconds: intervalSeconds,
     stats: t.Array(t.Object({ ...ioSubject, ...nullableNumbers(IO_KEYS, 'delta over the latest cycle') })),
   },
-  { title: 'IoStats', description: 'pg_stat_io over the latest cycle (PostgreSQL 16+), by backend type, object and context' },
+  {
+    title: 'IoStats',
+    description: 'pg_stat_io over the latest cycle (PostgreSQL 16+), by backend type, object and context',
+  },
 )
 
 export const IoPoint = t.Object({ ts, ...ioSubject, ...nullableNumbers(IO_KEYS, DELTA) }, { title: 'IoPoint' })
@@ -188,6 +219,10 @@ export const DatabaseStats = t.Object(
 )
 
 export const DatabaseStatsPoint = t.Object(
-  { ts, ...nullableNumbers(DATABASE_COUNTER_KEYS, DELTA), ...nullableNumbers(DATABASE_GAUGE_KEYS, "the interval's latest value") },
+  {
+    ts,
+    ...nullableNumbers(DATABASE_COUNTER_KEYS, DELTA),
+    ...nullableNumbers(DATABASE_GAUGE_KEYS, "the interval's latest value"),
+  },
   { title: 'DatabaseStatsPoint' },
 )

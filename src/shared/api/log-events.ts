@@ -12,24 +12,37 @@ export const LogEventEntry = t.Object(
   {
     id: t.String({ description: 'stable id of the entry, for links' }),
     ts: Timestamp('when the server logged it'),
-    kind: t.String({ description: `one of ${LOG_KIND_NAMES.join(', ')} (an older server may not know a newer agent's kind)` }),
+    kind: t.String({
+      description: `one of ${LOG_KIND_NAMES.join(', ')} (an older server may not know a newer agent's kind)`,
+    }),
     category: t.UnionEnum(LOG_CATEGORIES),
     severity: t.String({ description: `one of ${LOG_SEVERITIES.join(', ')}: as the server logged it` }),
     importance: t.String({
-      description: "the severity the filters use: the logged one raised to its kind's (archive_failed, server_crash, could_not_fork, out_of_memory, disk_full: error; recovery, checkpoints_too_frequent: warning)",
+      description:
+        "the severity the filters use: the logged one raised to its kind's (archive_failed, server_crash, could_not_fork, out_of_memory, disk_full: error; recovery, checkpoints_too_frequent: warning)",
     }),
-    sqlstate: Nullable(t.String({ description: "PostgreSQL's SQLSTATE (when the log gives it) or ClickHouse's error name" })),
+    sqlstate: Nullable(
+      t.String({ description: "PostgreSQL's SQLSTATE (when the log gives it) or ClickHouse's error name" }),
+    ),
     message: t.String({ description: 'the primary message as logged, secrets masked' }),
-    fingerprint: t.String({ description: 'the message with numbers, literals and quoted names replaced: what identical entries share' }),
+    fingerprint: t.String({
+      description: 'the message with numbers, literals and quoted names replaced: what identical entries share',
+    }),
     pid: Nullable(t.Integer()),
     user: Nullable(t.String()),
     database: Nullable(t.String()),
     application: Nullable(t.String()),
     client: Nullable(t.String()),
     detail: Nullable(t.String({ description: 'DETAIL, HINT and CONTEXT lines' })),
-    statement: Nullable(t.String({ description: "the entry's statement, literals replaced unless the agent's log_text is full" })),
+    statement: Nullable(
+      t.String({ description: "the entry's statement, literals replaced unless the agent's log_text is full" }),
+    ),
     query_id: Nullable(t.String({ description: "pg_stat_statements' queryid of the statement, when logged" })),
-    query_hash: Nullable(t.String({ description: "the statement's hash on the Statements page, when the entry names a statement dbm knows" })),
+    query_hash: Nullable(
+      t.String({
+        description: "the statement's hash on the Statements page, when the entry names a statement dbm knows",
+      }),
+    ),
     fields: t.Record(t.String(), t.Union([FieldScalar, t.Array(t.Union([t.Number(), t.String()]))]), {
       description: "the kind's own fields (lock mode, wait time, table, checkpoint figures, ...)",
     }),
@@ -41,8 +54,12 @@ export const LogEventEntry = t.Object(
 export const LogEventList = t.Object(
   {
     entries: t.Array(LogEventEntry),
-    next_cursor: Nullable(t.String({ description: 'pass as `cursor` for the next (older) page; null on the last page' })),
-    dropped: t.Integer({ description: 'entries in the window that the agent counted but did not send whole (counted in the summary)' }),
+    next_cursor: Nullable(
+      t.String({ description: 'pass as `cursor` for the next (older) page; null on the last page' }),
+    ),
+    dropped: t.Integer({
+      description: 'entries in the window that the agent counted but did not send whole (counted in the summary)',
+    }),
   },
   { title: 'LogEventList' },
 )

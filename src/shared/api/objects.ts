@@ -15,7 +15,9 @@ const text = (description: string) => Nullable(t.String({ description }))
  */
 export const ActiveSession = t.Object(
   {
-    pid: t.Union([t.Integer(), t.String()], { description: "PostgreSQL: the backend's process id; ClickHouse: the query id" }),
+    pid: t.Union([t.Integer(), t.String()], {
+      description: "PostgreSQL: the backend's process id; ClickHouse: the query id",
+    }),
     query_text: t.String(),
     state: text('PostgreSQL: active, idle in transaction...'),
     wait_event_type: text('PostgreSQL: what the session waits for (Lock, IO...), null when not waiting'),
@@ -69,14 +71,19 @@ export const Lock = t.Object(
 
 /** What each of a table's sizes is (one definition everywhere, issue 26), all from the same sample. */
 const TABLE_SIZE_NOTES: Record<string, string> = {
-  table_size_bytes: 'pg_table_size: the heap with its free-space and visibility maps and its TOAST table with its index',
+  table_size_bytes:
+    'pg_table_size: the heap with its free-space and visibility maps and its TOAST table with its index',
   index_size_bytes: 'pg_indexes_size: every index of the table',
   heap_bytes: "pg_relation_size: the heap's main fork alone; null from agents that do not send it",
-  toast_bytes: 'pg_total_relation_size of the TOAST table: TOAST with its index, 0 when the table has none; null from agents that do not send it',
+  toast_bytes:
+    'pg_total_relation_size of the TOAST table: TOAST with its index, 0 when the table has none; null from agents that do not send it',
 }
 
 const tableNumbers = nullableProperties(TABLE_FIELDS, (f) => {
-  const how = f.kind === 'counter' ? 'since the statistics were last reset; null when not known' : 'the latest value; null when not known'
+  const how =
+    f.kind === 'counter'
+      ? 'since the statistics were last reset; null when not known'
+      : 'the latest value; null when not known'
   const note = TABLE_SIZE_NOTES[f.key]
   return note === undefined ? how : `${note}; ${how}`
 })
@@ -92,10 +99,20 @@ export const TableEntry = t.Object(
     last_analyze: Nullable(Timestamp()),
     last_autoanalyze: Nullable(Timestamp()),
     has_primary_key: Nullable(t.Boolean({ description: 'null from agents that do not send it' })),
-    autovacuum_enabled: Nullable(t.Boolean({ description: 'false when autovacuum is off for the table or its TOAST table; null from agents that do not send it' })),
-    dead_tuple_ratio: Nullable(t.Number({ description: 'n_dead_tup / (n_live_tup + n_dead_tup), 0..1; null when unknown or empty' })),
+    autovacuum_enabled: Nullable(
+      t.Boolean({
+        description:
+          'false when autovacuum is off for the table or its TOAST table; null from agents that do not send it',
+      }),
+    ),
+    dead_tuple_ratio: Nullable(
+      t.Number({ description: 'n_dead_tup / (n_live_tup + n_dead_tup), 0..1; null when unknown or empty' }),
+    ),
     total_bytes: Nullable(
-      t.Integer({ description: 'bytes, pg_total_relation_size: table_size_bytes + index_size_bytes at the same sample; null when either is not known' }),
+      t.Integer({
+        description:
+          'bytes, pg_total_relation_size: table_size_bytes + index_size_bytes at the same sample; null when either is not known',
+      }),
     ),
     ts: Timestamp('as of: the latest batch that carried the tables'),
   },
@@ -103,7 +120,9 @@ export const TableEntry = t.Object(
 )
 
 const indexNumbers = nullableProperties(INDEX_FIELDS, (f) =>
-  f.kind === 'counter' ? 'since the statistics were last reset; null when not known' : 'the latest value; null when not known',
+  f.kind === 'counter'
+    ? 'since the statistics were last reset; null when not known'
+    : 'the latest value; null when not known',
 )
 
 /** An index's latest entry (pg_stat_user_indexes with its size and definition). */
@@ -125,18 +144,36 @@ export const IndexEntry = t.Object(
 const seriesProperties = {
   since: Timestamp("the window's start"),
   until: Timestamp("the window's end"),
-  resolution_seconds: t.Integer({ description: 'seconds per timeseries point: 60 up to a 24-hour window, 3600 beyond' }),
+  resolution_seconds: t.Integer({
+    description: 'seconds per timeseries point: 60 up to a 24-hour window, 3600 beyond',
+  }),
 }
 
 const bucketNumbers = <F extends (typeof TABLE_FIELDS)[number] | (typeof INDEX_FIELDS)[number]>(fields: readonly F[]) =>
-  nullableProperties(fields, (f) => (f.kind === 'counter' ? 'the increase in the bucket; null when not known' : 'the latest value in the bucket; null when not known'))
+  nullableProperties(fields, (f) =>
+    f.kind === 'counter'
+      ? 'the increase in the bucket; null when not known'
+      : 'the latest value in the bucket; null when not known',
+  )
 
 /** A bucket of a table's timeseries. */
-export const TablePoint = t.Object({ ts: Timestamp("the bucket's start"), ...bucketNumbers(TABLE_FIELDS) }, { title: 'TablePoint' })
+export const TablePoint = t.Object(
+  { ts: Timestamp("the bucket's start"), ...bucketNumbers(TABLE_FIELDS) },
+  { title: 'TablePoint' },
+)
 /** A bucket of an index's timeseries. */
-export const IndexPoint = t.Object({ ts: Timestamp("the bucket's start"), ...bucketNumbers(INDEX_FIELDS) }, { title: 'IndexPoint' })
+export const IndexPoint = t.Object(
+  { ts: Timestamp("the bucket's start"), ...bucketNumbers(INDEX_FIELDS) },
+  { title: 'IndexPoint' },
+)
 
 /** GET /tables/{schema}/{name}: the table's latest entry and its timeseries over the window. */
-export const TableDetail = t.Object({ ...TableEntry.properties, ...seriesProperties, timeseries: t.Array(TablePoint) }, { title: 'TableDetail' })
+export const TableDetail = t.Object(
+  { ...TableEntry.properties, ...seriesProperties, timeseries: t.Array(TablePoint) },
+  { title: 'TableDetail' },
+)
 /** GET /indexes/{schema}/{name}: the index's latest entry and its timeseries over the window. */
-export const IndexDetail = t.Object({ ...IndexEntry.properties, ...seriesProperties, timeseries: t.Array(IndexPoint) }, { title: 'IndexDetail' })
+export const IndexDetail = t.Object(
+  { ...IndexEntry.properties, ...seriesProperties, timeseries: t.Array(IndexPoint) },
+  { title: 'IndexDetail' },
+)

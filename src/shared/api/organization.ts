@@ -3,7 +3,8 @@ import { t } from 'elysia'
 import { Nullable, Timestamp, Uuid } from './common.ts'
 
 export const Role = t.Union([t.Literal('owner'), t.Literal('member')], {
-  description: 'owner: everything, including API keys, the webhook, invites and members; member: reads and database settings',
+  description:
+    'owner: everything, including API keys, the webhook, invites and members; member: reads and database settings',
 })
 
 export const Member = t.Object(
@@ -23,7 +24,12 @@ export const Invite = t.Object(
     id: Uuid(),
     email: t.String({ description: 'the address the link was mailed to; only it can join with the link' }),
     role: Role,
-    invited_by: Nullable(t.Object({ id: Uuid(), name: t.String() }, { description: 'the owner who sent it; null once that user was removed' })),
+    invited_by: Nullable(
+      t.Object(
+        { id: Uuid(), name: t.String() },
+        { description: 'the owner who sent it; null once that user was removed' },
+      ),
+    ),
     created_at: Timestamp(),
     expires_at: Timestamp('the link stops working then (7 days after it was sent)'),
   },
@@ -43,7 +49,9 @@ export const AcceptedInvite = t.Object(
       created_at: Timestamp(),
     }),
     access_token: t.String({ description: 'a JWT for `Authorization: Bearer`, valid for expires_in seconds' }),
-    refresh_token: t.String({ description: 'exchanged once for new tokens at POST /api/v1/auth/refresh (valid 7 days)' }),
+    refresh_token: t.String({
+      description: 'exchanged once for new tokens at POST /api/v1/auth/refresh (valid 7 days)',
+    }),
     token_type: t.Literal('Bearer'),
     expires_in: t.Integer({ description: "the access token's lifetime in seconds" }),
   },

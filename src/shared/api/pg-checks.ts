@@ -16,7 +16,10 @@ export const InvalidConstraint = t.Object({
   validate_sql: t.String({ description: 'the ALTER TABLE ... VALIDATE CONSTRAINT command, names quoted' }),
 })
 
-export const InvalidConstraints = t.Object({ collected_at: collectedAt, constraints: t.Array(InvalidConstraint) }, { title: 'InvalidConstraints' })
+export const InvalidConstraints = t.Object(
+  { collected_at: collectedAt, constraints: t.Array(InvalidConstraint) },
+  { title: 'InvalidConstraints' },
+)
 
 export const BloatEntry = t.Object({
   kind: t.Union([t.Literal('table'), t.Literal('index')]),
@@ -55,7 +58,8 @@ export const ConnectionGroup = t.Object({
   count: t.Number(),
 })
 
-const counts = (by: string) => t.Array(ConnectionCount, { description: `connections by ${by}, the most first (null last among ties)` })
+const counts = (by: string) =>
+  t.Array(ConnectionCount, { description: `connections by ${by}, the most first (null last among ties)` })
 
 export const Connections = t.Object(
   {
@@ -66,11 +70,26 @@ export const Connections = t.Object(
         {
           max_connections: t.Integer(),
           superuser_reserved_connections: t.Integer(),
-          reserved_connections: t.Integer({ description: 'PostgreSQL 16+: slots for roles with pg_use_reserved_connections; 0 before' }),
-          usable: t.Integer({ description: 'max_connections - superuser_reserved_connections - reserved_connections: what ordinary roles may open' }),
-          used_ratio: t.Number({ description: 'total / usable, 0-1 (above 1 when superusers use their reserved slots), 4 decimals' }),
-          headroom: t.Integer({ description: 'usable - total: connections ordinary roles may still open (negative into the reserved slots)' }),
-          by_state: t.Array(t.Object({ value: Nullable(t.String()), count: t.Number(), ratio: t.Number({ description: 'count / usable, 4 decimals' }) })),
+          reserved_connections: t.Integer({
+            description: 'PostgreSQL 16+: slots for roles with pg_use_reserved_connections; 0 before',
+          }),
+          usable: t.Integer({
+            description:
+              'max_connections - superuser_reserved_connections - reserved_connections: what ordinary roles may open',
+          }),
+          used_ratio: t.Number({
+            description: 'total / usable, 0-1 (above 1 when superusers use their reserved slots), 4 decimals',
+          }),
+          headroom: t.Integer({
+            description: 'usable - total: connections ordinary roles may still open (negative into the reserved slots)',
+          }),
+          by_state: t.Array(
+            t.Object({
+              value: Nullable(t.String()),
+              count: t.Number(),
+              ratio: t.Number({ description: 'count / usable, 4 decimals' }),
+            }),
+          ),
         },
         { description: 'the connections against max_connections, from the settings the agent sent; null before any' },
       ),
@@ -80,14 +99,19 @@ export const Connections = t.Object(
     by_application: counts('application name'),
     by_client: counts('client address'),
     by_database: counts('database'),
-    groups: t.Array(ConnectionGroup, { description: 'connections with the same database, user, application, client address and state' }),
+    groups: t.Array(ConnectionGroup, {
+      description: 'connections with the same database, user, application, client address and state',
+    }),
   },
   { title: 'Connections' },
 )
 
 export const ProgressOperation = t.Object({
   pid: t.Integer(),
-  command: t.String({ description: 'VACUUM, ANALYZE, autovacuum: VACUUM, VACUUM FULL, CLUSTER, CREATE INDEX [CONCURRENTLY], REINDEX [CONCURRENTLY]' }),
+  command: t.String({
+    description:
+      'VACUUM, ANALYZE, autovacuum: VACUUM, VACUUM FULL, CLUSTER, CREATE INDEX [CONCURRENTLY], REINDEX [CONCURRENTLY]',
+  }),
   phase: t.String(),
   schema_name: Nullable(t.String()),
   table_name: Nullable(t.String()),
@@ -97,16 +121,32 @@ export const ProgressOperation = t.Object({
   total: Nullable(t.Number()),
   percent: Nullable(t.Number({ description: 'done / total, percent 0-100; null when the phase has no counter' })),
   started_at: Nullable(Timestamp("when the command's statement started")),
-  wait_event_type: Nullable(t.String({ description: "the command's backend's pg_stat_activity.wait_event_type; null: not waiting, or an agent older than this field" })),
-  wait_event: Nullable(t.String({ description: 'e.g. `virtualxid` while CREATE INDEX CONCURRENTLY waits for an old snapshot' })),
-  lockers_done: Nullable(t.Number({ description: 'CREATE INDEX / REINDEX: lockers already waited for; null for other commands' })),
+  wait_event_type: Nullable(
+    t.String({
+      description:
+        "the command's backend's pg_stat_activity.wait_event_type; null: not waiting, or an agent older than this field",
+    }),
+  ),
+  wait_event: Nullable(
+    t.String({ description: 'e.g. `virtualxid` while CREATE INDEX CONCURRENTLY waits for an old snapshot' }),
+  ),
+  lockers_done: Nullable(
+    t.Number({ description: 'CREATE INDEX / REINDEX: lockers already waited for; null for other commands' }),
+  ),
   lockers_total: Nullable(t.Number({ description: 'CREATE INDEX / REINDEX: lockers to wait for in this phase' })),
-  current_locker_pid: Nullable(t.Integer({ description: 'CREATE INDEX / REINDEX: the pid of the session waited for now (pg_stat_progress_create_index); null: none' })),
+  current_locker_pid: Nullable(
+    t.Integer({
+      description:
+        'CREATE INDEX / REINDEX: the pid of the session waited for now (pg_stat_progress_create_index); null: none',
+    }),
+  ),
   blocker: Nullable(
     t.Object(
       {
         pid: t.Integer(),
-        via: t.Union([t.Literal('current_locker_pid'), t.Literal('pg_blocking_pids')], { description: 'where the pid comes from' }),
+        via: t.Union([t.Literal('current_locker_pid'), t.Literal('pg_blocking_pids')], {
+          description: 'where the pid comes from',
+        }),
         user: Nullable(t.String()),
         application_name: Nullable(t.String()),
         client_addr: Nullable(t.String()),
@@ -114,8 +154,12 @@ export const ProgressOperation = t.Object({
         state: Nullable(t.String({ description: 'pg_stat_activity.state, e.g. `idle in transaction`' })),
         xact_start: Nullable(Timestamp('when its transaction started')),
         state_change: Nullable(Timestamp('when it entered its state')),
-        transaction_age_ms: Nullable(t.Number({ description: 'ms: its transaction\'s age when the snapshot was collected' })),
-        state_age_ms: Nullable(t.Number({ description: 'ms: how long it had been in its state when the snapshot was collected' })),
+        transaction_age_ms: Nullable(
+          t.Number({ description: "ms: its transaction's age when the snapshot was collected" }),
+        ),
+        state_age_ms: Nullable(
+          t.Number({ description: 'ms: how long it had been in its state when the snapshot was collected' }),
+        ),
         query_text: Nullable(t.String({ description: 'its current or last statement, secrets masked' })),
       },
       { description: 'the session the command waits for, as pg_stat_activity showed it; null: none' },
@@ -123,4 +167,7 @@ export const ProgressOperation = t.Object({
   ),
 })
 
-export const Progress = t.Object({ collected_at: collectedAt, operations: t.Array(ProgressOperation) }, { title: 'Progress' })
+export const Progress = t.Object(
+  { collected_at: collectedAt, operations: t.Array(ProgressOperation) },
+  { title: 'Progress' },
+)

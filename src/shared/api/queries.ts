@@ -12,18 +12,26 @@ const renamed = (key: string) => (key === 'calls' ? 'total_calls' : key === 'row
 
 /** Every counter of the statement family summed over the window; calls and rows as total_calls and total_rows. */
 const sums = Object.fromEntries(
-  Object.entries(numberProperties(STATEMENT_FIELDS, (f) => (f.unit === 'ms' ? 'summed over the window, to the microsecond' : 'summed over the window'))).map(
-    ([key, schema]) => [renamed(key), schema],
-  ),
+  Object.entries(
+    numberProperties(STATEMENT_FIELDS, (f) =>
+      f.unit === 'ms' ? 'summed over the window, to the microsecond' : 'summed over the window',
+    ),
+  ).map(([key, schema]) => [renamed(key), schema]),
 ) as { [K in StatementCounter as Renamed<K>]: K extends `${string}_ms` ? TNumber : TInteger }
 
 const statementProperties = {
-  query_hash: t.String({ description: "the statement's identity (pg_stat_statements' queryid, ClickHouse's normalized_query_hash)" }),
+  query_hash: t.String({
+    description: "the statement's identity (pg_stat_statements' queryid, ClickHouse's normalized_query_hash)",
+  }),
   query_text: t.String({ description: 'the normalized statement text' }),
   ...sums,
   mean_time_ms: t.Number({ description: 'total_time_ms / total_calls (0 without calls), ms' }),
-  cache_hit_ratio: Nullable(t.Number({ description: 'shared_blks_hit / (hit + read), 0..1; null without block reads' })),
-  p99_ms: Nullable(t.Number({ description: "ClickHouse: the highest cycle's p99 duration in the window, ms; null for PostgreSQL" })),
+  cache_hit_ratio: Nullable(
+    t.Number({ description: 'shared_blks_hit / (hit + read), 0..1; null without block reads' }),
+  ),
+  p99_ms: Nullable(
+    t.Number({ description: "ClickHouse: the highest cycle's p99 duration in the window, ms; null for PostgreSQL" }),
+  ),
   first_bucket: Nullable(
     Timestamp(
       "when the statement's data in the window start, how much of the window they cover: its earliest minute bucket; before the minute rows' retention (48 hours), where only hourly buckets are kept, the start of its earliest hour",
@@ -37,10 +45,12 @@ export const QueryStats = t.Object(statementProperties, { title: 'QueryStats' })
 const pointCommon = {
   ts: Timestamp("the bucket's start"),
   mean_time_ms: t.Number({ description: "the bucket's total_time_ms / calls (0 without calls), ms" }),
-  cache_hit_ratio: Nullable(t.Number({ description: 'shared_blks_hit / (hit + read) in the bucket, 0..1; null without block reads' })),
+  cache_hit_ratio: Nullable(
+    t.Number({ description: 'shared_blks_hit / (hit + read) in the bucket, 0..1; null without block reads' }),
+  ),
   p99_ms: Nullable(t.Number({ description: "ClickHouse: the bucket's highest p99 duration, ms" })),
 }
-const allCounters = numberProperties(STATEMENT_FIELDS, () => "in the bucket")
+const allCounters = numberProperties(STATEMENT_FIELDS, () => 'in the bucket')
 const postgresCounters = Object.fromEntries(POSTGRES_STATEMENT_COUNTERS.map((k) => [k, allCounters[k]])) as Pick<
   typeof allCounters,
   (typeof POSTGRES_STATEMENT_COUNTERS)[number]
@@ -57,11 +67,19 @@ const detailProperties = {
   last_seen: Timestamp('the latest minute the statement was reported in'),
   since: Timestamp("the window's start"),
   until: Timestamp("the window's end"),
-  resolution_seconds: t.Integer({ description: 'seconds per timeseries point: 60 up to a 24-hour window, 3600 beyond' }),
+  resolution_seconds: t.Integer({
+    description: 'seconds per timeseries point: 60 up to a 24-hour window, 3600 beyond',
+  }),
 }
 
-export const PostgresQueryDetail = t.Object({ ...detailProperties, timeseries: t.Array(PostgresQueryPoint) }, { title: 'PostgresQueryDetail' })
-export const ClickHouseQueryDetail = t.Object({ ...detailProperties, timeseries: t.Array(ClickHouseQueryPoint) }, { title: 'ClickHouseQueryDetail' })
+export const PostgresQueryDetail = t.Object(
+  { ...detailProperties, timeseries: t.Array(PostgresQueryPoint) },
+  { title: 'PostgresQueryDetail' },
+)
+export const ClickHouseQueryDetail = t.Object(
+  { ...detailProperties, timeseries: t.Array(ClickHouseQueryPoint) },
+  { title: 'ClickHouseQueryDetail' },
+)
 /** GET /queries/{hash}: the statement's sums, its times and its timeseries, by the database's engine. */
 export const QueryDetail = t.Union([PostgresQueryDetail, ClickHouseQueryDetail], { title: 'QueryDetail' })
 
@@ -69,15 +87,21 @@ export const QueryDetail = t.Union([PostgresQueryDetail, ClickHouseQueryDetail],
 export const QueryPlan = t.Object(
   {
     ts: Timestamp('when the plan was taken'),
-    plan_json: t.Unknown({ description: "the plan as EXPLAIN (FORMAT JSON) gives it: one element's object, with Plan" }),
+    plan_json: t.Unknown({
+      description: "the plan as EXPLAIN (FORMAT JSON) gives it: one element's object, with Plan",
+    }),
     plan_hash: t.String({ description: "the plan's shape (node types and relations), to tell plans apart" }),
     total_cost: Nullable(t.Number({ description: "the planner's cost estimate" })),
-    actual_time_ms: Nullable(t.Number({ description: 'measured run time (auto_explain with analyze), ms; null for a plan without ANALYZE' })),
+    actual_time_ms: Nullable(
+      t.Number({ description: 'measured run time (auto_explain with analyze), ms; null for a plan without ANALYZE' }),
+    ),
     seq_scans: t.Integer({ description: 'Seq Scan nodes in the plan' }),
     index_scans: t.Integer({ description: 'Index, Index Only and Bitmap Index Scan nodes in the plan' }),
     rows_estimated: Nullable(t.Number({ description: "the top node's estimated rows" })),
     rows_actual: Nullable(t.Number({ description: "the top node's actual rows (plans with ANALYZE)" })),
-    source: t.Union([t.Literal('sampled'), t.Literal('auto_explain')], { description: "sampled: the agent's EXPLAIN; auto_explain: read from the server's log" }),
+    source: t.Union([t.Literal('sampled'), t.Literal('auto_explain')], {
+      description: "sampled: the agent's EXPLAIN; auto_explain: read from the server's log",
+    }),
     plan_changed: t.Boolean({ description: 'the plan differs from the one before it for this statement' }),
   },
   { title: 'QueryPlan' },

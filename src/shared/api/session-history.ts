@@ -21,7 +21,9 @@ export const SnapshotTimes = t.Object(
     since: Timestamp(),
     until: Timestamp(),
     snapshots: t.Array(SnapshotTime),
-    earlier_left_out: t.Boolean({ description: 'more snapshots in the window than `limit`: the earliest were left out' }),
+    earlier_left_out: t.Boolean({
+      description: 'more snapshots in the window than `limit`: the earliest were left out',
+    }),
   },
   { title: 'SnapshotTimes' },
 )

@@ -77,7 +77,6 @@ export interface ChartProps {
 
 export type PartialStarts = 'gaps' | 'first' | 'none'
 
-
 const FALLBACK_COLOURS = ['#1f5fd1', '#d9731a', '#2a9d5b', '#b8327e', '#7a5cd6', '#5c6677']
 
 function compact(n: number): string {
@@ -124,7 +123,12 @@ export function axisValue(unit: Unit, v: number): string {
 }
 
 /** Tick steps of byte axes: 1, 2, 5, 10, 20, 50, 100, 200, 500 of each binary unit (and below a byte). */
-export const BYTE_INCRS: number[] = [0.1, 0.2, 0.5, ...[0, 1, 2, 3, 4, 5].flatMap((k) => [1, 2, 5, 10, 20, 50, 100, 200, 500].map((m) => m * 1024 ** k))]
+export const BYTE_INCRS: number[] = [
+  0.1,
+  0.2,
+  0.5,
+  ...[0, 1, 2, 3, 4, 5].flatMap((k) => [1, 2, 5, 10, 20, 50, 100, 200, 500].map((m) => m * 1024 ** k)),
+]
 
 interface Theme {
   muted: string
@@ -164,7 +168,12 @@ function withAlpha(colour: string, alpha: number): string {
 }
 
 /** The points of a per-bucket series without the last bucket when it is still running at `end` (epoch ms). */
-export function completeBuckets(times: number[], series: ChartSeries[], stepMs: number | undefined, end: number): [number[], ChartSeries[]] {
+export function completeBuckets(
+  times: number[],
+  series: ChartSeries[],
+  stepMs: number | undefined,
+  end: number,
+): [number[], ChartSeries[]] {
   const last = times[times.length - 1]
   // The only point stays: an empty chart beside a statement's non-zero totals would say less.
   if (!stepMs || last === undefined || times.length < 2 || last + stepMs <= end + 1000) return [times, series]
@@ -177,7 +186,12 @@ export function completeBuckets(times: number[], series: ChartSeries[], stepMs: 
  * than 1.5 steps or after a null. A series left with no value keeps its latest one, as completeBuckets
  * keeps an only point.
  */
-export function withoutPartialStarts(times: number[], series: ChartSeries[], stepMs: number | undefined, mode: PartialStarts): ChartSeries[] {
+export function withoutPartialStarts(
+  times: number[],
+  series: ChartSeries[],
+  stepMs: number | undefined,
+  mode: PartialStarts,
+): ChartSeries[] {
   if (mode === 'none' || !stepMs || times.length === 0) return series
   const present = (v: number | null | undefined): v is number => v !== null && v !== undefined
   return series.map((s) => {
@@ -185,7 +199,8 @@ export function withoutPartialStarts(times: number[], series: ChartSeries[], ste
     if (mode === 'first') values[0] = null
     else {
       for (let i = 0; i < values.length; i++) {
-        if (present(s.values[i]) && (i === 0 || times[i]! - times[i - 1]! > 1.5 * stepMs || !present(s.values[i - 1]))) values[i] = null
+        if (present(s.values[i]) && (i === 0 || times[i]! - times[i - 1]! > 1.5 * stepMs || !present(s.values[i - 1])))
+          values[i] = null
       }
     }
     if (!values.some(present)) {
@@ -200,7 +215,11 @@ export function withoutPartialStarts(times: number[], series: ChartSeries[], ste
  * When the data start (epoch ms) if that is well inside `range` (more than two steps and 2 % of its span
  * after its start): the chart then says "collecting since"; otherwise undefined.
  */
-export function collectingSince(dataStart: number | undefined, range: [number, number] | undefined, stepMs = 60_000): number | undefined {
+export function collectingSince(
+  dataStart: number | undefined,
+  range: [number, number] | undefined,
+  stepMs = 60_000,
+): number | undefined {
   if (dataStart === undefined || !range) return undefined
   const slack = Math.max(2 * stepMs, 0.02 * (range[1] - range[0]))
   return dataStart > range[0] + slack && dataStart < range[1] ? dataStart : undefined
@@ -214,7 +233,11 @@ const LEAST_STEPS_SHOWN = 10
  * collectingSince says), from one step before the data (at least LEAST_STEPS_SHOWN steps before the
  * range's end, never before the range) to the range's end.
  */
-export function shownRange(range: [number, number] | undefined, since: number | undefined, stepMs = 60_000): [number, number] | undefined {
+export function shownRange(
+  range: [number, number] | undefined,
+  since: number | undefined,
+  stepMs = 60_000,
+): [number, number] | undefined {
   if (!range || since === undefined) return range
   return [Math.max(range[0], Math.min(since - stepMs, range[1] - LEAST_STEPS_SHOWN * stepMs)), range[1]]
 }
@@ -232,7 +255,13 @@ export function spanWords(ms: number): string {
  * empty ends so that the axis spans `range` (epoch ms) when given; otherwise it ends at the last point or
  * now, whichever is later, and reaches back at least an hour (or 30 steps).
  */
-export function withGaps(times: number[], series: ChartSeries[], stepMs: number | undefined, range?: [number, number], now = Date.now()): [number[], (number | null)[][]] {
+export function withGaps(
+  times: number[],
+  series: ChartSeries[],
+  stepMs: number | undefined,
+  range?: [number, number],
+  now = Date.now(),
+): [number[], (number | null)[][]] {
   const xs: number[] = []
   const ys: (number | null)[][] = series.map(() => [])
   for (let i = 0; i < times.length; i++) {
@@ -303,7 +332,9 @@ function drawMarks(current: () => ChartMark[], colour: string) {
 
 /** Indexes of values with no value on either side: a line cannot show them, so they get a point. */
 function isolated(values: (number | null)[]): number[] {
-  return values.flatMap((v, i) => (v !== null && (values[i - 1] ?? null) === null && (values[i + 1] ?? null) === null ? [i] : []))
+  return values.flatMap((v, i) =>
+    v !== null && (values[i - 1] ?? null) === null && (values[i + 1] ?? null) === null ? [i] : [],
+  )
 }
 
 /**
@@ -334,14 +365,25 @@ const shortTime = (ms: number) => new Date(ms).toLocaleString(undefined, { dateS
  * each series' latest and largest value with the unit, e.g. "Calls per minute, 10:00 to 16:00. calls:
  * latest 12, max 40."
  */
-export function chartSummary(title: string, unit: Unit, times: number[], series: ChartSeries[], range?: [number, number], since?: string): string {
+export function chartSummary(
+  title: string,
+  unit: Unit,
+  times: number[],
+  series: ChartSeries[],
+  range?: [number, number],
+  since?: string,
+): string {
   const from = range?.[0] ?? times[0]
   const to = range?.[1] ?? times[times.length - 1]
-  const span = (from === undefined || to === undefined ? '' : `, ${shortTime(from)} to ${shortTime(to)}`) + (since ? ` (${since})` : '')
+  const span =
+    (from === undefined || to === undefined ? '' : `, ${shortTime(from)} to ${shortTime(to)}`) +
+    (since ? ` (${since})` : '')
   if (times.length === 0) return `${title}${span}: no points in this time range.`
   const parts = series.map((s) => {
     const { latest, max } = latestAndMax(s.values)
-    return latest === null ? `${s.label}: no values` : `${s.label}: latest ${formatValue(unit, latest)}, max ${formatValue(unit, max)}`
+    return latest === null
+      ? `${s.label}: no values`
+      : `${s.label}: latest ${formatValue(unit, latest)}, max ${formatValue(unit, max)}`
   })
   return `${title}${span}. ${parts.join('; ')}.`
 }
@@ -357,7 +399,12 @@ function buildOptions(
 ): uPlot.Options {
   const unit = props.unit ?? 'count'
   const lonely = raw.map(isolated)
-  const axis = { stroke: theme.muted, grid: { stroke: theme.grid, width: 1 }, ticks: { stroke: theme.grid, width: 1 }, font: '11px system-ui, sans-serif' }
+  const axis = {
+    stroke: theme.muted,
+    grid: { stroke: theme.grid, width: 1 },
+    ticks: { stroke: theme.grid, width: 1 },
+    font: '11px system-ui, sans-serif',
+  }
   return {
     width,
     height: props.height ?? 200,
@@ -383,11 +430,15 @@ function buildOptions(
           stroke: colour,
           width: 1.5,
           fill: props.stacked ? withAlpha(colour, 0.35) : undefined,
-          points: { filter: (_u: uPlot, _si: number, show: boolean) => (show || lonely[i]!.length === 0 ? null : lonely[i]!) },
+          points: {
+            filter: (_u: uPlot, _si: number, show: boolean) => (show || lonely[i]!.length === 0 ? null : lonely[i]!),
+          },
         }
       }),
     ],
-    bands: props.stacked ? props.series.slice(1).map((_, i) => ({ series: [i + 2, i + 1] as [number, number] })) : undefined,
+    bands: props.stacked
+      ? props.series.slice(1).map((_, i) => ({ series: [i + 2, i + 1] as [number, number] }))
+      : undefined,
     hooks: { draw: [drawMarks(marks, theme.mark)], setCursor: [(u) => onCursor(u.cursor.idx ?? null, u)] },
   }
 }
@@ -426,18 +477,33 @@ export function Chart(props: ChartProps) {
   const shown = useMemo(() => {
     const now = Date.now()
     if (!props.perBucket) return { times: props.times, series: props.series, now }
-    const [times, complete] = completeBuckets(props.times, props.series, props.stepMs, Math.min(now, props.range?.[1] ?? now))
+    const [times, complete] = completeBuckets(
+      props.times,
+      props.series,
+      props.stepMs,
+      Math.min(now, props.range?.[1] ?? now),
+    )
     return { times, series: withoutPartialStarts(times, complete, props.stepMs, partialStarts), now }
   }, [props.times, props.series, props.perBucket, props.stepMs, props.range?.[1], partialStarts])
-  const since = collectingSince(props.dataSince ?? (props.sparse ? undefined : props.times[0]), props.range, props.stepMs)
+  const since = collectingSince(
+    props.dataSince ?? (props.sparse ? undefined : props.times[0]),
+    props.range,
+    props.stepMs,
+  )
   const sinceText =
-    since === undefined || !props.range ? undefined : `${props.sinceLabel ?? 'collecting since'} ${fmtClock(since)} (of a ${spanWords(props.range[1] - props.range[0])} range)`
+    since === undefined || !props.range
+      ? undefined
+      : `${props.sinceLabel ?? 'collecting since'} ${fmtClock(since)} (of a ${spanWords(props.range[1] - props.range[0])} range)`
   // The axis: the window, or from the data's start when they start well inside it.
   const axis = shownRange(props.range, since, props.stepMs)
   const summary = useMemo(() => {
     const text = chartSummary(props.title, unit, shown.times, shown.series, axis, sinceText)
     const marked = (props.marks ?? []).filter((m) => !axis || (m.ts >= axis[0] && m.ts <= axis[1]))
-    return escapeInvisible(marked.length === 0 ? text : `${text} Marked: ${marked.map((m) => `${m.label} at ${fmtClock(m.ts)}`).join('; ')}.`)
+    return escapeInvisible(
+      marked.length === 0
+        ? text
+        : `${text} Marked: ${marked.map((m) => `${m.label} at ${fmtClock(m.ts)}`).join('; ')}.`,
+    )
   }, [props.title, unit, shown, axis?.[0], axis?.[1], sinceText, props.marks])
 
   useEffect(() => {
@@ -447,7 +513,11 @@ export function Chart(props: ChartProps) {
     const hiddenFlags = props.series.map((s) => hiddenRef.current.has(s.label))
     const data = props.stacked ? stack(ys, hiddenFlags) : ys
     const width = Math.max(200, el.clientWidth || 300)
-    const plot = new uPlot(buildOptions(props, readTheme(), width, ys, hiddenFlags, () => marks.current, onCursor), [xs, ...data] as uPlot.AlignedData, el)
+    const plot = new uPlot(
+      buildOptions(props, readTheme(), width, ys, hiddenFlags, () => marks.current, onCursor),
+      [xs, ...data] as uPlot.AlignedData,
+      el,
+    )
     drawn.current = { plot, xs, ys }
     const observer = new ResizeObserver(() => {
       const w = Math.max(200, el.clientWidth)
@@ -477,13 +547,21 @@ export function Chart(props: ChartProps) {
     setHidden(next)
     const d = drawn.current
     if (!d) return
-    if (props.stacked) d.plot.setData([d.xs, ...stack(d.ys, props.series.map((s) => next.has(s.label)))] as uPlot.AlignedData)
+    if (props.stacked)
+      d.plot.setData([
+        d.xs,
+        ...stack(
+          d.ys,
+          props.series.map((s) => next.has(s.label)),
+        ),
+      ] as uPlot.AlignedData)
     d.plot.setSeries(i + 1, { show: !next.has(label) })
   }
 
   const d = drawn.current
   const at = cursor !== null && d ? cursor : null
-  const legendValue = (i: number) => formatValue(unit, at !== null ? d!.ys[i]?.[at] : latestAndMax(shown.series[i]?.values ?? []).latest)
+  const legendValue = (i: number) =>
+    formatValue(unit, at !== null ? d!.ys[i]?.[at] : latestAndMax(shown.series[i]?.values ?? []).latest)
   return (
     <figure class="chart-box" data-chart={props.name}>
       <figcaption>
@@ -497,7 +575,11 @@ export function Chart(props: ChartProps) {
           <div class="chart-area">
             <div class="chart" ref={wrap} role="img" aria-label={summary} />
             {hovered && (
-              <div class={`chart-mark-tip${hovered.flip ? ' flip' : ''}`} role="tooltip" style={{ left: `${hovered.left}px` }}>
+              <div
+                class={`chart-mark-tip${hovered.flip ? ' flip' : ''}`}
+                role="tooltip"
+                style={{ left: `${hovered.left}px` }}
+              >
                 {hovered.marks.map((m, i) => (
                   <div key={i}>
                     <strong>
@@ -514,14 +596,29 @@ export function Chart(props: ChartProps) {
               </div>
             )}
           </div>
-          <ul class="chart-legend" aria-label={`Series of ${escapeInvisible(props.title)}: press one to show or hide it`}>
+          <ul
+            class="chart-legend"
+            aria-label={`Series of ${escapeInvisible(props.title)}: press one to show or hide it`}
+          >
             <li class="legend-at muted">{at !== null ? fmtTime(d!.xs[at]! * 1000) : 'latest'}</li>
             {props.series.map((s, i) => {
               const on = !hidden.has(s.label)
               return (
                 <li key={s.label}>
-                  <button type="button" class="legend-toggle" aria-pressed={on} title={`${on ? 'Hide' : 'Show'} ${escapeInvisible(s.label)}`} onClick={() => toggle(i)}>
-                    <span class="swatch" aria-hidden="true" style={{ background: `var(--series-${(i % FALLBACK_COLOURS.length) + 1}, ${FALLBACK_COLOURS[i % FALLBACK_COLOURS.length]})` }} />
+                  <button
+                    type="button"
+                    class="legend-toggle"
+                    aria-pressed={on}
+                    title={`${on ? 'Hide' : 'Show'} ${escapeInvisible(s.label)}`}
+                    onClick={() => toggle(i)}
+                  >
+                    <span
+                      class="swatch"
+                      aria-hidden="true"
+                      style={{
+                        background: `var(--series-${(i % FALLBACK_COLOURS.length) + 1}, ${FALLBACK_COLOURS[i % FALLBACK_COLOURS.length]})`,
+                      }}
+                    />
                     <DbText text={s.label} />
                   </button>{' '}
                   <span class="legend-value">{on ? legendValue(i) : 'hidden'}</span>

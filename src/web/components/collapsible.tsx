@@ -79,7 +79,11 @@ export function FoldedList<T>({ items, shown = 5, render, keyOf, noun = '', clas
     <>
       <ul class={`folded-list ${className ?? ''}`}>
         {visible.map((item, i) => (
-          <li key={keyOf(item, i)} ref={i === shown ? firstRevealed : undefined} tabIndex={i === shown ? -1 : undefined}>
+          <li
+            key={keyOf(item, i)}
+            ref={i === shown ? firstRevealed : undefined}
+            tabIndex={i === shown ? -1 : undefined}
+          >
             {render(item, i)}
           </li>
         ))}

@@ -72,7 +72,13 @@ export function DataTable<T>(props: DataTableProps<T>) {
     if (server && c.sortBy) {
       const active = server.value === c.sortBy
       return (
-        <th key={c.key} class={c.num ? 'num' : undefined} aria-sort={active ? 'descending' : undefined} title={c.title} scope="col">
+        <th
+          key={c.key}
+          class={c.num ? 'num' : undefined}
+          aria-sort={active ? 'descending' : undefined}
+          title={c.title}
+          scope="col"
+        >
           <button type="button" class={`sort${active ? ' active' : ''}`} onClick={() => server.onChange(c.sortBy!)}>
             {c.label}
             <span aria-hidden="true">{active ? ' ▾' : ''}</span>
@@ -84,8 +90,18 @@ export function DataTable<T>(props: DataTableProps<T>) {
       const active = sort?.key === c.key
       const next: Direction = active && sort?.dir === 'desc' ? 'asc' : 'desc'
       return (
-        <th key={c.key} class={c.num ? 'num' : undefined} aria-sort={active ? (sort?.dir === 'asc' ? 'ascending' : 'descending') : undefined} title={c.title} scope="col">
-          <button type="button" class={`sort${active ? ' active' : ''}`} onClick={() => setSort({ key: c.key, dir: next })}>
+        <th
+          key={c.key}
+          class={c.num ? 'num' : undefined}
+          aria-sort={active ? (sort?.dir === 'asc' ? 'ascending' : 'descending') : undefined}
+          title={c.title}
+          scope="col"
+        >
+          <button
+            type="button"
+            class={`sort${active ? ' active' : ''}`}
+            onClick={() => setSort({ key: c.key, dir: next })}
+          >
             {c.label}
             <span aria-hidden="true">{active ? (sort?.dir === 'asc' ? ' ▴' : ' ▾') : ''}</span>
           </button>

@@ -51,7 +51,9 @@ export const hasInvisible = (text: string) => INVISIBLE.test(text)
 
 /** `text` for a place that holds a string only (an attribute, the document's title, a chart label): each invisible character as ⟨U+XXXX⟩. */
 export function escapeInvisible(text: string): string {
-  return INVISIBLE.test(text) ? text.replace(INVISIBLE_RUNS, (run) => [...run].map((c) => `⟨${codePoint(c)}⟩`).join('')) : text
+  return INVISIBLE.test(text)
+    ? text.replace(INVISIBLE_RUNS, (run) => [...run].map((c) => `⟨${codePoint(c)}⟩`).join(''))
+    : text
 }
 
 /** `text` as nodes: plain runs as text, each invisible character as a marked ⟨U+XXXX⟩. */

@@ -28,7 +28,9 @@ export const retryDelay = (attempt: number) => Math.min(30_000, 5000 * 2 ** Math
  */
 export function useApi<const P extends string>(path: (P & Served<'GET', P>) | null): Loaded<GetAnswer<P>> {
   type T = GetAnswer<P>
-  const [state, setState] = useState<{ data?: T; error?: Error; loading: boolean; stale?: boolean }>({ loading: path !== null })
+  const [state, setState] = useState<{ data?: T; error?: Error; loading: boolean; stale?: boolean }>({
+    loading: path !== null,
+  })
   const [tick, setTick] = useState(0)
   const failures = useRef(0)
   useEffect(() => {
@@ -46,7 +48,9 @@ export function useApi<const P extends string>(path: (P & Served<'GET', P>) | nu
         if (isUnreachable(error)) {
           failures.current++
           retry = setTimeout(() => setTick((t) => t + 1), retryDelay(failures.current))
-          setState((s) => (s.data !== undefined ? { data: s.data, loading: false, stale: true } : { error, loading: false }))
+          setState((s) =>
+            s.data !== undefined ? { data: s.data, loading: false, stale: true } : { error, loading: false },
+          )
         } else {
           failures.current = 0
           setState({ error, loading: false })
@@ -59,7 +63,13 @@ export function useApi<const P extends string>(path: (P & Served<'GET', P>) | nu
     }
   }, [path, tick])
   const reload = useCallback(() => setTick((t) => t + 1), [])
-  return { data: state.data, error: state.error as ApiError | Error | undefined, loading: state.loading, stale: state.stale ?? false, reload }
+  return {
+    data: state.data,
+    error: state.error as ApiError | Error | undefined,
+    loading: state.loading,
+    stale: state.stale ?? false,
+    reload,
+  }
 }
 
 export function Loading({ what = 'Loading' }: { what?: string }) {
@@ -176,7 +186,11 @@ export function useEscape(active: boolean, onEscape: () => void): void {
  * `opener` when it turns false (cancelled, or closed with Esc), so that the keyboard never lands on the
  * page's top. Nothing happens on the first render.
  */
-export function useFocusSwap(open: boolean, opener: RefObject<HTMLElement | null>, inside: RefObject<HTMLElement | null>): void {
+export function useFocusSwap(
+  open: boolean,
+  opener: RefObject<HTMLElement | null>,
+  inside: RefObject<HTMLElement | null>,
+): void {
   const first = useRef(true)
   useEffect(() => {
     if (first.current) {
@@ -277,5 +291,7 @@ export function fmtClock(value: string | number | null | undefined, now = Date.n
   const d = new Date(value)
   if (Number.isNaN(d.getTime())) return '—'
   const time = d.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' })
-  return d.toDateString() === new Date(now).toDateString() ? time : `${d.toLocaleDateString(undefined, { month: 'short', day: 'numeric' })}, ${time}`
+  return d.toDateString() === new Date(now).toDateString()
+    ? time
+    : `${d.toLocaleDateString(undefined, { month: 'short', day: 'numeric' })}, ${time}`
 }

@@ -45,7 +45,13 @@ function TestWebhook({ onGone }: { onGone(): void }) {
         onGone()
       } else if (e instanceof ApiError && e.status === 429) {
         setState({ error: `One test at a time: ${e.message.replace(/^too many requests; /, '')}.` })
-      } else setState({ error: e instanceof ApiError && e.status === 404 ? 'This server cannot send test alerts yet.' : (e as Error).message })
+      } else
+        setState({
+          error:
+            e instanceof ApiError && e.status === 404
+              ? 'This server cannot send test alerts yet.'
+              : (e as Error).message,
+        })
     }
   }
   return (
@@ -54,7 +60,11 @@ function TestWebhook({ onGone }: { onGone(): void }) {
         {state.busy ? 'Sending…' : 'Send a test alert'}
       </button>
       {state.outcome && (
-        <span class={state.outcome.delivered ? 'success' : 'error'} role="status" data-webhook-test={state.outcome.delivered ? 'delivered' : 'failed'}>
+        <span
+          class={state.outcome.delivered ? 'success' : 'error'}
+          role="status"
+          data-webhook-test={state.outcome.delivered ? 'delivered' : 'failed'}
+        >
           {describeTest(state.outcome)}
         </span>
       )}
@@ -82,8 +92,9 @@ function NewSecret({ secret }: { secret: string }) {
         Signing secret
       </h3>
       <p>
-        <strong>Copy it now: it will not be shown again.</strong> Each delivery carries <code>X-DBM-Signature: sha256=&lt;hex&gt;</code>, the
-        HMAC-SHA256 of the raw body keyed with this secret: check it before trusting a delivery.
+        <strong>Copy it now: it will not be shown again.</strong> Each delivery carries{' '}
+        <code>X-DBM-Signature: sha256=&lt;hex&gt;</code>, the HMAC-SHA256 of the raw body keyed with this secret: check
+        it before trusting a delivery.
       </p>
       <div class="code">
         <pre>
@@ -96,7 +107,9 @@ function NewSecret({ secret }: { secret: string }) {
 }
 
 function WebhookState({ webhook }: { webhook: Webhook }) {
-  const failing = webhook.last_failure_at !== null && (webhook.last_success_at === null || webhook.last_failure_at > webhook.last_success_at)
+  const failing =
+    webhook.last_failure_at !== null &&
+    (webhook.last_success_at === null || webhook.last_failure_at > webhook.last_success_at)
   return (
     <dl class="kv" data-webhook-state>
       <dt>URL</dt>
@@ -256,7 +269,8 @@ function WebhookSettings({ notifications }: { notifications: Me['notifications']
           {/* Keyed by the URL: an outcome is about the URL it was sent to. */}
           <TestWebhook key={current.url} onGone={() => setIsSet(false)} />
           <p class="muted small">
-            The signing secret is shown once, when the webhook is set. For a new one, remove the webhook and set it again.
+            The signing secret is shown once, when the webhook is set. For a new one, remove the webhook and set it
+            again.
           </p>
           <RemoveWebhook
             onRemoved={() => {
@@ -280,13 +294,19 @@ function ChangePassword({ email }: { email: string }) {
       await api('POST', '/auth/forgot-password', { email })
       setState({ sent: true })
     } catch (e) {
-      setState({ error: e instanceof ApiError && e.status === 429 ? `A link was sent a moment ago: ${e.message.replace(/^too many requests; /, '')}.` : (e as Error).message })
+      setState({
+        error:
+          e instanceof ApiError && e.status === 429
+            ? `A link was sent a moment ago: ${e.message.replace(/^too many requests; /, '')}.`
+            : (e as Error).message,
+      })
     }
   }
   return (
     <div class="stack">
       <p class="small muted">
-        dbm mails you a link to choose a new password (valid one hour). Setting it signs out every session of yours, this one included.
+        dbm mails you a link to choose a new password (valid one hour). Setting it signs out every session of yours,
+        this one included.
       </p>
       <div class="row">
         <button type="button" onClick={send} disabled={state.sending || state.sent}>
@@ -326,7 +346,11 @@ export function AccountSettings() {
             <dt>Email</dt>
             <dd>
               {me.user.email}{' '}
-              {me.user.email_verified ? <span class="badge badge-ok">verified</span> : <span class="badge badge-warning">not verified</span>}
+              {me.user.email_verified ? (
+                <span class="badge badge-ok">verified</span>
+              ) : (
+                <span class="badge badge-warning">not verified</span>
+              )}
             </dd>
             {me.user.role && (
               <>
@@ -367,10 +391,15 @@ export function AccountSettings() {
             Alert webhook
           </h2>
           <p class="muted small">
-            When a critical finding opens or resolves an alert, dbm mails the organization's verified users and POSTs the alert to this URL, signed
-            with a secret (see docs/alerts.md). Failed deliveries are retried every minute for a day.
+            When a critical finding opens or resolves an alert, dbm mails the organization's verified users and POSTs
+            the alert to this URL, signed with a secret (see docs/alerts.md). Failed deliveries are retried every minute
+            for a day.
           </p>
-          {isOwner(me.user.role) ? <WebhookSettings notifications={me.notifications} /> : <OwnersOnly what="the webhook" />}
+          {isOwner(me.user.role) ? (
+            <WebhookSettings notifications={me.notifications} />
+          ) : (
+            <OwnersOnly what="the webhook" />
+          )}
         </section>
 
         <section class="panel" aria-labelledby="settings-destinations">
@@ -378,8 +407,9 @@ export function AccountSettings() {
             Alert destinations
           </h2>
           <p class="muted small">
-            Each enabled destination is sent every alert's opening and resolution too: Slack, Microsoft Teams, PagerDuty, Opsgenie, a Prometheus
-            Alertmanager, a signed webhook or mail (see docs/alerts.md, Alert destinations).
+            Each enabled destination is sent every alert's opening and resolution too: Slack, Microsoft Teams,
+            PagerDuty, Opsgenie, a Prometheus Alertmanager, a signed webhook or mail (see docs/alerts.md, Alert
+            destinations).
           </p>
           <AlertDestinations owner={isOwner(me.user.role)} />
         </section>

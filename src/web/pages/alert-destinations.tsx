@@ -8,7 +8,12 @@ import type { Static } from '@sinclair/typebox'
 import { ApiError, api } from '../api.ts'
 import { CopyButton, ErrorBox, Loading, ago, fmtNum, fmtTime, useApi, useConfirmation } from '../components/ui.tsx'
 import { DbText } from '../components/invisible.tsx'
-import type { AlertDestination, CreatedAlertDestination, DestinationKind, DestinationTestResult } from '../../shared/api/alert-destinations.ts'
+import type {
+  AlertDestination,
+  CreatedAlertDestination,
+  DestinationKind,
+  DestinationTestResult,
+} from '../../shared/api/alert-destinations.ts'
 
 type Destination = Static<typeof AlertDestination>
 type Kind = Static<typeof DestinationKind>
@@ -32,37 +37,101 @@ interface KindForm {
 export const KIND_FORMS: Record<Kind, KindForm> = {
   slack: {
     label: 'Slack',
-    fields: [{ name: 'url', label: 'Incoming webhook URL', required: true, placeholder: 'https://hooks.slack.com/services/…', hint: "The URL is the webhook's credential: it is kept secret and shown by its last characters." }],
+    fields: [
+      {
+        name: 'url',
+        label: 'Incoming webhook URL',
+        required: true,
+        placeholder: 'https://hooks.slack.com/services/…',
+        hint: "The URL is the webhook's credential: it is kept secret and shown by its last characters.",
+      },
+    ],
   },
   teams: {
     label: 'Microsoft Teams',
-    fields: [{ name: 'url', label: 'Workflow webhook URL', required: true, placeholder: 'https://…/workflows/…', hint: "The URL is the workflow's credential: it is kept secret and shown by its last characters." }],
+    fields: [
+      {
+        name: 'url',
+        label: 'Workflow webhook URL',
+        required: true,
+        placeholder: 'https://…/workflows/…',
+        hint: "The URL is the workflow's credential: it is kept secret and shown by its last characters.",
+      },
+    ],
   },
   pagerduty: {
     label: 'PagerDuty',
     fields: [
-      { name: 'routing_key', label: 'Integration (routing) key', required: true, placeholder: '32 characters', hint: 'Events API v2 integration key of the service.' },
-      { name: 'url', label: 'Events API URL (optional)', required: false, placeholder: 'https://events.pagerduty.com/v2/enqueue', hint: 'Leave empty for PagerDuty itself.' },
+      {
+        name: 'routing_key',
+        label: 'Integration (routing) key',
+        required: true,
+        placeholder: '32 characters',
+        hint: 'Events API v2 integration key of the service.',
+      },
+      {
+        name: 'url',
+        label: 'Events API URL (optional)',
+        required: false,
+        placeholder: 'https://events.pagerduty.com/v2/enqueue',
+        hint: 'Leave empty for PagerDuty itself.',
+      },
     ],
   },
   opsgenie: {
     label: 'Opsgenie',
     fields: [
-      { name: 'api_key', label: 'API key', required: true, placeholder: 'an API integration key', hint: 'Of an API integration, with create and close rights.' },
-      { name: 'url', label: 'API URL (optional)', required: false, placeholder: 'https://api.opsgenie.com', hint: 'Leave empty for the US site; https://api.eu.opsgenie.com for the EU.' },
+      {
+        name: 'api_key',
+        label: 'API key',
+        required: true,
+        placeholder: 'an API integration key',
+        hint: 'Of an API integration, with create and close rights.',
+      },
+      {
+        name: 'url',
+        label: 'API URL (optional)',
+        required: false,
+        placeholder: 'https://api.opsgenie.com',
+        hint: 'Leave empty for the US site; https://api.eu.opsgenie.com for the EU.',
+      },
     ],
   },
   alertmanager: {
     label: 'Prometheus Alertmanager',
-    fields: [{ name: 'url', label: 'Alertmanager URL', required: true, placeholder: 'http://alertmanager.internal:9093', hint: 'Its base URL: alerts are POSTed to /api/v2/alerts under it.' }],
+    fields: [
+      {
+        name: 'url',
+        label: 'Alertmanager URL',
+        required: true,
+        placeholder: 'http://alertmanager.internal:9093',
+        hint: 'Its base URL: alerts are POSTed to /api/v2/alerts under it.',
+      },
+    ],
   },
   webhook: {
     label: 'Signed webhook',
-    fields: [{ name: 'url', label: 'Webhook URL', required: true, placeholder: 'https://hooks.example.com/dbm', hint: 'Signed JSON, as the alert webhook above; its secret is shown once.' }],
+    fields: [
+      {
+        name: 'url',
+        label: 'Webhook URL',
+        required: true,
+        placeholder: 'https://hooks.example.com/dbm',
+        hint: 'Signed JSON, as the alert webhook above; its secret is shown once.',
+      },
+    ],
   },
   email: {
     label: 'Email',
-    fields: [{ name: 'to', label: 'Addresses', required: true, placeholder: 'oncall@example.com, dba@example.com', hint: 'Up to 20, separated by commas or spaces (verified organizations only).' }],
+    fields: [
+      {
+        name: 'to',
+        label: 'Addresses',
+        required: true,
+        placeholder: 'oncall@example.com, dba@example.com',
+        hint: 'Up to 20, separated by commas or spaces (verified organizations only).',
+      },
+    ],
   },
 }
 
@@ -96,7 +165,12 @@ function SendTest({ d }: { d: Destination }) {
     try {
       setState({ result: await api('POST', `${PATH}/${d.id}/test`, {}) })
     } catch (e) {
-      setState({ error: e instanceof ApiError && e.status === 429 ? `One test at a time: ${e.message.replace(/^too many requests; /, '')}.` : (e as Error).message })
+      setState({
+        error:
+          e instanceof ApiError && e.status === 429
+            ? `One test at a time: ${e.message.replace(/^too many requests; /, '')}.`
+            : (e as Error).message,
+      })
     }
   }
   return (
@@ -105,7 +179,11 @@ function SendTest({ d }: { d: Destination }) {
         {state.busy ? 'Sending…' : 'Send test'}
       </button>
       {state.result && (
-        <span class={state.result.delivered ? 'success' : 'error'} role="status" data-destination-test={state.result.delivered ? 'delivered' : 'failed'}>
+        <span
+          class={state.result.delivered ? 'success' : 'error'}
+          role="status"
+          data-destination-test={state.result.delivered ? 'delivered' : 'failed'}
+        >
           {state.result.delivered ? (
             'Delivered: the test alert and its resolution.'
           ) : (
@@ -274,7 +352,11 @@ function AddDestination({ onAdded }: { onAdded(created: Created): void }) {
       <div class="form-row">
         <div class="field">
           <label for="destination-kind">Kind</label>
-          <select id="destination-kind" value={kind} onChange={(e) => setKind((e.currentTarget as HTMLSelectElement).value as Kind)}>
+          <select
+            id="destination-kind"
+            value={kind}
+            onChange={(e) => setKind((e.currentTarget as HTMLSelectElement).value as Kind)}
+          >
             {KINDS.map((k) => (
               <option key={k} value={k}>
                 {KIND_FORMS[k].label}
@@ -284,7 +366,15 @@ function AddDestination({ onAdded }: { onAdded(created: Created): void }) {
         </div>
         <div class="field">
           <label for="destination-name">Name</label>
-          <input id="destination-name" required maxLength={200} value={name} autoComplete="off" placeholder="on-call channel" onInput={(e) => setName((e.currentTarget as HTMLInputElement).value)} />
+          <input
+            id="destination-name"
+            required
+            maxLength={200}
+            value={name}
+            autoComplete="off"
+            placeholder="on-call channel"
+            onInput={(e) => setName((e.currentTarget as HTMLInputElement).value)}
+          />
         </div>
       </div>
       {form.fields.map((f) => (

@@ -20,7 +20,8 @@ interface FormState {
 /** Splits an API error into the field it names (when it is one of `fields`) or a form-level message. */
 function describe(error: unknown, fields: string[]): Pick<FormState, 'fieldError' | 'error'> {
   const message = error instanceof Error ? error.message : String(error)
-  if (error instanceof ApiError && error.status === 429) return { error: `Too many attempts: ${message.replace(/^too many requests; /, '')}.` }
+  if (error instanceof ApiError && error.status === 429)
+    return { error: `Too many attempts: ${message.replace(/^too many requests; /, '')}.` }
   const first = /^[a-z_]+/.exec(message)?.[0] ?? ''
   if (fields.includes(first)) return { fieldError: { field: first, message } }
   return { error: message }
@@ -199,11 +200,22 @@ export function SignIn({ next, ended = false }: { next?: string; ended?: boolean
     <AuthPage title="Sign in to dbm">
       {(ended || next) && (
         <p class={ended ? 'notice' : 'muted small'} role="status" data-signin-reason>
-          {ended ? 'Your session has ended. Sign in again to go back to the page you were on.' : 'Sign in to open the page you asked for.'}
+          {ended
+            ? 'Your session has ended. Sign in again to go back to the page you were on.'
+            : 'Sign in to open the page you asked for.'}
         </p>
       )}
       <form class="form" onSubmit={submit}>
-        <Field id="signin-email" name="email" label="Email" type="email" autocomplete="username" form={state} value={email} onInput={setEmail} />
+        <Field
+          id="signin-email"
+          name="email"
+          label="Email"
+          type="email"
+          autocomplete="username"
+          form={state}
+          value={email}
+          onInput={setEmail}
+        />
         <Field
           id="signin-password"
           name="password"
@@ -262,8 +274,25 @@ export function SignUp() {
   return (
     <AuthPage title="Create your dbm account">
       <form class="form" onSubmit={submit}>
-        <Field id="signup-name" name="name" label="Your name" autocomplete="name" form={state} value={values.name} onInput={set('name')} />
-        <Field id="signup-email" name="email" label="Email" type="email" autocomplete="email" form={state} value={values.email} onInput={set('email')} />
+        <Field
+          id="signup-name"
+          name="name"
+          label="Your name"
+          autocomplete="name"
+          form={state}
+          value={values.name}
+          onInput={set('name')}
+        />
+        <Field
+          id="signup-email"
+          name="email"
+          label="Email"
+          type="email"
+          autocomplete="email"
+          form={state}
+          value={values.email}
+          onInput={set('email')}
+        />
         <Field
           id="signup-password"
           name="password"
@@ -307,7 +336,12 @@ export function ResendVerification({ email }: { email: string }) {
       await api('POST', '/auth/resend-verification')
       setState({ message: `Sent: open the link in the mail to ${email}.` })
     } catch (e) {
-      setState({ error: e instanceof ApiError && e.status === 429 ? `A mail was sent a moment ago: ${e.message.replace(/^too many requests; /, '')}.` : (e as Error).message })
+      setState({
+        error:
+          e instanceof ApiError && e.status === 429
+            ? `A mail was sent a moment ago: ${e.message.replace(/^too many requests; /, '')}.`
+            : (e as Error).message,
+      })
     }
   }
   return (
@@ -360,7 +394,8 @@ export function VerifyEmail({ token }: { token: string }) {
       {state.done && (
         <>
           <p class="success" role="status">
-            Your email address is verified. Your organization can now register any number of databases and keeps 30 days of data.
+            Your email address is verified. Your organization can now register any number of databases and keeps 30 days
+            of data.
           </p>
           <p>{me ? <a href="#/databases">Go to your databases</a> : <a href="#/signin">Sign in</a>}</p>
         </>
@@ -407,7 +442,8 @@ export function ForgotPassword() {
       {sent ? (
         <>
           <p class="success" role="status">
-            If an account exists for {email}, we mailed it a link to choose a new password. The link is valid for one hour.
+            If an account exists for {email}, we mailed it a link to choose a new password. The link is valid for one
+            hour.
           </p>
           <p>
             <a href="#/signin">Back to sign in</a>
@@ -417,7 +453,16 @@ export function ForgotPassword() {
         <>
           <p class="muted">Enter your email address and we mail you a link to choose a new password.</p>
           <form class="form" onSubmit={submit}>
-            <Field id="forgot-email" name="email" label="Email" type="email" autocomplete="email" form={state} value={email} onInput={setEmail} />
+            <Field
+              id="forgot-email"
+              name="email"
+              label="Email"
+              type="email"
+              autocomplete="email"
+              form={state}
+              value={email}
+              onInput={setEmail}
+            />
             <FormError form={state} />
             <button type="submit" class="primary" disabled={state.busy}>
               {state.busy ? 'Sending…' : 'Mail me a reset link'}
@@ -452,7 +497,8 @@ export function ResetPassword({ token }: { token: string }) {
     return (
       <AuthPage title="Reset your password">
         <p class="error" role="alert">
-          This link has no token. Open the link from the reset mail as it is, or <a href="#/forgot">ask for a new one</a>.
+          This link has no token. Open the link from the reset mail as it is, or{' '}
+          <a href="#/forgot">ask for a new one</a>.
         </p>
       </AuthPage>
     )
@@ -489,7 +535,13 @@ export function ResetPassword({ token }: { token: string }) {
             type="password"
             autocomplete="new-password"
             minLength={MIN_PASSWORD}
-            form={{ ...state, fieldError: state.fieldError && { ...state.fieldError, message: state.fieldError.message.replace(/^confirm: /, '') } }}
+            form={{
+              ...state,
+              fieldError: state.fieldError && {
+                ...state.fieldError,
+                message: state.fieldError.message.replace(/^confirm: /, ''),
+              },
+            }}
             value={confirm}
             onInput={setConfirm}
           />
@@ -497,7 +549,8 @@ export function ResetPassword({ token }: { token: string }) {
             <p class="error" role="alert">
               {state.error === 'invalid or expired reset token' ? (
                 <>
-                  This reset link is invalid, already used or older than one hour. <a href="#/forgot">Ask for a new one</a>.
+                  This reset link is invalid, already used or older than one hour.{' '}
+                  <a href="#/forgot">Ask for a new one</a>.
                 </>
               ) : (
                 state.error

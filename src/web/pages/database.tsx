@@ -95,7 +95,15 @@ export const TABS: Record<Engine, TabGroup[]> = {
     },
     {
       label: 'Server',
-      tabs: [{ slug: 'replication', label: 'Replication', page: ReplicationPage }, { slug: 'internals', label: 'Internals', page: InternalsPage }, host, customMetrics, logs, events, configuration],
+      tabs: [
+        { slug: 'replication', label: 'Replication', page: ReplicationPage },
+        { slug: 'internals', label: 'Internals', page: InternalsPage },
+        host,
+        customMetrics,
+        logs,
+        events,
+        configuration,
+      ],
     },
     { label: 'Issues', tabs: [issues] },
     { label: 'Settings', tabs: [settings] },
@@ -111,7 +119,10 @@ export const TABS: Record<Engine, TabGroup[]> = {
         { slug: 'mutations', label: 'Mutations', page: MutationsPage },
       ],
     },
-    { label: 'Server', tabs: [{ slug: 'server', label: 'Metrics', page: ServerPage }, customMetrics, host, logs, events, configuration] },
+    {
+      label: 'Server',
+      tabs: [{ slug: 'server', label: 'Metrics', page: ServerPage }, customMetrics, host, logs, events, configuration],
+    },
     { label: 'Issues', tabs: [issues] },
     { label: 'Settings', tabs: [settings] },
   ],
@@ -121,7 +132,8 @@ export const TABS: Record<Engine, TabGroup[]> = {
 export const tabsOf = (engine: Engine): Tab[] => TABS[engine].flatMap((g) => g.tabs)
 
 /** The group holding the tab `slug`, if any. */
-const groupOf = (engine: Engine, slug: string): TabGroup | undefined => TABS[engine].find((g) => g.tabs.some((t) => t.slug === slug))
+const groupOf = (engine: Engine, slug: string): TabGroup | undefined =>
+  TABS[engine].find((g) => g.tabs.some((t) => t.slug === slug))
 
 /** A group shown as one link: it holds one tab, of its own name. */
 const single = (group: TabGroup) => group.tabs.length === 1 && group.tabs[0]!.label === group.label
@@ -129,15 +141,22 @@ const single = (group: TabGroup) => group.tabs.length === 1 && group.tabs[0]!.la
 /** "12 s ago", counted again every second. */
 function LiveAgo({ at }: { at: string | null }) {
   const [, setTick] = useState(0)
-  useEvery(1000, useCallback(() => setTick((t) => t + 1), []))
+  useEvery(
+    1000,
+    useCallback(() => setTick((t) => t + 1), []),
+  )
   return <>{ago(at)}</>
 }
 
 /** How often the header asks for the database's status: at the agent's poll interval, from 1 s to 30 s. */
-export const healthPollMs = (pollIntervalSeconds: number) => 1000 * Math.min(30, Math.max(1, pollIntervalSeconds || DEFAULT_POLL_INTERVAL_SECONDS))
+export const healthPollMs = (pollIntervalSeconds: number) =>
+  1000 * Math.min(30, Math.max(1, pollIntervalSeconds || DEFAULT_POLL_INTERVAL_SECONDS))
 
 /** What GET /databases/{id}/health answers: the status, the last batch and the availability. */
-type LiveHealth = Pick<Database, 'status' | 'last_seen_at' | 'reason' | 'down_since' | 'cause' | 'cause_message' | 'agent_last_heard_at' | 'data_as_of'>
+type LiveHealth = Pick<
+  Database,
+  'status' | 'last_seen_at' | 'reason' | 'down_since' | 'cause' | 'cause_message' | 'agent_last_heard_at' | 'data_as_of'
+>
 
 /** The database's status and last batch, read every poll interval (one row read on the server). */
 function useLiveHealth(db: Database | undefined): LiveHealth | undefined {
@@ -151,9 +170,10 @@ function StaleBanner({ db }: { db: Database }) {
   return (
     <div class="banner banner-critical" role="status" data-stale>
       <p>
-        <strong>Data from {fmtClock(db.last_seen_at)}</strong>: the agent's last batch came <LiveAgo at={db.last_seen_at} />, and it reports every{' '}
-        {db.poll_interval_seconds} s. These pages show the database as it was then, not now; check that <code>dbm agent</code> is running and can
-        reach the database and this server.
+        <strong>Data from {fmtClock(db.last_seen_at)}</strong>: the agent's last batch came{' '}
+        <LiveAgo at={db.last_seen_at} />, and it reports every {db.poll_interval_seconds} s. These pages show the
+        database as it was then, not now; check that <code>dbm agent</code> is running and can reach the database and
+        this server.
       </p>
     </div>
   )
@@ -167,9 +187,11 @@ function DownBanner({ db }: { db: LiveHealth }) {
   return (
     <div class="banner banner-critical" role="status" data-down>
       <p>
-        <strong>Down since {fmtClock(db.down_since)}</strong>: <DbText text={db.cause_message ?? db.cause ?? 'unreachable'} />
-        {db.data_as_of ? <>; data below as of {fmtClock(db.data_as_of)}</> : <>; no data was collected before it</>}. The agent is running and
-        reports at every ping (last heard <LiveAgo at={db.agent_last_heard_at} />).
+        <strong>Down since {fmtClock(db.down_since)}</strong>:{' '}
+        <DbText text={db.cause_message ?? db.cause ?? 'unreachable'} />
+        {db.data_as_of ? <>; data below as of {fmtClock(db.data_as_of)}</> : <>; no data was collected before it</>}.
+        The agent is running and reports at every ping (last heard <LiveAgo at={db.agent_last_heard_at} />
+        ).
       </p>
     </div>
   )
@@ -179,7 +201,8 @@ function Header({ db, doctor }: { db: Database; doctor: Doctor | undefined }) {
   return (
     <>
       <p class="small crumbs">
-        <a href="#/databases">Databases</a> <span aria-hidden="true">/</span> <span aria-current="page">
+        <a href="#/databases">Databases</a> <span aria-hidden="true">/</span>{' '}
+        <span aria-current="page">
           <DbText text={db.name} />
         </span>
       </p>
@@ -203,7 +226,11 @@ function Header({ db, doctor }: { db: Database; doctor: Doctor | undefined }) {
           last seen <LiveAgo at={db.last_seen_at} />
         </span>
         <span class="spacer" />
-        <a class={`health-score ${statusClass(doctor?.status)}`} href={dbHref(db, 'issues')} title="Health score (100 is best): open the issues">
+        <a
+          class={`health-score ${statusClass(doctor?.status)}`}
+          href={dbHref(db, 'issues')}
+          title="Health score (100 is best): open the issues"
+        >
           <span class="label">Health</span> <strong>{doctor ? doctor.score : '…'}</strong>
           {doctor && <span class="small"> {doctor.status}</span>}
         </a>
@@ -243,7 +270,14 @@ function SectionsNav({ db, tab, query }: { db: Database; tab: string; query: URL
   )
   return (
     <div class="sections">
-      <button type="button" ref={button} class="ghost sections-toggle" aria-expanded={open} aria-controls="db-sections" onClick={() => setOpen((o) => !o)}>
+      <button
+        type="button"
+        ref={button}
+        class="ghost sections-toggle"
+        aria-expanded={open}
+        aria-controls="db-sections"
+        onClick={() => setOpen((o) => !o)}
+      >
         <span class="sections-icon" aria-hidden="true" />
         Sections{' '}
         {current && (
@@ -302,11 +336,15 @@ function DatabaseView({ id, tab, item, query }: LayoutProps) {
   const health = useLiveHealth(db.data)
   // The record with the status and last batch read last (the record's own are up to a minute old).
   const record = db.data
-  const shown = useMemo(() => (record && health ? { ...record, ...health } : record), [record, health?.status, health?.last_seen_at, health?.reason, health?.cause_message, health?.agent_last_heard_at])
+  const shown = useMemo(
+    () => (record && health ? { ...record, ...health } : record),
+    [record, health?.status, health?.last_seen_at, health?.reason, health?.cause_message, health?.agent_last_heard_at],
+  )
 
   // The old Doctor, Recommendations and Alerts links open Issues, with their query (?finding=...).
   useEffect(() => {
-    if (ISSUES_ALIASES.has(tab)) replaceRoute(`/databases/${encodeURIComponent(id)}/issues${query.toString() ? `?${query}` : ''}`)
+    if (ISSUES_ALIASES.has(tab))
+      replaceRoute(`/databases/${encodeURIComponent(id)}/issues${query.toString() ? `?${query}` : ''}`)
   }, [id, tab])
   const tabs = db.data ? tabsOf(db.data.engine) : []
   const current = tabs.find((t) => t.slug === tab)

@@ -18,18 +18,27 @@ export type DatabaseSummary = Static<typeof Database>
 /** One database's entry of GET /databases/health: the health monitor's latest diagnosis (null before the first). */
 type DatabaseHealth = Static<typeof DatabaseHealthSchema>
 
-const ENGINES = { postgres: { label: 'PostgreSQL', port: 5432 }, clickhouse: { label: 'ClickHouse', port: 8123 } } as const
+const ENGINES = {
+  postgres: { label: 'PostgreSQL', port: 5432 },
+  clickhouse: { label: 'ClickHouse', port: 8123 },
+} as const
 
 /**
  * Connected green; disconnected red while the database is (last reported) down or its agent stopped after
  * sending data, as the overview's header shows it; grey when no agent ever sent any.
  */
-export function statusTone(db: Pick<Static<typeof Database>, 'status' | 'reason' | 'down_since' | 'last_seen_at'>): 'ok' | 'critical' | 'muted' {
+export function statusTone(
+  db: Pick<Static<typeof Database>, 'status' | 'reason' | 'down_since' | 'last_seen_at'>,
+): 'ok' | 'critical' | 'muted' {
   if (db.status === 'connected') return 'ok'
   return db.reason === 'database_down' || db.down_since !== null || db.last_seen_at !== null ? 'critical' : 'muted'
 }
 
-export function StatusBadge({ db }: { db: Pick<Static<typeof Database>, 'status' | 'reason' | 'down_since' | 'last_seen_at'> }) {
+export function StatusBadge({
+  db,
+}: {
+  db: Pick<Static<typeof Database>, 'status' | 'reason' | 'down_since' | 'last_seen_at'>
+}) {
   return <span class={`badge badge-${statusTone(db)}`}>{db.status}</span>
 }
 
@@ -38,7 +47,10 @@ export function ScoreBadge({ score }: { score: number | null | undefined }) {
   if (score === null || score === undefined) return <span class="muted">—</span>
   const tone = score >= 90 ? 'ok' : score > 70 ? 'warning' : 'critical'
   return (
-    <span class={`badge badge-${tone}`} title="Health score: 100 minus the doctor's penalties (critical 30, warning 10, info 2 per rule)">
+    <span
+      class={`badge badge-${tone}`}
+      title="Health score: 100 minus the doctor's penalties (critical 30, warning 10, info 2 per rule)"
+    >
       {score}
     </span>
   )
@@ -48,7 +60,8 @@ function AddDatabase({ onAdded }: { onAdded(db: DatabaseSummary): void }) {
   const [values, setValues] = useState({ name: '', engine: 'postgres' as keyof typeof ENGINES, host: '', port: '' })
   const [busy, setBusy] = useState(false)
   const [error, setError] = useState('')
-  const set = (key: keyof typeof values) => (e: Event) => setValues((v) => ({ ...v, [key]: (e.currentTarget as HTMLInputElement).value }))
+  const set = (key: keyof typeof values) => (e: Event) =>
+    setValues((v) => ({ ...v, [key]: (e.currentTarget as HTMLInputElement).value }))
   const first = useRef<HTMLInputElement>(null)
   useEffect(() => first.current?.focus(), [])
   const submit = async (e: Event) => {
@@ -73,13 +86,21 @@ function AddDatabase({ onAdded }: { onAdded(db: DatabaseSummary): void }) {
         Add a database
       </h2>
       <p class="muted small">
-        The agent registers each database of its config by itself when it first sends data; add one here to see it listed before that. The
-        name must match the agent config's <code>name</code>.
+        The agent registers each database of its config by itself when it first sends data; add one here to see it
+        listed before that. The name must match the agent config's <code>name</code>.
       </p>
       <div class="form-row">
         <div class="field">
           <label for="db-name">Name</label>
-          <input id="db-name" ref={first} required maxLength={200} value={values.name} onInput={set('name')} placeholder="orders" />
+          <input
+            id="db-name"
+            ref={first}
+            required
+            maxLength={200}
+            value={values.name}
+            onInput={set('name')}
+            placeholder="orders"
+          />
         </div>
         <div class="field">
           <label for="db-engine">Engine</label>
@@ -193,9 +214,11 @@ export function DatabaseList() {
       )}
       {added && (
         <p class="success" role="status">
-          Added <a href={`#/databases/${encodeURIComponent(added.id)}`}>
+          Added{' '}
+          <a href={`#/databases/${encodeURIComponent(added.id)}`}>
             <DbText text={added.name} />
-          </a>. It shows as connected once the agent sends its data.
+          </a>
+          . It shows as connected once the agent sends its data.
         </p>
       )}
       {error && <ErrorBox error={error} />}
@@ -204,8 +227,8 @@ export function DatabaseList() {
       ) : databases.length === 0 ? (
         <Empty title="No databases yet: start the agent">
           <p>
-            Run <code>dbm agent</code> next to your databases with an API key: it registers each database of its config and sends its statistics every
-            10 seconds.
+            Run <code>dbm agent</code> next to your databases with an API key: it registers each database of its config
+            and sends its statistics every 10 seconds.
           </p>
           <p>
             <a href="#/settings/agent">Set up the agent</a> · <a href="#/settings/api-keys">Create an API key</a>
@@ -252,12 +275,17 @@ export function DatabaseList() {
                       <StatusBadge db={db} />
                       {db.reason === 'database_down' && (
                         <div class="small error" data-down>
-                          down since {fmtClock(db.down_since)}: <DbText text={db.cause_message ?? db.cause ?? 'unreachable'} />
+                          down since {fmtClock(db.down_since)}:{' '}
+                          <DbText text={db.cause_message ?? db.cause ?? 'unreachable'} />
                         </div>
                       )}
                       {db.availability_30d !== null && db.availability_30d !== undefined && (
-                        <div class="small muted" title="up / (up + down) over 30 days from the registration on; time the agent was silent counts as neither">
-                          {(db.availability_30d * 100).toFixed(2)}% up {watchedWords(db.availability_30d_watched_ms, 30)}
+                        <div
+                          class="small muted"
+                          title="up / (up + down) over 30 days from the registration on; time the agent was silent counts as neither"
+                        >
+                          {(db.availability_30d * 100).toFixed(2)}% up{' '}
+                          {watchedWords(db.availability_30d_watched_ms, 30)}
                         </div>
                       )}
                     </td>
@@ -267,7 +295,13 @@ export function DatabaseList() {
                           error
                         </span>
                       ) : (
-                        <span title={ok?.evaluated_at ? `diagnosed ${fmtTime(ok.evaluated_at)} (about once a minute)` : 'not diagnosed yet'}>
+                        <span
+                          title={
+                            ok?.evaluated_at
+                              ? `diagnosed ${fmtTime(ok.evaluated_at)} (about once a minute)`
+                              : 'not diagnosed yet'
+                          }
+                        >
                           <ScoreBadge score={ok?.health_score} />
                         </span>
                       )}

@@ -28,28 +28,32 @@ export const isOwner = (role: string | undefined) => role === 'owner'
 export function OwnersOnly({ what }: { what: string }) {
   return (
     <p class="muted" data-owners-only>
-      Only the organization's owners manage {what}. Ask one of them (see the members on the <a href="#/settings">settings page</a>).
+      Only the organization's owners manage {what}. Ask one of them (see the members on the{' '}
+      <a href="#/settings">settings page</a>).
     </p>
   )
 }
 
 /** The live API keys `member` created (or that were made with theirs): revoked with their removal or demotion. */
-const keysOf = (keys: readonly KeyRow[] | undefined, member: MemberRow) => keys?.filter((k) => k.created_by?.id === member.id && k.revoked_at === null)
+const keysOf = (keys: readonly KeyRow[] | undefined, member: MemberRow) =>
+  keys?.filter((k) => k.created_by?.id === member.id && k.revoked_at === null)
 
 /** What a removal or demotion revokes, said before it is confirmed: the keys by name, prefix, scopes and last use. */
 function KeysToRevoke({ keys, who }: { keys: readonly KeyRow[] | undefined; who: string }) {
-  if (keys === undefined) return <span class="small">The API keys {who.toLowerCase()} created are revoked with it.</span>
+  if (keys === undefined)
+    return <span class="small">The API keys {who.toLowerCase()} created are revoked with it.</span>
   if (keys.length === 0) return <span class="small">{who} created no API keys.</span>
   return (
     <span class="small stack" data-keys-to-revoke style="flex-basis:100%">
       <span>
-        {keys.length === 1 ? 'This API key' : `These ${keys.length} API keys`} {who.toLowerCase()} created will be revoked with it (agents using{' '}
-        {keys.length === 1 ? 'it' : 'them'} are refused from their next request):
+        {keys.length === 1 ? 'This API key' : `These ${keys.length} API keys`} {who.toLowerCase()} created will be
+        revoked with it (agents using {keys.length === 1 ? 'it' : 'them'} are refused from their next request):
       </span>
       <ul>
         {keys.map((k) => (
           <li key={k.id} data-revoked-key={k.name}>
-            <strong>{k.name}</strong> <code>{k.prefix}</code> — scopes {k.scopes.join(', ') || 'none'}, last used {ago(k.last_used_at)}
+            <strong>{k.name}</strong> <code>{k.prefix}</code> — scopes {k.scopes.join(', ') || 'none'}, last used{' '}
+            {ago(k.last_used_at)}
           </li>
         ))}
       </ul>
@@ -57,7 +61,17 @@ function KeysToRevoke({ keys, who }: { keys: readonly KeyRow[] | undefined; who:
   )
 }
 
-function RoleChange({ member, keys, self, onChanged }: { member: MemberRow; keys: readonly KeyRow[] | undefined; self: boolean; onChanged(): void }) {
+function RoleChange({
+  member,
+  keys,
+  self,
+  onChanged,
+}: {
+  member: MemberRow
+  keys: readonly KeyRow[] | undefined
+  self: boolean
+  onChanged(): void
+}) {
   const { confirming, open, close, busy, error, run, opener, cancelButton } = useConfirmation()
   const next: Role = member.role === 'owner' ? 'member' : 'owner'
   const label = `Make ${member.name} ${next === 'owner' ? 'an owner' : 'a member'}`
@@ -71,7 +85,13 @@ function RoleChange({ member, keys, self, onChanged }: { member: MemberRow; keys
   if (next === 'owner' || !confirming) {
     return (
       <>
-        <button type="button" ref={opener} onClick={next === 'owner' ? change : open} disabled={busy} aria-label={label}>
+        <button
+          type="button"
+          ref={opener}
+          onClick={next === 'owner' ? change : open}
+          disabled={busy}
+          aria-label={label}
+        >
           {next === 'owner' ? 'Make owner' : 'Make member'}
         </button>
         {error && (
@@ -100,7 +120,17 @@ function RoleChange({ member, keys, self, onChanged }: { member: MemberRow; keys
   )
 }
 
-function RemoveMember({ member, keys, self, onRemoved }: { member: MemberRow; keys: readonly KeyRow[] | undefined; self: boolean; onRemoved(): void }) {
+function RemoveMember({
+  member,
+  keys,
+  self,
+  onRemoved,
+}: {
+  member: MemberRow
+  keys: readonly KeyRow[] | undefined
+  self: boolean
+  onRemoved(): void
+}) {
   const { confirming, open, close, busy, error, run, opener, cancelButton } = useConfirmation()
   const remove = () =>
     run(async () => {
@@ -116,9 +146,18 @@ function RemoveMember({ member, keys, self, onRemoved }: { member: MemberRow; ke
     )
   }
   return (
-    <span class="row" style="justify-content:flex-end;flex-wrap:wrap" role="group" aria-label={`Remove ${member.name}?`}>
+    <span
+      class="row"
+      style="justify-content:flex-end;flex-wrap:wrap"
+      role="group"
+      aria-label={`Remove ${member.name}?`}
+    >
       <KeysToRevoke keys={keysOf(keys, member)} who={self ? 'You' : 'They'} />
-      <span class="small">{self ? 'Your account is deleted and you are signed out at once.' : 'Their account is deleted and they are signed out at once.'}</span>
+      <span class="small">
+        {self
+          ? 'Your account is deleted and you are signed out at once.'
+          : 'Their account is deleted and they are signed out at once.'}
+      </span>
       <button type="button" class="danger" disabled={busy} onClick={remove}>
         {busy ? 'Removing…' : 'Remove now'}
       </button>
@@ -143,22 +182,41 @@ function InviteForm({ onInvited }: { onInvited(): void }) {
     setState({ busy: true })
     try {
       const invite = await api('POST', '/organization/invites', { email: email.trim(), role })
-      setState({ sent: `Invitation sent to ${invite.email} (by mail; without SMTP its link is in the server log); it works once, for 7 days.` })
+      setState({
+        sent: `Invitation sent to ${invite.email} (by mail; without SMTP its link is in the server log); it works once, for 7 days.`,
+      })
       setEmail('')
       onInvited()
     } catch (err) {
-      setState({ error: err instanceof ApiError && err.status === 429 ? `Too many invitations: ${err.message.replace(/^too many requests; /, '')}.` : (err as Error).message })
+      setState({
+        error:
+          err instanceof ApiError && err.status === 429
+            ? `Too many invitations: ${err.message.replace(/^too many requests; /, '')}.`
+            : (err as Error).message,
+      })
     }
   }
   return (
     <form class="form-row" onSubmit={submit} aria-label="Invite someone">
       <div class="field" style="flex:1 1 18rem">
         <label for="invite-email">Email address</label>
-        <input id="invite-email" type="email" required maxLength={254} value={email} autoComplete="off" onInput={(e) => setEmail((e.currentTarget as HTMLInputElement).value)} />
+        <input
+          id="invite-email"
+          type="email"
+          required
+          maxLength={254}
+          value={email}
+          autoComplete="off"
+          onInput={(e) => setEmail((e.currentTarget as HTMLInputElement).value)}
+        />
       </div>
       <div class="field">
         <label for="invite-role">Role</label>
-        <select id="invite-role" value={role} onChange={(e) => setRole((e.currentTarget as HTMLSelectElement).value as Role)}>
+        <select
+          id="invite-role"
+          value={role}
+          onChange={(e) => setRole((e.currentTarget as HTMLSelectElement).value as Role)}
+        >
           <option value="member">member</option>
           <option value="owner">owner</option>
         </select>
@@ -284,8 +342,18 @@ export function MembersSection() {
                     {owner && (
                       <td class="num">
                         <span class="row" style="justify-content:flex-end">
-                          <RoleChange member={m} keys={keys.data} self={m.id === me?.user.id} onChanged={() => changed(m.id === me?.user.id)} />
-                          <RemoveMember member={m} keys={keys.data} self={m.id === me?.user.id} onRemoved={() => changed(m.id === me?.user.id)} />
+                          <RoleChange
+                            member={m}
+                            keys={keys.data}
+                            self={m.id === me?.user.id}
+                            onChanged={() => changed(m.id === me?.user.id)}
+                          />
+                          <RemoveMember
+                            member={m}
+                            keys={keys.data}
+                            self={m.id === me?.user.id}
+                            onRemoved={() => changed(m.id === me?.user.id)}
+                          />
                         </span>
                       </td>
                     )}
@@ -300,9 +368,9 @@ export function MembersSection() {
         <>
           <h3>Invite someone</h3>
           <p class="small muted">
-            An owner manages everything, API keys, the webhook, the members and what is collected included; a member sees the databases and may
-            change their host, port and tags (through the API). Removing or demoting an owner revokes the API keys they created. dbm mails the address a link to join
-            (or logs it, without SMTP).
+            An owner manages everything, API keys, the webhook, the members and what is collected included; a member
+            sees the databases and may change their host, port and tags (through the API). Removing or demoting an owner
+            revokes the API keys they created. dbm mails the address a link to join (or logs it, without SMTP).
           </p>
           {me?.organization.verified ? (
             <InviteForm onInvited={invites.reload} />
@@ -347,11 +415,14 @@ export function AcceptInvite({ token }: { token: string }) {
           </p>
         ) : state.invalid ? (
           <p class="error" role="alert" data-invite-invalid>
-            This invitation link is invalid, already used, revoked or expired (links work once, for 7 days). Ask the owner who invited you for a new one.
+            This invitation link is invalid, already used, revoked or expired (links work once, for 7 days). Ask the
+            owner who invited you for a new one.
           </p>
         ) : (
           <>
-            <p class="muted">Choose your name and a password: the invitation names your email address, which is verified by this link.</p>
+            <p class="muted">
+              Choose your name and a password: the invitation names your email address, which is verified by this link.
+            </p>
             {me && (
               <p class="notice small" role="status">
                 You are signed in as {me.user.email}: joining signs you in as the invited address instead.
@@ -360,7 +431,15 @@ export function AcceptInvite({ token }: { token: string }) {
             <form class="form" onSubmit={submit}>
               <div class="field">
                 <label for="invite-name">Your name</label>
-                <input id="invite-name" name="name" required maxLength={200} autoComplete="name" value={name} onInput={(e) => setName((e.currentTarget as HTMLInputElement).value)} />
+                <input
+                  id="invite-name"
+                  name="name"
+                  required
+                  maxLength={200}
+                  autoComplete="name"
+                  value={name}
+                  onInput={(e) => setName((e.currentTarget as HTMLInputElement).value)}
+                />
               </div>
               <div class="field">
                 <label for="invite-password">Password</label>

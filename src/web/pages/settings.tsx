@@ -45,7 +45,8 @@ function CreateKeyForm({
   const [scopes, setScopes] = useState<ApiKeyScope[]>(defaultScopes)
   const [busy, setBusy] = useState(false)
   const [error, setError] = useState('')
-  const toggle = (scope: ApiKeyScope, on: boolean) => setScopes((now) => SCOPES.map((s) => s.scope).filter((s) => (s === scope ? on : now.includes(s))))
+  const toggle = (scope: ApiKeyScope, on: boolean) =>
+    setScopes((now) => SCOPES.map((s) => s.scope).filter((s) => (s === scope ? on : now.includes(s))))
   const submit = async (e: Event) => {
     e.preventDefault()
     if (scopes.length === 0) {
@@ -70,13 +71,26 @@ function CreateKeyForm({
     <form class="form-row" onSubmit={submit}>
       <div class="field">
         <label for="key-name">Key name</label>
-        <input id="key-name" required maxLength={200} value={name} placeholder="production agent" onInput={(e) => setName((e.currentTarget as HTMLInputElement).value)} />
+        <input
+          id="key-name"
+          required
+          maxLength={200}
+          value={name}
+          placeholder="production agent"
+          onInput={(e) => setName((e.currentTarget as HTMLInputElement).value)}
+        />
       </div>
       <fieldset class="scopes">
         <legend>Scopes</legend>
         {SCOPES.map(({ scope, label }) => (
           <label key={scope} class="check" title={label}>
-            <input type="checkbox" name="scope" value={scope} checked={scopes.includes(scope)} onChange={(e) => toggle(scope, (e.currentTarget as HTMLInputElement).checked)} />{' '}
+            <input
+              type="checkbox"
+              name="scope"
+              value={scope}
+              checked={scopes.includes(scope)}
+              onChange={(e) => toggle(scope, (e.currentTarget as HTMLInputElement).checked)}
+            />{' '}
             <code>{scope}</code> <span class="muted small">{label}</span>
           </label>
         ))}
@@ -101,8 +115,8 @@ function NewKey({ created }: { created: CreatedKey }) {
         Key “{created.name}” created
       </h2>
       <p>
-        <strong>Copy it now: it will not be shown again.</strong> dbm keeps only a hash of it. Put it in the agent's <code>config.yaml</code> (
-        <code>api.key</code>) or send it as <code>X-API-Key</code>.
+        <strong>Copy it now: it will not be shown again.</strong> dbm keeps only a hash of it. Put it in the agent's{' '}
+        <code>config.yaml</code> (<code>api.key</code>) or send it as <code>X-API-Key</code>.
       </p>
       <div class="code">
         <pre>
@@ -133,7 +147,18 @@ function KeyRow({ apiKey, onRevoked }: { apiKey: ApiKey; onRevoked(): void }) {
       <td>
         <ScopeList scopes={apiKey.scopes} />
       </td>
-      <td data-created-by>{apiKey.created_by ? `${apiKey.created_by.name} (${apiKey.created_by.email})` : <span class="muted" title="the creator was removed, or another key made it before keys recorded their creators">unknown or removed</span>}</td>
+      <td data-created-by>
+        {apiKey.created_by ? (
+          `${apiKey.created_by.name} (${apiKey.created_by.email})`
+        ) : (
+          <span
+            class="muted"
+            title="the creator was removed, or another key made it before keys recorded their creators"
+          >
+            unknown or removed
+          </span>
+        )}
+      </td>
       <td title={fmtTime(apiKey.created_at)}>{ago(apiKey.created_at)}</td>
       <td title={fmtTime(apiKey.last_used_at)}>{ago(apiKey.last_used_at)}</td>
       <td>
@@ -181,9 +206,10 @@ export function ApiKeys() {
         <h1>API keys</h1>
       </div>
       <p class="muted">
-        An API key lets the agent send telemetry, and scripts call the API (<code>X-API-Key: dbm_ak_…</code>). A key acts for the whole
-        organization, within its scopes: the agent needs only <code>ingest</code>; give <code>admin</code> only to what must manage keys, the webhook
-        or databases. Removing or demoting an owner revokes the keys they created.
+        An API key lets the agent send telemetry, and scripts call the API (<code>X-API-Key: dbm_ak_…</code>). A key
+        acts for the whole organization, within its scopes: the agent needs only <code>ingest</code>; give{' '}
+        <code>admin</code> only to what must manage keys, the webhook or databases. Removing or demoting an owner
+        revokes the keys they created.
       </p>
       <div class="stack">
         <div class="panel">
@@ -220,7 +246,11 @@ export function ApiKeys() {
                   </thead>
                   <tbody>
                     {[...list]
-                      .sort((a, b) => Number(a.revoked_at !== null) - Number(b.revoked_at !== null) || b.created_at.localeCompare(a.created_at))
+                      .sort(
+                        (a, b) =>
+                          Number(a.revoked_at !== null) - Number(b.revoked_at !== null) ||
+                          b.created_at.localeCompare(a.created_at),
+                      )
                       .map((k) => (
                         <KeyRow key={k.id} apiKey={k} onRevoked={keys.reload} />
                       ))}
@@ -307,21 +337,22 @@ function LocalSetup() {
             This is dbm local: its agent is already running
           </h2>
           <p>
-            <code>dbm local</code> runs the agent in its own process for the databases named on its command line: there is no <code>config.yaml</code> to
-            write and no API key to create. At start it prints one line per database in its terminal: what it collects, and why anything is left out.
+            <code>dbm local</code> runs the agent in its own process for the databases named on its command line: there
+            is no <code>config.yaml</code> to write and no API key to create. At start it prints one line per database
+            in its terminal: what it collects, and why anything is left out.
           </p>
           <h3>Watch another database</h3>
           <p>Stop dbm local (Ctrl-C) and start it again with every database to watch; the history is kept.</p>
           <Code text={'dbm local postgres://me@localhost:5432/app postgres://me@localhost:5432/billing'} />
           <h3>Plans of statements other roles run</h3>
           <p>
-            Each database's owner is trusted for EXPLAIN. To have the plans of statements another role runs (the application's, say), trust it when you
-            start dbm local:
+            Each database's owner is trusted for EXPLAIN. To have the plans of statements another role runs (the
+            application's, say), trust it when you start dbm local:
           </p>
           <Code text={'dbm local --explain-trusted-role app postgres://me@localhost:5432/app'} />
           <p class="small muted">
-            <code>dbm local --help</code> lists every flag. For a team, run <code>dbm serve</code> on a server and <code>dbm agent</code> next to the
-            databases instead: this page then shows their setup.
+            <code>dbm local --help</code> lists every flag. For a team, run <code>dbm serve</code> on a server and{' '}
+            <code>dbm agent</code> next to the databases instead: this page then shows their setup.
           </p>
         </section>
         <section class="panel" aria-labelledby="local-grants">
@@ -329,8 +360,8 @@ function LocalSetup() {
             For everything to show
           </h2>
           <p>
-            Statements need <code>pg_stat_statements</code> in each database; other sessions' statistics need a role with <code>pg_monitor</code> (or the
-            superuser). With a role of its own, as below:
+            Statements need <code>pg_stat_statements</code> in each database; other sessions' statistics need a role
+            with <code>pg_monitor</code> (or the superuser). With a role of its own, as below:
           </p>
           <Code text={POSTGRES_GRANTS} />
         </section>
@@ -352,8 +383,9 @@ export function AgentSetup() {
         <h1>Agent setup</h1>
       </div>
       <p class="muted">
-        <code>dbm agent</code> runs next to your databases (the same <code>dbm</code> executable as the server) and sends their statistics to this
-        server every 10 seconds. Point it at single nodes, never at a load balancer or a pooler.
+        <code>dbm agent</code> runs next to your databases (the same <code>dbm</code> executable as the server) and
+        sends their statistics to this server every 10 seconds. Point it at single nodes, never at a load balancer or a
+        pooler.
       </p>
       <div class="stack">
         <section class="panel" aria-labelledby="step-key">
@@ -362,15 +394,20 @@ export function AgentSetup() {
           </h2>
           {created ? (
             <p class="success" role="status">
-              The examples below use the key “{created.name}” you just created. Copy it now: it is not shown again after you leave this tab.
+              The examples below use the key “{created.name}” you just created. Copy it now: it is not shown again after
+              you leave this tab.
             </p>
           ) : (
             <>
               <p>
-                The examples show <code>{KEY_PLACEHOLDER}</code>: create a key here to have it filled in, or use one from{' '}
-                <a href="#/settings/api-keys">API keys</a>.
+                The examples show <code>{KEY_PLACEHOLDER}</code>: create a key here to have it filled in, or use one
+                from <a href="#/settings/api-keys">API keys</a>.
               </p>
-              {isOwner(me?.user.role) ? <CreateKeyForm onCreated={setCreated} defaultName="agent" defaultScopes={['ingest']} /> : <OwnersOnly what="API keys" />}
+              {isOwner(me?.user.role) ? (
+                <CreateKeyForm onCreated={setCreated} defaultName="agent" defaultScopes={['ingest']} />
+              ) : (
+                <OwnersOnly what="API keys" />
+              )}
             </>
           )}
         </section>
@@ -383,8 +420,8 @@ export function AgentSetup() {
           <Code text={POSTGRES_GRANTS} />
           <h3>ClickHouse</h3>
           <p class="small muted">
-            Read-only, but allowed the per-query settings the agent sends (<code>readonly = 1</code> would refuse them); <code>system.query_log</code>{' '}
-            must be enabled (the default).
+            Read-only, but allowed the per-query settings the agent sends (<code>readonly = 1</code> would refuse them);{' '}
+            <code>system.query_log</code> must be enabled (the default).
           </p>
           <Code text={CLICKHOUSE_USER} />
         </section>
@@ -397,7 +434,8 @@ export function AgentSetup() {
           <p>Check it (connects once to each database and says what it will collect), then run it:</p>
           <Code text={'dbm agent --check --config config.yaml\ndbm agent --config config.yaml'} />
           <p class="small muted">
-            Edits to the file apply while the agent runs. While this server is unreachable, the agent buffers its batches on disk for up to an hour.
+            Edits to the file apply while the agent runs. While this server is unreachable, the agent buffers its
+            batches on disk for up to an hour.
           </p>
         </section>
 

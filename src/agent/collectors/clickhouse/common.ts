@@ -17,7 +17,11 @@ export function isUnknownTable(e: unknown): boolean {
 }
 
 /** Rows of a query on an optional system table; undefined when the table does not exist. */
-export async function selectOptional<T>(ctx: ClickHouseContext, query: string, params?: Record<string, unknown>): Promise<T[] | undefined> {
+export async function selectOptional<T>(
+  ctx: ClickHouseContext,
+  query: string,
+  params?: Record<string, unknown>,
+): Promise<T[] | undefined> {
   try {
     return await select<T>(ctx, query, params)
   } catch (e) {

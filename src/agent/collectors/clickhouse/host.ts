@@ -43,23 +43,38 @@ export const host = registerCollector<ClickHouseContext>({
   engine: 'clickhouse',
   defaultEnabled: true,
   async collect(ctx) {
-    const [rows, disks] = await Promise.all([selectOptional<{ metric: string; value: number | string }>(ctx, METRICS_SQL, { names: NAMED }), readDisks(ctx)])
+    const [rows, disks] = await Promise.all([
+      selectOptional<{ metric: string; value: number | string }>(ctx, METRICS_SQL, { names: NAMED }),
+      readDisks(ctx),
+    ])
     const m = new Map((rows ?? []).map((r) => [r.metric, num(r.value)]))
     const share = (name: string) => Math.min(100, Math.max(0, Number(((m.get(name) ?? 0) * 100).toFixed(2))))
     const cpu = m.has('OSIdleTimeNormalized')
       ? {
           user: share('OSUserTimeNormalized') + share('OSNiceTimeNormalized'),
-          system: Math.min(100, share('OSSystemTimeNormalized') + share('OSInterruptTimeNormalized') + share('OSSoftIrqTimeNormalized')),
+          system: Math.min(
+            100,
+            share('OSSystemTimeNormalized') + share('OSInterruptTimeNormalized') + share('OSSoftIrqTimeNormalized'),
+          ),
           iowait: share('OSIOWaitTimeNormalized'),
           steal: share('OSStealTimeNormalized'),
           idle: share('OSIdleTimeNormalized'),
         }
       : null
     if (cpu) cpu.user = Math.min(100, cpu.user)
-    const load = m.has('LoadAverage1') ? { load1: Math.max(0, m.get('LoadAverage1') ?? 0), load5: Math.max(0, m.get('LoadAverage5') ?? 0), load15: Math.max(0, m.get('LoadAverage15') ?? 0) } : null
+    const load = m.has('LoadAverage1')
+      ? {
+          load1: Math.max(0, m.get('LoadAverage1') ?? 0),
+          load5: Math.max(0, m.get('LoadAverage5') ?? 0),
+          load15: Math.max(0, m.get('LoadAverage15') ?? 0),
+        }
+      : null
     const total = m.get('OSMemoryTotal')
     const available = m.get('OSMemoryAvailable')
-    const memory = typeof total === 'number' && typeof available === 'number' ? { total_bytes: total, available_bytes: available, swap_total_bytes: null, swap_used_bytes: null } : null
+    const memory =
+      typeof total === 'number' && typeof available === 'number'
+        ? { total_bytes: total, available_bytes: available, swap_total_bytes: null, swap_used_bytes: null }
+        : null
 
     const filesystems: HostFilesystem[] = []
     for (const d of disks ?? []) {
@@ -85,10 +100,19 @@ export const host = registerCollector<ClickHouseContext>({
     const intervalS = m.get('AsynchronousMetricsUpdateInterval') ?? 1
     if (previous && intervalS && intervalS > 0) {
       const scale = (ctx.now - previous.now) / 1000 / intervalS
-      const names = new Set([...m.keys()].filter((k) => k.startsWith('BlockReadBytes_')).map((k) => k.slice('BlockReadBytes_'.length)))
+      const names = new Set(
+        [...m.keys()].filter((k) => k.startsWith('BlockReadBytes_')).map((k) => k.slice('BlockReadBytes_'.length)),
+      )
       for (const name of names) {
         const v = (k: string, unit = 1) => Math.max(0, Math.round((m.get(`${k}_${name}`) ?? 0) * scale * unit))
-        devices.push({ device: name.slice(0, 200), reads: v('BlockReadOps'), writes: v('BlockWriteOps'), read_bytes: v('BlockReadBytes'), write_bytes: v('BlockWriteBytes'), busy_ms: v('BlockActiveTime', 1000) })
+        devices.push({
+          device: name.slice(0, 200),
+          reads: v('BlockReadOps'),
+          writes: v('BlockWriteOps'),
+          read_bytes: v('BlockReadBytes'),
+          write_bytes: v('BlockWriteBytes'),
+          busy_ms: v('BlockActiveTime', 1000),
+        })
       }
     }
     if (!rows && !disks) return {}

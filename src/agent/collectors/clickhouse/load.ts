@@ -28,9 +28,19 @@ type Named = { name: string; value: number | string }
 /** running_queries, the connections of MySQL, PostgreSQL and interserver, and the limits, as server_metrics keys. */
 export async function readLoad(ctx: ClickHouseContext): Promise<Partial<Record<ServerGaugeKey, number | null>>> {
   const [running, connections, limits] = await Promise.all([
-    select<{ queries: number | string }>(ctx, "SELECT count() AS queries FROM system.processes WHERE Settings['log_comment'] != {own:String}", { own: AGENT_LOG_COMMENT }),
-    selectOptional<Named>(ctx, 'SELECT metric AS name, value FROM system.metrics WHERE metric IN {names:Array(String)}', { names: Object.keys(CONNECTION_METRICS) }),
-    selectOptional<Named>(ctx, 'SELECT name, value FROM system.server_settings WHERE name IN {names:Array(String)}', { names: Object.keys(LIMITS) }),
+    select<{ queries: number | string }>(
+      ctx,
+      "SELECT count() AS queries FROM system.processes WHERE Settings['log_comment'] != {own:String}",
+      { own: AGENT_LOG_COMMENT },
+    ),
+    selectOptional<Named>(
+      ctx,
+      'SELECT metric AS name, value FROM system.metrics WHERE metric IN {names:Array(String)}',
+      { names: Object.keys(CONNECTION_METRICS) },
+    ),
+    selectOptional<Named>(ctx, 'SELECT name, value FROM system.server_settings WHERE name IN {names:Array(String)}', {
+      names: Object.keys(LIMITS),
+    }),
   ])
   const out: Partial<Record<ServerGaugeKey, number | null>> = { running_queries: num(running[0]?.queries) }
   for (const r of connections ?? []) {

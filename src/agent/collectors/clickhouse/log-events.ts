@@ -26,7 +26,8 @@ import { select } from './common.ts'
 import { systemTables } from './system-tables.ts'
 
 const NAME = 'log_events'
-const TEXT_LOG_NOTE = 'system.text_log is disabled: ClickHouse errors come from system.errors only (enable <text_log> in the server config for warnings and fatal entries)'
+const TEXT_LOG_NOTE =
+  'system.text_log is disabled: ClickHouse errors come from system.errors only (enable <text_log> in the server config for warnings and fatal entries)'
 /** text_log rows read per cycle at most; a backlog is read over the next cycles. */
 export const MAX_TEXT_ROWS = 1_000
 const MAX_CRASH_ROWS = 100
@@ -113,7 +114,15 @@ export function fingerprintOf(text: string): string {
     .slice(0, MAX_FINGERPRINT)
 }
 
-function event(ts: number, kind: LogKind, severity: LogSeverity, sqlstate: string | null, message: string, fields: LogEvent['fields'], fingerprint?: string): LogEvent {
+function event(
+  ts: number,
+  kind: LogKind,
+  severity: LogSeverity,
+  sqlstate: string | null,
+  message: string,
+  fields: LogEvent['fields'],
+  fingerprint?: string,
+): LogEvent {
   const masked = maskMessage(message)
   return {
     ts,
@@ -121,7 +130,10 @@ function event(ts: number, kind: LogKind, severity: LogSeverity, sqlstate: strin
     severity,
     sqlstate,
     message: masked,
-    fingerprint: fingerprint !== undefined ? fingerprint.replaceAll('\u0000', '').slice(0, MAX_FINGERPRINT) : fingerprintOf(masked),
+    fingerprint:
+      fingerprint !== undefined
+        ? fingerprint.replaceAll('\u0000', '').slice(0, MAX_FINGERPRINT)
+        : fingerprintOf(masked),
     pid: null,
     user: null,
     database: null,
@@ -176,7 +188,12 @@ const TEXT_SQL = `
   LIMIT {limit:UInt32}`
 
 /** text_log's levels as the shared severities (src/shared/log-kinds.ts). */
-const SEVERITY_OF_LEVEL: Record<string, LogSeverity> = { Fatal: 'fatal', Critical: 'fatal', Error: 'error', Warning: 'warning' }
+const SEVERITY_OF_LEVEL: Record<string, LogSeverity> = {
+  Fatal: 'fatal',
+  Critical: 'fatal',
+  Error: 'error',
+  Warning: 'warning',
+}
 
 /** An exception's line in text_log: already counted by system.errors. */
 const EXCEPTION = /\bCode: \d+\. DB::Exception\b/
@@ -190,7 +207,15 @@ function errorEntries(rows: ErrorRow[], previous: Record<string, string>, restar
     const increase = value - before
     if (increase <= 0n) continue
     const kind = KIND_OF_ERROR[r.name] ?? 'error'
-    const e = event(r.last_error_time * 1000, kind, 'error', errorName(r.name), r.last_error_message || r.name, { code: r.code, remote: r.remote === 1 }, r.last_error_format_string || undefined)
+    const e = event(
+      r.last_error_time * 1000,
+      kind,
+      'error',
+      errorName(r.name),
+      r.last_error_message || r.name,
+      { code: r.code, remote: r.remote === 1 },
+      r.last_error_format_string || undefined,
+    )
     e.count = Number(increase > BigInt(Number.MAX_SAFE_INTEGER) ? BigInt(Number.MAX_SAFE_INTEGER) : increase)
     out.push(e)
   }
@@ -227,7 +252,10 @@ export const logEvents = registerCollector<ClickHouseContext>({
     // A copy: the committed state changes only when this run finishes within its deadline.
     const state: State = { ...(ctx.state.get(NAME) as State | undefined) }
     ctx.state.set(NAME, state)
-    const [clock] = await select<{ us: string; uptime: number }>(ctx, 'SELECT toString(toUnixTimestamp64Micro(now64(6))) AS us, uptime() AS uptime')
+    const [clock] = await select<{ us: string; uptime: number }>(
+      ctx,
+      'SELECT toString(toUnixTimestamp64Micro(now64(6))) AS us, uptime() AS uptime',
+    )
     const nowUs = clock!.us
     const uptime = Number(clock!.uptime)
     const rows = await select<ErrorRow>(ctx, ERRORS_SQL, { max: ingestTextLimits.logMessage, max_fp: MAX_FINGERPRINT })
@@ -242,7 +270,11 @@ export const logEvents = registerCollector<ClickHouseContext>({
       const restarted =
         (uptime > 0 && state.uptime !== undefined && state.uptime > 0 && uptime < state.uptime) ||
         rows.some((r) => BigInt(r.value) < BigInt(state.values![`${r.code}:${r.remote}`] ?? '0'))
-      if (restarted) ctx.log.info('ClickHouse restarted: its error counters start again from zero', { database: ctx.name, collector: NAME })
+      if (restarted)
+        ctx.log.info('ClickHouse restarted: its error counters start again from zero', {
+          database: ctx.name,
+          collector: NAME,
+        })
       entries.push(...errorEntries(rows, state.values, restarted))
     }
     state.values = Object.fromEntries(rows.map((r) => [`${r.code}:${r.remote}`, r.value]))
@@ -257,7 +289,12 @@ export const logEvents = registerCollector<ClickHouseContext>({
           const ts = Math.floor(Number(BigInt(c.ns) / 1_000_000n))
           const message = `ClickHouse ${c.version} crashed: signal ${c.signal} in thread ${c.thread_id}${c.query_id ? ` (query ${c.query_id})` : ''}`
           entries.push(
-            event(ts, 'server_crash', 'panic', null, message, { signal: c.signal, process: `thread ${c.thread_id}`.slice(0, 200), version: c.version.slice(0, 100), trace: c.trace.map((f) => f.slice(0, 300)) }),
+            event(ts, 'server_crash', 'panic', null, message, {
+              signal: c.signal,
+              process: `thread ${c.thread_id}`.slice(0, 200),
+              version: c.version.slice(0, 100),
+              trace: c.trace.map((f) => f.slice(0, 300)),
+            }),
           )
           state.crashNs = c.ns
         }
@@ -265,13 +302,19 @@ export const logEvents = registerCollector<ClickHouseContext>({
     } else state.crashNs = undefined
 
     if (tables.has('text_log')) {
-      if (state.textLogMissing) ctx.log.info('system.text_log is available now', { database: ctx.name, collector: NAME })
+      if (state.textLogMissing)
+        ctx.log.info('system.text_log is available now', { database: ctx.name, collector: NAME })
       state.textLogMissing = false
       ctx.infos?.delete(NAME)
       if (state.textUs === undefined && previousUs === nowUs) state.textUs = nowUs
       else {
         state.textUs ??= previousUs
-        const texts = await select<TextRow>(ctx, TEXT_SQL, { since: state.textUs, max: ingestTextLimits.logMessage, max_fp: MAX_FINGERPRINT, limit: MAX_TEXT_ROWS })
+        const texts = await select<TextRow>(ctx, TEXT_SQL, {
+          since: state.textUs,
+          max: ingestTextLimits.logMessage,
+          max_fp: MAX_FINGERPRINT,
+          limit: MAX_TEXT_ROWS,
+        })
         for (const r of texts) {
           state.textUs = r.us
           if (r.level === 'Error' && EXCEPTION.test(r.message)) continue
@@ -301,4 +344,3 @@ export const logEvents = registerCollector<ClickHouseContext>({
     return { log_events: section }
   },
 })
-

@@ -42,7 +42,11 @@ export const parts = registerCollector<ClickHouseContext>({
        FROM system.tables
        WHERE engine LIKE '%MergeTree' AND (match(engine_full, {delay:String}) OR match(engine_full, {refuse:String}))
        LIMIT {limit:UInt32}`,
-      { delay: settingPattern('parts_to_delay_insert'), refuse: settingPattern('parts_to_throw_insert'), limit: MAX_PARTITIONS },
+      {
+        delay: settingPattern('parts_to_delay_insert'),
+        refuse: settingPattern('parts_to_throw_insert'),
+        limit: MAX_PARTITIONS,
+      },
     )
     const own = new Map(overrides.map((o) => [`${o.database}\0${o.table}`, o]))
     const rows = await select<Row>(

@@ -69,7 +69,9 @@ export const queryStats = registerCollector<ClickHouseContext>({
   // For --check: ClickHouse creates each log table at its first flush, so a missing one is either not
   // configured or has had nothing to write yet.
   checkNotes: async ({ systemTables }) =>
-    systemTables.has('query_log') ? [] : ['system.query_log is missing: query_stats stays empty until <query_log> is enabled'],
+    systemTables.has('query_log')
+      ? []
+      : ['system.query_log is missing: query_stats stays empty until <query_log> is enabled'],
 
   async collect(ctx) {
     // A copy: the committed state changes only when this run finishes within its deadline.
@@ -80,12 +82,18 @@ export const queryStats = registerCollector<ClickHouseContext>({
       if (state.sinceUs === undefined) {
         const [now] = await select<{ us: string }>(ctx, 'SELECT toString(toUnixTimestamp64Micro(now64(6))) AS us')
         state.sinceUs = now!.us
-        if (state.unavailable) ctx.log.info('query_log is available now', { database: ctx.name, collector: 'query_stats' })
+        if (state.unavailable)
+          ctx.log.info('query_log is available now', { database: ctx.name, collector: 'query_stats' })
         state.unavailable = false
         ctx.notes.delete('query_stats')
         return {}
       }
-      const rows = await select<Row>(ctx, STATS_SQL, { since: state.sinceUs, max_text: MAX_TEXT, own: AGENT_LOG_COMMENT, limit: MAX_STATEMENTS })
+      const rows = await select<Row>(ctx, STATS_SQL, {
+        since: state.sinceUs,
+        max_text: MAX_TEXT,
+        own: AGENT_LOG_COMMENT,
+        limit: MAX_STATEMENTS,
+      })
       const out: QueryStatDelta[] = []
       let newest = BigInt(state.sinceUs)
       for (const r of rows) {

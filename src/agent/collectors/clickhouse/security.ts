@@ -21,7 +21,9 @@ export function usersNote(user: string): string {
 }
 
 /** The note when system.users is not readable, else undefined. */
-export async function usersVisibilityNote(ctx: Pick<ClickHouseContext, 'client' | 'versionNum'>): Promise<string | undefined> {
+export async function usersVisibilityNote(
+  ctx: Pick<ClickHouseContext, 'client' | 'versionNum'>,
+): Promise<string | undefined> {
   if ((await readUsers(ctx)) !== null) return undefined
   const [who] = await select<{ user: string }>(ctx as ClickHouseContext, 'SELECT currentUser() AS user')
   return usersNote(who?.user ?? 'dbm_monitor')
@@ -41,10 +43,13 @@ const USERS_SQL_SINGLE = USERS_SQL.replace('arrayMap(a -> toString(a), auth_type
 /** The engine refused the read for want of a grant. */
 const isAccessDenied = (e: unknown) => e instanceof ClickHouseError && (e.type === 'ACCESS_DENIED' || e.code === '497')
 
-const cut = (list: unknown, max: number) => (Array.isArray(list) ? list.slice(0, 32).map((v) => String(v).slice(0, max)) : [])
+const cut = (list: unknown, max: number) =>
+  Array.isArray(list) ? list.slice(0, 32).map((v) => String(v).slice(0, max)) : []
 
 /** system.users, or null when the user may not read it. */
-export async function readUsers(ctx: Pick<ClickHouseContext, 'client' | 'versionNum'>): Promise<ClickHouseUser[] | null> {
+export async function readUsers(
+  ctx: Pick<ClickHouseContext, 'client' | 'versionNum'>,
+): Promise<ClickHouseUser[] | null> {
   const params = { limit: ingestMaxItems.clickhouse_users }
   // The form of the server's version first; the other one if the engine refuses it (a build between the two).
   const [first, second] = ctx.versionNum >= 24009 ? [USERS_SQL, USERS_SQL_SINGLE] : [USERS_SQL_SINGLE, USERS_SQL]

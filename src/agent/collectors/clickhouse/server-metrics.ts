@@ -94,7 +94,13 @@ async function queryLog(ctx: ClickHouseContext, state: State): Promise<Logged | 
     state.queryLogSinceUs = now?.us
     return undefined
   }
-  const rows = await selectOptional<{ queries: number | string; failed: number | string; ran: number | string; p99_ms: number | string; last_us: string }>(ctx, QUERY_LOG_SQL, {
+  const rows = await selectOptional<{
+    queries: number | string
+    failed: number | string
+    ran: number | string
+    p99_ms: number | string
+    last_us: string
+  }>(ctx, QUERY_LOG_SQL, {
     since: state.queryLogSinceUs,
     own: AGENT_LOG_COMMENT,
   })
@@ -132,13 +138,28 @@ export const serverMetrics = registerCollector<ClickHouseContext>({
     set('uptime_s', num(uptime?.uptime))
 
     const [asynchronous, metrics, limit, disks, events, replicas, detached, logged] = await Promise.all([
-      selectOptional<Named>(ctx, 'SELECT metric AS name, value FROM system.asynchronous_metrics WHERE metric IN {names:Array(String)}', {
-        names: Object.keys(ASYNCHRONOUS),
-      }),
-      selectOptional<Named>(ctx, 'SELECT metric AS name, value FROM system.metrics WHERE metric IN {names:Array(String)}', { names: METRIC_NAMES }),
-      selectOptional<Named>(ctx, "SELECT name, value FROM system.server_settings WHERE name = 'max_server_memory_usage'"),
+      selectOptional<Named>(
+        ctx,
+        'SELECT metric AS name, value FROM system.asynchronous_metrics WHERE metric IN {names:Array(String)}',
+        {
+          names: Object.keys(ASYNCHRONOUS),
+        },
+      ),
+      selectOptional<Named>(
+        ctx,
+        'SELECT metric AS name, value FROM system.metrics WHERE metric IN {names:Array(String)}',
+        { names: METRIC_NAMES },
+      ),
+      selectOptional<Named>(
+        ctx,
+        "SELECT name, value FROM system.server_settings WHERE name = 'max_server_memory_usage'",
+      ),
       readDisks(ctx),
-      selectOptional<Named>(ctx, 'SELECT event AS name, value FROM system.events WHERE event IN {names:Array(String)}', { names: EVENT_NAMES }),
+      selectOptional<Named>(
+        ctx,
+        'SELECT event AS name, value FROM system.events WHERE event IN {names:Array(String)}',
+        { names: EVENT_NAMES },
+      ),
       selectOptional<Record<'replicas' | 'readonly' | 'queue' | 'delay', number | string>>(
         ctx,
         'SELECT count() AS replicas, countIf(is_readonly) AS readonly, max(queue_size) AS queue, max(absolute_delay) AS delay FROM system.replicas',
@@ -162,7 +183,8 @@ export const serverMetrics = registerCollector<ClickHouseContext>({
       for (const event of EVENT_NAMES) current[event] = num(events.find((e) => e.name === event)?.value) ?? 0
       if (state.events) {
         for (const [event, key] of Object.entries(EVENTS)) set(key, counterDelta(state.events[event], current[event]))
-        for (const [key, delta] of Object.entries(signalDeltas(state.events, current, counterDelta))) set(key as ServerCounterKey, delta)
+        for (const [key, delta] of Object.entries(signalDeltas(state.events, current, counterDelta)))
+          set(key as ServerCounterKey, delta)
       }
       state.events = current
     }

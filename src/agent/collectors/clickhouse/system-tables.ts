@@ -12,10 +12,16 @@ export type OptionalSystemTable = (typeof OPTIONAL_SYSTEM_TABLES)[number]
 const SQL = "SELECT name FROM system.tables WHERE database = 'system' AND name IN {names:Array(String)}"
 
 /** The optional system tables present now (shared by the collectors of one cycle through a `cache:` state entry). */
-export function systemTables(ctx: Pick<ClickHouseContext, 'client' | 'now' | 'state'>): Promise<Set<OptionalSystemTable>> {
-  const cached = ctx.state.get('cache:system_tables') as { now: number; tables: Promise<Set<OptionalSystemTable>> } | undefined
+export function systemTables(
+  ctx: Pick<ClickHouseContext, 'client' | 'now' | 'state'>,
+): Promise<Set<OptionalSystemTable>> {
+  const cached = ctx.state.get('cache:system_tables') as
+    | { now: number; tables: Promise<Set<OptionalSystemTable>> }
+    | undefined
   if (cached && cached.now === ctx.now) return cached.tables
-  const tables = select<{ name: OptionalSystemTable }>(ctx as ClickHouseContext, SQL, { names: OPTIONAL_SYSTEM_TABLES }).then((rows) => new Set(rows.map((r) => r.name)))
+  const tables = select<{ name: OptionalSystemTable }>(ctx as ClickHouseContext, SQL, {
+    names: OPTIONAL_SYSTEM_TABLES,
+  }).then((rows) => new Set(rows.map((r) => r.name)))
   ctx.state.set('cache:system_tables', { now: ctx.now, tables })
   return tables
 }

@@ -27,7 +27,8 @@ const READY_SQL = `
   FROM pg_ls_archive_statusdir()
   WHERE name LIKE '%.ready'`
 
-const NOTE = 'WAL files waiting to be archived not counted: the role may not call pg_ls_archive_statusdir() (GRANT pg_monitor TO the agent role)'
+const NOTE =
+  'WAL files waiting to be archived not counted: the role may not call pg_ls_archive_statusdir() (GRANT pg_monitor TO the agent role)'
 
 const int = (v: unknown): number | null => (v === null || v === undefined ? null : Math.round(Number(v)))
 /** A WAL file name, cut to the wire's limit (it is the server's text, bounded before it travels). */
@@ -40,11 +41,19 @@ export const archiver = registerCollector<PostgresContext>({
   async collect(ctx) {
     const [row] = await ctx.sql.unsafe<Record<string, unknown>[]>(STATS_SQL)
     if (!row) return {}
-    let ready: { ready_count: number | null; ready_bytes: number | null; oldest_ready_time: number | null } = { ready_count: null, ready_bytes: null, oldest_ready_time: null }
+    let ready: { ready_count: number | null; ready_bytes: number | null; oldest_ready_time: number | null } = {
+      ready_count: null,
+      ready_bytes: null,
+      oldest_ready_time: null,
+    }
     if (ctx.major >= 12) {
       try {
         const [r] = await ctx.sql.unsafe<Record<string, unknown>[]>(READY_SQL)
-        ready = { ready_count: int(r?.ready_count) ?? 0, ready_bytes: int(r?.ready_bytes) ?? 0, oldest_ready_time: int(r?.oldest_ready_time) }
+        ready = {
+          ready_count: int(r?.ready_count) ?? 0,
+          ready_bytes: int(r?.ready_bytes) ?? 0,
+          oldest_ready_time: int(r?.oldest_ready_time),
+        }
         ctx.notes.delete('archiver')
       } catch (e) {
         if ((e as { code?: string }).code !== '42501') throw e

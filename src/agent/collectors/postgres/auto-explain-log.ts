@@ -146,7 +146,8 @@ class FileRange {
 
   /** Bytes [from, to) decoded as UTF-8. */
   text(from: number, to: number): string {
-    if (from >= this.at && to <= this.at + this.length) return this.buffer.toString('utf8', from - this.at, to - this.at)
+    if (from >= this.at && to <= this.at + this.length)
+      return this.buffer.toString('utf8', from - this.at, to - this.at)
     if (to - from <= this.buffer.length) {
       this.load(from)
       return this.buffer.toString('utf8', 0, Math.min(to, this.end) - from)
@@ -165,7 +166,8 @@ class FileRange {
     if (c === 0xc2) return c1 === 0xa0 ? 2 : 0
     const c2 = this.byte(position + 2)
     if (c === 0xe1) return c1 === 0x9a && c2 === 0x80 ? 3 : 0 // U+1680
-    if (c === 0xe2 && c1 === 0x80) return (c2 >= 0x80 && c2 <= 0x8a) || c2 === 0xa8 || c2 === 0xa9 || c2 === 0xaf ? 3 : 0 // U+2000-200A, 2028, 2029, 202F
+    if (c === 0xe2 && c1 === 0x80)
+      return (c2 >= 0x80 && c2 <= 0x8a) || c2 === 0xa8 || c2 === 0xa9 || c2 === 0xaf ? 3 : 0 // U+2000-200A, 2028, 2029, 202F
     if (c === 0xe2) return c1 === 0x81 && c2 === 0x9f ? 3 : 0 // U+205F
     if (c === 0xe3) return c1 === 0x80 && c2 === 0x80 ? 3 : 0 // U+3000
     if (c === 0xef) return c1 === 0xbb && c2 === 0xbf ? 3 : 0 // U+FEFF
@@ -187,7 +189,13 @@ class FileRange {
   markerRest(position: number): { duration: string; start: number } | undefined {
     const first = position
     for (let c = this.byte(position); (c >= ZERO && c <= NINE) || c === DOT; c = this.byte(++position));
-    if (position === first || this.byte(position) !== SPACE || this.byte(position + 1) !== LOWER_M || this.byte(position + 2) !== LOWER_S) return undefined
+    if (
+      position === first ||
+      this.byte(position) !== SPACE ||
+      this.byte(position + 1) !== LOWER_M ||
+      this.byte(position + 2) !== LOWER_S
+    )
+      return undefined
     const duration = this.text(first, position)
     const plan = this.skipSpace(position + 3, true)
     if (plan === -1) return undefined
@@ -235,11 +243,20 @@ function extractPlans(range: FileRange, from: number): { found: Found[]; consume
 }
 
 function queryHashOf(plan: Found['plan']): string {
-  if (plan['Query Identifier'] !== undefined && plan['Query Identifier'] !== null) return String(plan['Query Identifier'])
-  return `text:${createHash('sha256').update(String(plan['Query Text'] ?? '')).digest('hex').slice(0, 16)}`
+  if (plan['Query Identifier'] !== undefined && plan['Query Identifier'] !== null)
+    return String(plan['Query Identifier'])
+  return `text:${createHash('sha256')
+    .update(String(plan['Query Text'] ?? ''))
+    .digest('hex')
+    .slice(0, 16)}`
 }
 
-export async function readAutoExplainPlans(dir: string, offsets: Map<string, number>, now: number, log: AgentLogger): Promise<ExplainPlan[]> {
+export async function readAutoExplainPlans(
+  dir: string,
+  offsets: Map<string, number>,
+  now: number,
+  log: AgentLogger,
+): Promise<ExplainPlan[]> {
   let files: { path: string; size: number; mtime: number }[]
   try {
     files = readdirSync(dir)

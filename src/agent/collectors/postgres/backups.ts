@@ -28,7 +28,11 @@ interface Job {
 const KEY = 'cache:backups'
 
 /** Runs the backup command once and reads its output: a BackupStatus whatever happens. */
-export async function readBackups(config: BackupConfig, now: () => number = Date.now, limits?: Partial<CommandLimits>): Promise<BackupStatus> {
+export async function readBackups(
+  config: BackupConfig,
+  now: () => number = Date.now,
+  limits?: Partial<CommandLimits>,
+): Promise<BackupStatus> {
   const run = await runCommand(config.command, { ...defaultCommandLimits, timeoutMs: config.timeoutMs, ...limits })
   const checkedAt = now()
   if (run.stdout === null) return { tool: config.tool, checked_at: checkedAt, error: run.error, backups: [] }
@@ -62,16 +66,30 @@ export const backups = registerCollector<PostgresContext>({
       ctx.state.set(KEY, job)
     }
     const current = job
-    if (current.running === null && current.result === null && (current.startedAt === 0 || ctx.now - current.startedAt >= config.intervalMs)) {
+    if (
+      current.running === null &&
+      current.result === null &&
+      (current.startedAt === 0 || ctx.now - current.startedAt >= config.intervalMs)
+    ) {
       current.startedAt = ctx.now
       current.running = readBackups(config)
         .then((status) => {
           current.result = status
-          if (status.error) ctx.log.warn('backup command gave no list', { database: ctx.name, collector: 'backups', cause: status.error })
+          if (status.error)
+            ctx.log.warn('backup command gave no list', {
+              database: ctx.name,
+              collector: 'backups',
+              cause: status.error,
+            })
         })
         .catch((e) => {
           // readBackups never rejects; this keeps an unforeseen fault from becoming an unhandled rejection.
-          current.result = { tool: config.tool, checked_at: Date.now(), error: `backup check failed: ${(e as Error).message}`.slice(0, 1_000), backups: [] }
+          current.result = {
+            tool: config.tool,
+            checked_at: Date.now(),
+            error: `backup check failed: ${(e as Error).message}`.slice(0, 1_000),
+            backups: [],
+          }
         })
         .finally(() => {
           current.running = null

@@ -133,7 +133,10 @@ export function expectedPages(r: Relation, blockSize: number): number {
   const reserved = (blockSize * (100 - r.fillfactor)) / 100
   if (r.kind === 'table') {
     // A heap page holds at most MaxHeapTuplesPerPage rows (291 with 8 kB pages).
-    const perPage = Math.max(1, Math.min(Math.floor((blockSize - 24 - reserved) / row), Math.floor((blockSize - 24) / 28)))
+    const perPage = Math.max(
+      1,
+      Math.min(Math.floor((blockSize - 24 - reserved) / row), Math.floor((blockSize - 24) / 28)),
+    )
     return Math.ceil(r.reltuples / perPage)
   }
   const usable = blockSize - 24 - 16
@@ -154,13 +157,18 @@ export const bloat = registerCollector<PostgresContext>({
     const [{ fingerprint } = { fingerprint: '' }] = await ctx.sql.unsafe<{ fingerprint: string }[]>(FINGERPRINT_SQL)
     const last = ctx.state.get('bloat') as { fingerprint: string; at: number } | undefined
     if (last && last.fingerprint === fingerprint && ctx.now - last.at < RECOMPUTE_MS) return {}
-    const [{ bs } = { bs: '8192' }] = await ctx.sql.unsafe<{ bs: string }[]>("SELECT current_setting('block_size') AS bs")
+    const [{ bs } = { bs: '8192' }] = await ctx.sql.unsafe<{ bs: string }[]>(
+      "SELECT current_setting('block_size') AS bs",
+    )
     const blockSize = Number(bs)
     const rows = await ctx.sql.unsafe<Row[]>(RELATIONS_SQL)
     ctx.state.set('bloat', { fingerprint, at: ctx.now })
     const estimates = rows.map((r): BloatEstimate => {
       const relpages = num(r.relpages) ?? 0
-      const expected = Math.min(relpages, expectedPages({ ...r, reltuples: num(r.reltuples) ?? 0, relpages }, blockSize))
+      const expected = Math.min(
+        relpages,
+        expectedPages({ ...r, reltuples: num(r.reltuples) ?? 0, relpages }, blockSize),
+      )
       return {
         kind: r.kind,
         schema_name: r.schema_name,

@@ -117,11 +117,19 @@ async function topTables(ctx: PostgresContext): Promise<TopRow[]> {
   if (!shared || shared.at !== ctx.now) return ctx.sql.unsafe<TopRow[]>(TOP_TABLES_SQL, [MAX_TABLES])
   const picked = shared.tables
     .map((t) => ({ t, reads: BigInt(t.seq_tup_read) }))
-    .sort((a, b) => (a.reads !== b.reads ? (b.reads > a.reads ? 1 : -1) : byBytes(a.t.schemaname, b.t.schemaname) || byBytes(a.t.relname, b.t.relname)))
+    .sort((a, b) =>
+      a.reads !== b.reads
+        ? b.reads > a.reads
+          ? 1
+          : -1
+        : byBytes(a.t.schemaname, b.t.schemaname) || byBytes(a.t.relname, b.t.relname),
+    )
     .slice(0, MAX_TABLES)
     .map(({ t }) => t)
   if (picked.length === 0) return []
-  const facts = await ctx.sql.unsafe<{ ord: string; readable: boolean; reltuples: number | null }[]>(TOP_FACTS_SQL, [`{${picked.map((t) => t.relid).join(',')}}`])
+  const facts = await ctx.sql.unsafe<{ ord: string; readable: boolean; reltuples: number | null }[]>(TOP_FACTS_SQL, [
+    `{${picked.map((t) => t.relid).join(',')}}`,
+  ])
   // A table dropped since the statistics were read has no row: left out, as TOP_TABLES_SQL would.
   return facts.map((f) => ({ ...picked[Number(f.ord) - 1]!, readable: f.readable, reltuples: f.reltuples }))
 }
@@ -141,7 +149,8 @@ export const columnStats = registerCollector<PostgresContext>({
     const last = ctx.state.get('column_stats') as { fingerprint: string; at: number } | undefined
     if (last && last.fingerprint === fingerprint && ctx.now - last.at < RECOMPUTE_MS) return {}
     const list = readable.map((t, ord) => ({ ord, relid: t.relid, schemaname: t.schemaname, relname: t.relname }))
-    const rows = readable.length > 0 ? await ctx.sql.unsafe<StatRow[]>(STATS_SQL, [JSON.stringify(list), MAX_COLUMNS]) : []
+    const rows =
+      readable.length > 0 ? await ctx.sql.unsafe<StatRow[]>(STATS_SQL, [JSON.stringify(list), MAX_COLUMNS]) : []
     const stats: ColumnStat[] = []
     for (const r of rows) {
       const t = readable[r.ord]!

@@ -143,15 +143,39 @@ function holdersOf(rows: HolderRow[], previous: FirstSeen, seen: FirstSeen): Xmi
     const firstSeen = previous[identity] ?? epoch(r.seen_at)
     if (firstSeen !== null) seen[identity] = firstSeen
     if (r.kind === 'slot') {
-      return { kind: 'slot', xmin_age: num(r.xmin_age), catalog_xmin_age: num(r.catalog_xmin_age), since: firstSeen, slot_name: r.name, slot_type: r.type, active: r.active, pid: r.pid, database: r.database }
+      return {
+        kind: 'slot',
+        xmin_age: num(r.xmin_age),
+        catalog_xmin_age: num(r.catalog_xmin_age),
+        since: firstSeen,
+        slot_name: r.name,
+        slot_type: r.type,
+        active: r.active,
+        pid: r.pid,
+        database: r.database,
+      }
     }
     if (r.kind === 'prepared') {
       const preparedAt = epoch(r.prepared_at)
-      return { kind: 'prepared', xmin_age: num(r.xmin_age), since: earliest(firstSeen, preparedAt), gid: r.name, owner: r.usename, database: r.database, prepared_at: preparedAt, locks: num(r.locks) }
+      return {
+        kind: 'prepared',
+        xmin_age: num(r.xmin_age),
+        since: earliest(firstSeen, preparedAt),
+        gid: r.name,
+        owner: r.usename,
+        database: r.database,
+        prepared_at: preparedAt,
+        locks: num(r.locks),
+      }
     }
     // A session holds its xmin at the latest since its statement began (running) or ended (idle in a transaction).
     const walsender = r.backend_type === 'walsender'
-    const held = r.state === 'active' ? epoch(r.query_start) : r.state?.startsWith('idle in transaction') ? epoch(r.state_change) : null
+    const held =
+      r.state === 'active'
+        ? epoch(r.query_start)
+        : r.state?.startsWith('idle in transaction')
+          ? epoch(r.state_change)
+          : null
     return {
       kind: walsender ? 'walsender' : 'backend',
       xmin_age: num(r.xmin_age),
@@ -171,7 +195,10 @@ function holdersOf(rows: HolderRow[], previous: FirstSeen, seen: FirstSeen): Xmi
   })
 }
 
-type Row = Record<(typeof COUNTERS)[number] | (typeof GAUGES)[number], string | number | null> & { stats_reset: string | null; size_fingerprint: string }
+type Row = Record<(typeof COUNTERS)[number] | (typeof GAUGES)[number], string | number | null> & {
+  stats_reset: string | null
+  size_fingerprint: string
+}
 
 /** How long a database size read at one fingerprint is reused at most. */
 const SIZE_MAX_AGE_MS = 5 * 60_000
@@ -193,7 +220,12 @@ export const databaseStats = registerCollector<PostgresContext>({
     const [row] = await ctx.sql.unsafe<Row[]>(SQL, [known?.fingerprint ?? null])
     if (!row) return {}
     if (row.database_size_bytes === null && known) row.database_size_bytes = known.bytes
-    else if (row.database_size_bytes !== null) ctx.state.set(SIZE, { at: ctx.now, fingerprint: row.size_fingerprint, bytes: row.database_size_bytes } satisfies KnownSize)
+    else if (row.database_size_bytes !== null)
+      ctx.state.set(SIZE, {
+        at: ctx.now,
+        fingerprint: row.size_fingerprint,
+        bytes: row.database_size_bytes,
+      } satisfies KnownSize)
     const values = Object.fromEntries(COUNTERS.map((k) => [k, num(row[k])])) as Counters<(typeof COUNTERS)[number]>
     const sample: Sample<(typeof COUNTERS)[number]> = { resetAt: resetStamp(row.stats_reset), values }
     const delta = deltaSince(ctx.state.get('database_stats') as typeof sample | undefined, sample)
@@ -207,7 +239,10 @@ export const databaseStats = registerCollector<PostgresContext>({
     try {
       holderRows = await ctx.sql.unsafe<HolderRow[]>(HOLDERS_SQL)
     } catch (e) {
-      ctx.log.warn('database_stats: the holders of the xmin horizon could not be read', { database: ctx.name, cause: (e as Error).message })
+      ctx.log.warn('database_stats: the holders of the xmin horizon could not be read', {
+        database: ctx.name,
+        cause: (e as Error).message,
+      })
       return { database_stats: { ...delta, ...gauges } }
     }
     const seen: FirstSeen = {}

@@ -89,7 +89,10 @@ export class UntrustedObjects extends Error {
  * PREPARE and kept to the end of the transaction) and the types of its parameters (a domain's CHECK runs
  * when EXECUTE coerces a NULL to it).
  */
-async function untrustedObjects(sql: PostgresContext['sql'], trusted: readonly string[]): Promise<{ name: string; owner: string }[]> {
+async function untrustedObjects(
+  sql: PostgresContext['sql'],
+  trusted: readonly string[],
+): Promise<{ name: string; owner: string }[]> {
   const roles = sql.array([...trusted])
   const rows = await sql`
     SELECT c.oid::regclass::text AS name, r.rolname::text AS owner
@@ -114,7 +117,10 @@ const cut = (s: string, max = 120) => (s.length > max ? `${s.slice(0, max)}…` 
  * owner is not a superuser, not the agent's own role and not in explain_trusted_roles. Temporary functions
  * of other sessions count too (pg_proc holds them).
  */
-export async function untrustedCode(sql: PostgresContext['sql'], trusted: readonly string[]): Promise<UntrustedCode | undefined> {
+export async function untrustedCode(
+  sql: PostgresContext['sql'],
+  trusted: readonly string[],
+): Promise<UntrustedCode | undefined> {
   const rows = await sql`
     WITH untrusted AS (
       SELECT p.oid, quote_ident(n.nspname) || '.' || quote_ident(p.proname) || '(' || pg_get_function_identity_arguments(p.oid) || ')' AS function, r.rolname AS owner
@@ -201,13 +207,16 @@ export const NO_TOPLEVEL = noToplevelAdvice()
  * the agent config's key, or under `dbm local` (`local`), which has no config file, its flag.
  */
 export function trustLine(roles: string[], database: string, whom: string, local = false): string {
-  if (local) return `If you trust ${roles.length === 1 ? roles[0] : whom}, run dbm local with ${roles.map((r) => `--explain-trusted-role ${shellWord(r)}`).join(' ')}`
+  if (local)
+    return `If you trust ${roles.length === 1 ? roles[0] : whom}, run dbm local with ${roles.map((r) => `--explain-trusted-role ${shellWord(r)}`).join(' ')}`
   return `If you trust ${roles.length === 1 ? roles[0] : whom}, add to database ${JSON.stringify(database)} in the agent config: explain_trusted_roles: ${JSON.stringify(roles)}`
 }
 
 /** A role name as one shell word: as it is when plain, else in single quotes (a role name is the database's text). */
 function shellWord(name: string): string {
-  return /^[A-Za-z0-9_.@-]+$/.test(name) ? name : `'${name.replaceAll("'", "'\\''").replace(/[\u0000-\u001f\u007f]/g, '?')}'`
+  return /^[A-Za-z0-9_.@-]+$/.test(name)
+    ? name
+    : `'${name.replaceAll("'", "'\\''").replace(/[\u0000-\u001f\u007f]/g, '?')}'`
 }
 
 /** What to do about untrusted functions, for notes, warnings and --check (`local`: under `dbm local`). */
@@ -236,9 +245,14 @@ export function untrustedCheckNote(found: UntrustedCode, database: string, local
  * The roles trusted for EXPLAIN besides superusers and the agent's own: `configured`, and with
  * `trustsOwner` (dbm local) the connected database's owner, looked up each time (ALTER DATABASE ... OWNER).
  */
-export async function trustedRoles(sql: PostgresContext['sql'], configured: readonly string[], trustsOwner = false): Promise<string[]> {
+export async function trustedRoles(
+  sql: PostgresContext['sql'],
+  configured: readonly string[],
+  trustsOwner = false,
+): Promise<string[]> {
   if (!trustsOwner) return [...configured]
-  const [row] = await sql`SELECT pg_get_userbyid(datdba)::text AS owner FROM pg_database WHERE datname = current_database()`
+  const [row] =
+    await sql`SELECT pg_get_userbyid(datdba)::text AS owner FROM pg_database WHERE datname = current_database()`
   const owner = row?.owner as string | undefined
   return owner === undefined || configured.includes(owner) ? [...configured] : [...configured, owner]
 }
@@ -254,11 +268,16 @@ export async function explainOne(
   trusted: readonly string[],
   values?: readonly (string | null)[],
   /** The statement and lock timeouts of its transaction (default: the sampler's, explainSampling). */
-  timeouts: { statementMs: number; lockMs: number } = { statementMs: explainSampling.statementTimeoutMs, lockMs: explainSampling.lockTimeoutMs },
+  timeouts: { statementMs: number; lockMs: number } = {
+    statementMs: explainSampling.statementTimeoutMs,
+    lockMs: explainSampling.lockTimeoutMs,
+  },
 ): Promise<{ Plan: PlanNode } | undefined> {
   const params = parameterCount(text)
   const literals = values
-    ? ((await ctx.sql`SELECT quote_nullable(v) AS v FROM unnest(${ctx.sql.array(values.slice(0, params) as string[])}::text[]) WITH ORDINALITY AS p(v, n) ORDER BY n`).map((r) => String(r.v)))
+    ? (
+        await ctx.sql`SELECT quote_nullable(v) AS v FROM unnest(${ctx.sql.array(values.slice(0, params) as string[])}::text[]) WITH ORDINALITY AS p(v, n) ORDER BY n`
+      ).map((r) => String(r.v))
     : Array(params).fill('NULL')
   while (literals.length < params) literals.push('NULL')
   return ctx.sql.begin(async (tx) => {
@@ -269,7 +288,8 @@ export async function explainOne(
     await tx.unsafe(`SET LOCAL plan_cache_mode = ${values ? 'force_custom_plan' : 'force_generic_plan'}`)
     // A prepared statement outlives the transaction that made it (PREPARE is not undone by a rollback):
     // one left by a run that was cut off goes first.
-    if ((await tx`SELECT 1 FROM pg_prepared_statements WHERE name = 'dbm_explain'`).length > 0) await tx.unsafe('DEALLOCATE dbm_explain')
+    if ((await tx`SELECT 1 FROM pg_prepared_statements WHERE name = 'dbm_explain'`).length > 0)
+      await tx.unsafe('DEALLOCATE dbm_explain')
     // Parse and rewrite only: nothing runs yet, the functions the statement calls are fixed, and every
     // relation it reads is locked until the end of this transaction.
     await tx.unsafe(`PREPARE dbm_explain AS ${text}`)
@@ -280,7 +300,9 @@ export async function explainOne(
         if (objects.length > 0) throw new UntrustedObjects(objects)
         const found = await untrustedCode(sp as unknown as PostgresContext['sql'], trusted)
         if (found) throw new UntrustedCodeAppeared(found)
-        const rows = await sp.unsafe(`EXPLAIN (FORMAT JSON) EXECUTE dbm_explain${params > 0 ? `(${literals.join(', ')})` : ''}`)
+        const rows = await sp.unsafe(
+          `EXPLAIN (FORMAT JSON) EXECUTE dbm_explain${params > 0 ? `(${literals.join(', ')})` : ''}`,
+        )
         return (rows[0]?.['QUERY PLAN'] as { Plan: PlanNode }[] | undefined)?.[0]
       })) as { Plan: PlanNode } | undefined
     } finally {
@@ -308,16 +330,21 @@ const WRITES = /^\s*(?:\/\*[\s\S]*?\*\/\s*)*(?:WITH\b[\s\S]*?\)\s*)?(INSERT|UPDA
 
 /** What the agent's role lacks to explain the refused statement (`cause`: PostgreSQL's error message). */
 export function grantHint(major: number, text: string, cause = ''): string {
-  const object = /permission denied for (function|procedure|schema|type|language|large object|foreign table|foreign server)\b/i.exec(cause)?.[1]?.toLowerCase()
+  const object =
+    /permission denied for (function|procedure|schema|type|language|large object|foreign table|foreign server)\b/i
+      .exec(cause)?.[1]
+      ?.toLowerCase()
   // No grant proposed: EXECUTE would let the monitoring role run it (pg_stat_statements_reset() wipes the
   // statistics dbm reads), and a plan is not worth that.
   if (object === 'function' || object === 'procedure')
     return `it calls a ${object} the agent role may not run; it stays unexplained (do not grant EXECUTE for this: the monitoring role could then run it)`
   if (object === 'schema') return 'grant USAGE on that schema to the agent role'
-  if (object === 'foreign table' || object === 'foreign server') return 'EXPLAIN of a foreign table needs a user mapping for the agent role; leave it unexplained'
+  if (object === 'foreign table' || object === 'foreign server')
+    return 'EXPLAIN of a foreign table needs a user mapping for the agent role; leave it unexplained'
   if (object) return `grant USAGE on that ${object} to the agent role`
   const write = WRITES.exec(text)?.[1]?.toUpperCase()
-  if (write) return `EXPLAIN of an ${write} needs the ${write} privilege on its table even though it is never run; leave it unexplained or grant it`
+  if (write)
+    return `EXPLAIN of an ${write} needs the ${write} privilege on its table even though it is never run; leave it unexplained or grant it`
   return major >= 14 ? 'grant pg_read_all_data' : 'grant SELECT on the tables'
 }
 
@@ -330,7 +357,8 @@ async function sample(ctx: PostgresContext, state: State): Promise<ExplainPlan[]
   // also set for one session) is recorded under the role running it but with its author's text: only
   // top-level entries say who wrote them, and only pg_stat_statements 1.9+ (PostgreSQL 14+) tells which
   // entries are top-level. Without that, nothing is sampled.
-  if (!featuresOf(String(extension.extversion)).info) return reportBlocked(ctx, state, `plans not sampled: ${noToplevelAdvice(ctx.local)}`, 'no-toplevel')
+  if (!featuresOf(String(extension.extversion)).info)
+    return reportBlocked(ctx, state, `plans not sampled: ${noToplevelAdvice(ctx.local)}`, 'no-toplevel')
   const top = await ctx.sql`
     SELECT s.queryid::text AS query_hash, s.query, r.rolname::text AS runner,
            COALESCE(r.rolsuper OR r.rolname = current_user OR r.rolname = ANY(${ctx.sql.array([...trusted])}::text[]), false) AS trusted
@@ -340,7 +368,8 @@ async function sample(ctx: PostgresContext, state: State): Promise<ExplainPlan[]
     ORDER BY s.total_exec_time DESC
     LIMIT 50`
   const writable = await writableSearchPath(ctx.sql, trusted)
-  if (writable.length > 0) return reportBlocked(ctx, state, `plans not sampled: ${writableAdvice(writable)}`, `writable:${writable.join(',')}`)
+  if (writable.length > 0)
+    return reportBlocked(ctx, state, `plans not sampled: ${writableAdvice(writable)}`, `writable:${writable.join(',')}`)
   const before = await untrustedCode(ctx.sql, trusted)
   if (before) return reportUntrusted(ctx, state, before)
   const out: ExplainPlan[] = []
@@ -379,13 +408,20 @@ async function sample(ctx: PostgresContext, state: State): Promise<ExplainPlan[]
       // EXPLAIN of a write needs the write privilege although nothing runs; the read-only role the README
       // sets up never has it, so that is expected, not something to fix: an info note, not a warning.
       if (WRITES.test(text)) {
-        ctx.log.debug('write statement not explained: the agent role may not write', { database: ctx.name, query_hash: row.query_hash })
+        ctx.log.debug('write statement not explained: the agent role may not write', {
+          database: ctx.name,
+          query_hash: row.query_hash,
+        })
         writes.push({ hash: row.query_hash, cause: (failure as Error).message, text })
       } else denied.push({ hash: row.query_hash, cause: (failure as Error).message, text })
       continue
     }
     // Temporary tables, another search_path, a dropped object: this statement cannot be explained now.
-    ctx.log.debug('statement not explained', { database: ctx.name, query_hash: row.query_hash, cause: (failure as Error).message })
+    ctx.log.debug('statement not explained', {
+      database: ctx.name,
+      query_hash: row.query_hash,
+      cause: (failure as Error).message,
+    })
   }
   state.untrustedSet = undefined
   reportSkipped(ctx, state, denied, untrusted, attempted, out.length === 0 ? runners : new Map())
@@ -416,7 +452,12 @@ function reportWrites(ctx: PostgresContext, writes: Denied[]) {
 
 /** Sampling stopped by untrusted functions: a note each time, a warning when the set changes; no plans. */
 function reportUntrusted(ctx: PostgresContext, state: State, found: UntrustedCode): ExplainPlan[] {
-  return reportBlocked(ctx, state, `plans not sampled: ${untrustedAdvice(found, ctx.name, ctx.local)}`, `${found.count}:${found.examples.join(',')}`)
+  return reportBlocked(
+    ctx,
+    state,
+    `plans not sampled: ${untrustedAdvice(found, ctx.name, ctx.local)}`,
+    `${found.count}:${found.examples.join(',')}`,
+  )
 }
 
 /** A pass stopped before any EXPLAIN: `note` each time, a warning when `set` (what stopped it) changes; no plans. */
@@ -424,7 +465,12 @@ function reportBlocked(ctx: PostgresContext, state: State, note: string, set: st
   ctx.notes.set('explain_plans', note)
   ctx.infos?.delete('explain_plans')
   state.deniedSet = undefined
-  if (state.untrustedSet !== set) ctx.log.warn('plans not sampled: code of roles the agent does not trust could run with its rights while planning', { database: ctx.name, collector: 'explain_plans', detail: note })
+  if (state.untrustedSet !== set)
+    ctx.log.warn('plans not sampled: code of roles the agent does not trust could run with its rights while planning', {
+      database: ctx.name,
+      collector: 'explain_plans',
+      detail: note,
+    })
   state.untrustedSet = set
   return []
 }
@@ -444,7 +490,14 @@ interface Untrusted {
  * Statements left unexplained, for lack of privileges or because they reach objects of untrusted roles:
  * a note in the health status each sampling, a warning when the set of statements changes.
  */
-function reportSkipped(ctx: PostgresContext, state: State, denied: Denied[], untrusted: Untrusted[], attempted: number, runners: Map<string, number>) {
+function reportSkipped(
+  ctx: PostgresContext,
+  state: State,
+  denied: Denied[],
+  untrusted: Untrusted[],
+  attempted: number,
+  runners: Map<string, number>,
+) {
   // Statements of untrusted roles are a note only when they left no plan at all: then they are why the
   // plans page stays empty. Alongside plans of trusted roles' statements they are the configuration.
   let runnersNote: string | undefined
@@ -466,7 +519,9 @@ function reportSkipped(ctx: PostgresContext, state: State, denied: Denied[], unt
       trustLine(owners, ctx.name, 'their owners', ctx.local)
   }
   const deniedNote =
-    denied.length > 0 ? `${denied.length} of ${attempted} statements not explained: ${denied[0]!.cause} (${grantHint(ctx.major, denied[0]!.text, denied[0]!.cause)})` : undefined
+    denied.length > 0
+      ? `${denied.length} of ${attempted} statements not explained: ${denied[0]!.cause} (${grantHint(ctx.major, denied[0]!.text, denied[0]!.cause)})`
+      : undefined
   const parts = [runnersNote, untrustedNote, deniedNote].filter((p): p is string => p !== undefined)
   if (parts.length === 0) {
     ctx.notes.delete('explain_plans')
@@ -474,10 +529,20 @@ function reportSkipped(ctx: PostgresContext, state: State, denied: Denied[], unt
     return
   }
   ctx.notes.set('explain_plans', parts.join('; '))
-  const set = [...denied.map((d) => `denied:${d.hash}`), ...untrusted.map((u) => `untrusted:${u.hash}`), ...[...runners.keys()].map((r) => `runner:${r}`)].sort().join(',')
+  const set = [
+    ...denied.map((d) => `denied:${d.hash}`),
+    ...untrusted.map((u) => `untrusted:${u.hash}`),
+    ...[...runners.keys()].map((r) => `runner:${r}`),
+  ]
+    .sort()
+    .join(',')
   if (state.deniedSet !== set) {
     if (runnersNote) {
-      ctx.log.warn('no plans sampled: the costliest statements were run by roles the agent does not trust', { database: ctx.name, collector: 'explain_plans', detail: runnersNote })
+      ctx.log.warn('no plans sampled: the costliest statements were run by roles the agent does not trust', {
+        database: ctx.name,
+        collector: 'explain_plans',
+        detail: runnersNote,
+      })
     }
     if (untrustedNote) {
       ctx.log.warn('statements not explained: they reach objects of roles the agent does not trust', {
@@ -496,7 +561,8 @@ function reportSkipped(ctx: PostgresContext, state: State, denied: Denied[], unt
         of: attempted,
         cause: denied[0]!.cause,
         fix:
-          WRITES.test(denied[0]!.text) || !/permission denied for (table|relation|view|materialized view|sequence)\b/i.test(denied[0]!.cause)
+          WRITES.test(denied[0]!.text) ||
+          !/permission denied for (table|relation|view|materialized view|sequence)\b/i.test(denied[0]!.cause)
             ? grantHint(ctx.major, denied[0]!.text, denied[0]!.cause)
             : ctx.major >= 14
               ? 'GRANT pg_read_all_data TO <agent role>'
@@ -518,7 +584,10 @@ export const explainPlans = registerCollector<PostgresContext>({
     ctx.state.set('explain_plans', state)
     const plans: ExplainPlan[] = []
     const sampledAt = ctx.state.get(SAMPLED_AT) as number | undefined
-    if (ctx.settings.collectExplainPlans && (sampledAt === undefined || ctx.now - sampledAt >= explainSampling.intervalMs)) {
+    if (
+      ctx.settings.collectExplainPlans &&
+      (sampledAt === undefined || ctx.now - sampledAt >= explainSampling.intervalMs)
+    ) {
       ctx.state.set(SAMPLED_AT, ctx.now)
       plans.push(...(await sample(ctx, state)))
     } else if (!ctx.settings.collectExplainPlans) {

@@ -9,7 +9,8 @@ import type postgres from 'postgres'
 import type { PostgresContext } from '../types.ts'
 import { registerCollector } from '../registry.ts'
 
-export const NOT_ON_HOST = 'host figures (CPU, memory, free disk space and its forecast) need the agent on the database host'
+export const NOT_ON_HOST =
+  'host figures (CPU, memory, free disk space and its forecast) need the agent on the database host'
 
 export const host = registerCollector<PostgresContext>({
   name: 'host',
@@ -43,5 +44,7 @@ async function hostLine(sql: postgres.Sql): Promise<string> {
   const part = (text: string) => `host: ${text.replaceAll(';', ',')}`
   if (!verdict.onHost) return part(`no figures, ${verdict.reason}`)
   const measured = verdict.paths.map((p) => `${p.role} ${JSON.stringify(p.path)}`).join(', ')
-  return part(`on the database host (${verdict.evidence}), measures ${measured || 'no filesystem'}${verdict.notes.length ? ` (${verdict.notes.join(', ')})` : ''}`)
+  return part(
+    `on the database host (${verdict.evidence}), measures ${measured || 'no filesystem'}${verdict.notes.length ? ` (${verdict.notes.join(', ')})` : ''}`,
+  )
 }

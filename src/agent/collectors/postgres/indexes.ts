@@ -100,23 +100,35 @@ export const indexes = registerCollector<PostgresContext>({
     const state = (ctx.state.get('indexes') as State | undefined) ?? { cycle: 0, indexes: new Map<number, Known>() }
     const refresh = state.cycle % DEFINITION_REFRESH_CYCLES === 0
     const kept = ctx.state.get(SIZES) as Sizes | undefined
-    const known = kept && ctx.now - kept.at < SIZES_MAX_AGE_MS ? kept : { at: ctx.now, indexes: new Map() as Sizes['indexes'] }
+    const known =
+      kept && ctx.now - kept.at < SIZES_MAX_AGE_MS ? kept : { at: ctx.now, indexes: new Map() as Sizes['indexes'] }
     const read = await ctx.sql.unsafe<Row[]>(statsSqlFor(ctx.major))
     const sizedBefore = (r: Row) => known.indexes.get(r.indexrelid)
     const unsized = read.filter((r) => !r.busy && sizedBefore(r)?.fingerprint !== r.fingerprint)
     const fresh = new Map<number, string>()
     if (unsized.length > 0) {
-      for (const z of await ctx.sql.unsafe<{ indexrelid: number; size_bytes: string | null }[]>(SIZES_SQL, [`{${unsized.map((r) => r.indexrelid).join(',')}}`])) {
+      for (const z of await ctx.sql.unsafe<{ indexrelid: number; size_bytes: string | null }[]>(SIZES_SQL, [
+        `{${unsized.map((r) => r.indexrelid).join(',')}}`,
+      ])) {
         if (z.size_bytes !== null) fresh.set(z.indexrelid, String(z.size_bytes))
       }
     }
     const unsizedIds = new Set(unsized.map((r) => r.indexrelid))
-    for (const r of read) r.size_bytes = r.busy ? null : unsizedIds.has(r.indexrelid) ? (fresh.get(r.indexrelid) ?? null) : sizedBefore(r)!.bytes
+    for (const r of read)
+      r.size_bytes = r.busy
+        ? null
+        : unsizedIds.has(r.indexrelid)
+          ? (fresh.get(r.indexrelid) ?? null)
+          : sizedBefore(r)!.bytes
     // The largest first (one without a size last), then by schema and index name as PostgreSQL orders names.
     const rows = read
       .sort((a, b) =>
         a.size_bytes !== b.size_bytes
-          ? a.size_bytes === null ? 1 : b.size_bytes === null ? -1 : Number(b.size_bytes) - Number(a.size_bytes)
+          ? a.size_bytes === null
+            ? 1
+            : b.size_bytes === null
+              ? -1
+              : Number(b.size_bytes) - Number(a.size_bytes)
           : byBytes(a.schemaname, b.schemaname) || byBytes(a.indexrelname, b.indexrelname),
       )
       .slice(0, MAX_INDEXES)

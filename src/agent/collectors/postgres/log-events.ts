@@ -8,7 +8,13 @@
 // parsed by its own log_line_prefix).
 // When no source works the collector says why in a note, once, and sends nothing.
 import { ingestMaxItems } from '../../../shared/ingest-limits.ts'
-import { type LogKind, LOG_KIND_NAMES, type LogSeverity, LOG_SEVERITIES, type LogTextMode } from '../../../shared/log-kinds.ts'
+import {
+  type LogKind,
+  LOG_KIND_NAMES,
+  type LogSeverity,
+  LOG_SEVERITIES,
+  type LogTextMode,
+} from '../../../shared/log-kinds.ts'
 import type { LogCount, LogEvent, LogEventsSection } from '../../../shared/wire.ts'
 import { type ClassifyMemory, type Classified, classify } from '../../logs/classify.ts'
 import { detached, type RawLogEntry } from '../../logs/entry.ts'
@@ -90,7 +96,9 @@ export function grantsNote(role: string, hasMonitor: boolean): string {
 
 /** The role the agent connects as, and whether it has pg_monitor (for the GRANTs note). */
 export async function roleOf(sql: PostgresContext['sql']): Promise<{ role: string; hasMonitor: boolean }> {
-  const [row] = await sql<{ role: string; monitor: boolean }[]>`SELECT current_user::text AS role, pg_has_role('pg_monitor', 'MEMBER') AS monitor`
+  const [row] = await sql<
+    { role: string; monitor: boolean }[]
+  >`SELECT current_user::text AS role, pg_has_role('pg_monitor', 'MEMBER') AS monitor`
   return { role: row?.role ?? 'current_user', hasMonitor: row?.monitor === true }
 }
 
@@ -130,9 +138,18 @@ export function finishedFormats(settings: LogSettings): LogFormat[] {
 export function settingsProblems(settings: LogSettings, filesGiven: boolean): string[] {
   const out: string[] = []
   const format = formatOf(settings)
-  if (!format) out.push(`log_destination is '${settings.log_destination}': add stderr, csvlog or jsonlog (ALTER SYSTEM SET log_destination = 'csvlog'; logging_collector on)`)
-  else if (settings.logging_collector !== 'on' && !filesGiven) out.push('logging_collector is off: the server writes no log files to read (ALTER SYSTEM SET logging_collector = on; restart)')
-  if (!/^(C|POSIX|en([_.].*)?)?$/i.test(settings.lc_messages)) out.push(`lc_messages is '${settings.lc_messages}': messages are classified in English only (set lc_messages = 'C')`)
+  if (!format)
+    out.push(
+      `log_destination is '${settings.log_destination}': add stderr, csvlog or jsonlog (ALTER SYSTEM SET log_destination = 'csvlog'; logging_collector on)`,
+    )
+  else if (settings.logging_collector !== 'on' && !filesGiven)
+    out.push(
+      'logging_collector is off: the server writes no log files to read (ALTER SYSTEM SET logging_collector = on; restart)',
+    )
+  if (!/^(C|POSIX|en([_.].*)?)?$/i.test(settings.lc_messages))
+    out.push(
+      `lc_messages is '${settings.lc_messages}': messages are classified in English only (set lc_messages = 'C')`,
+    )
   if (format === 'stderr') {
     const lacks = buildPrefixParser(settings.log_line_prefix).lacks
     if (lacks.length > 0) {
@@ -174,7 +191,11 @@ function compare(a: Candidate, b: Candidate): number {
 
 /** compare() of an entry not made a Candidate (yet). */
 function compareTo(a: Classified, order: number, b: Candidate): number {
-  return rank(b.classified.severity) - rank(a.severity) || Number(a.kind === 'other') - Number(b.classified.kind === 'other') || order - b.order
+  return (
+    rank(b.classified.severity) - rank(a.severity) ||
+    Number(a.kind === 'other') - Number(b.classified.kind === 'other') ||
+    order - b.order
+  )
 }
 
 /**
@@ -207,7 +228,8 @@ export class LogTally {
     const classified = classify(entry, this.memory, this.prefixHasUser)
     const ts = entry.ts ?? this.now
     const minute = Math.max(0, Math.floor(ts / 60_000) * 60_000)
-    const key = (minute / 60_000) * 4096 + KIND_INDEX.get(classified.kind)! * 16 + SEVERITY_INDEX.get(classified.severity)!
+    const key =
+      (minute / 60_000) * 4096 + KIND_INDEX.get(classified.kind)! * 16 + SEVERITY_INDEX.get(classified.severity)!
     const count = this.counts.get(key)
     if (count) count.count++
     else if (this.counts.size >= this.maxCounts) {
@@ -216,7 +238,8 @@ export class LogTally {
       this.refused = true
       return false
     } else this.counts.set(key, { minute, kind: classified.kind as LogKind, severity: classified.severity, count: 1 })
-    if (this.memory.checkpointReason !== reasonBefore && this.memory.checkpointReason !== undefined) this.memory.checkpointReason = detached(this.memory.checkpointReason)
+    if (this.memory.checkpointReason !== reasonBefore && this.memory.checkpointReason !== undefined)
+      this.memory.checkpointReason = detached(this.memory.checkpointReason)
     const order = this.seen++
     // Once the list is full, an entry no more important than the least one kept is only counted.
     if (this.worst && compareTo(classified, order, this.worst) >= 0) return true
@@ -308,24 +331,43 @@ export const logEvents = registerCollector<PostgresContext>({
     else ctx.notes.delete(NAME)
     const finished = finishedFormats(settings)
     // Built for stderr, and for the tail of a stderr file left from before a switch to csvlog or jsonlog.
-    const prefix: PrefixParser | undefined = format === 'stderr' || finished.includes('stderr') ? buildPrefixParser(settings.log_line_prefix) : undefined
-    const prefixHasUser = format !== 'stderr' || !prefix || prefix.fields.includes('user') || prefix.fields.includes('database')
+    const prefix: PrefixParser | undefined =
+      format === 'stderr' || finished.includes('stderr') ? buildPrefixParser(settings.log_line_prefix) : undefined
+    const prefixHasUser =
+      format !== 'stderr' || !prefix || prefix.fields.includes('user') || prefix.fields.includes('database')
     const tally = new LogTally(ctx.now, prefixHasUser, ctx.state.get(MEMORY_KEY) as string | undefined)
     const previous = ctx.state.get(POSITION_KEY) as LogPosition | undefined
     const result = await readLogs(
       source,
       previous,
-      { format, finishedFormats: finished, prefix, tzOffsetMs: settings.tz_offset_ms, now: Date.now(), budgetBytes: ctx.logReadBudgetBytes ?? DEFAULT_BUDGET_BYTES },
+      {
+        format,
+        finishedFormats: finished,
+        prefix,
+        tzOffsetMs: settings.tz_offset_ms,
+        now: Date.now(),
+        budgetBytes: ctx.logReadBudgetBytes ?? DEFAULT_BUDGET_BYTES,
+      },
       (entry) => tally.add(entry),
     )
     // New objects, never the ones read: the state keeps them only once the batch is kept.
     ctx.state.set(POSITION_KEY, result.position)
     if (tally.memory.checkpointReason !== undefined) ctx.state.set(MEMORY_KEY, tally.memory.checkpointReason)
     else ctx.state.delete(MEMORY_KEY)
-    if (tally.refused) ctx.log.info('log read stopped at the per-batch cap of count rows; the rest is read next cycle', { database: ctx.name, backlog_bytes: result.backlogBytes })
+    if (tally.refused)
+      ctx.log.info('log read stopped at the per-batch cap of count rows; the rest is read next cycle', {
+        database: ctx.name,
+        backlog_bytes: result.backlogBytes,
+      })
     const { entries, dropped, invalid, problem } = tally.events(ctx.logText ?? 'redacted')
-    if (invalid > 0) ctx.log.warn('log entries the server would refuse were left out (counted in dropped)', { database: ctx.name, invalid, first: problem })
-    if (dropped > 0 && entries.length >= MAX_ENTRIES) ctx.log.info('log entries counted but not sent whole (past the per-batch cap)', { database: ctx.name, dropped })
+    if (invalid > 0)
+      ctx.log.warn('log entries the server would refuse were left out (counted in dropped)', {
+        database: ctx.name,
+        invalid,
+        first: problem,
+      })
+    if (dropped > 0 && entries.length >= MAX_ENTRIES)
+      ctx.log.info('log entries counted but not sent whole (past the per-batch cap)', { database: ctx.name, dropped })
     const section: LogEventsSection = {
       source: source.kind,
       entries,

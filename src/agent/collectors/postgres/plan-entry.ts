@@ -34,7 +34,10 @@ function shape(node: PlanNode): unknown {
 }
 
 export function planHash(plan: PlanNode): string {
-  return createHash('sha256').update(JSON.stringify(shape(plan))).digest('hex').slice(0, 16)
+  return createHash('sha256')
+    .update(JSON.stringify(shape(plan)))
+    .digest('hex')
+    .slice(0, 16)
 }
 
 function countNodes(node: PlanNode, types: readonly string[]): number {
@@ -49,7 +52,12 @@ function withMaskedText<T extends object>(explained: T): T {
 }
 
 /** The wire entry for one EXPLAIN result (the top element of EXPLAIN's JSON array). */
-export function planEntry(queryHash: string, ts: number, explained: { Plan: PlanNode; 'Execution Time'?: number }, source: ExplainPlan['source']): ExplainPlan {
+export function planEntry(
+  queryHash: string,
+  ts: number,
+  explained: { Plan: PlanNode; 'Execution Time'?: number },
+  source: ExplainPlan['source'],
+): ExplainPlan {
   const plan = explained.Plan
   const analysed = plan['Actual Total Time'] !== undefined
   return {

@@ -154,7 +154,11 @@ export const progress = registerCollector<PostgresContext>({
           wait_event_type: r.wait_event_type,
           wait_event: r.wait_event,
           ...(r.command.includes('INDEX')
-            ? { lockers_done: num(r.lockers_done), lockers_total: num(r.lockers_total), current_locker_pid: r.locker_pid ? r.locker_pid : null }
+            ? {
+                lockers_done: num(r.lockers_done),
+                lockers_total: num(r.lockers_total),
+                current_locker_pid: r.locker_pid ? r.locker_pid : null,
+              }
             : {}),
           blocker: blockerOf(r),
         }

@@ -75,7 +75,8 @@ const TEXTS = 'cache:query_stats:texts'
  * whatever its text: an application that ends one statement with the marker must not hide the statement
  * (comments do not change the queryid, so its later calls without the marker go to the same entry).
  */
-const IS_OWN = '(userid = (SELECT oid FROM pg_roles WHERE rolname = current_user) AND (starts_with(query, $2) OR right(query, length($2)) = $2))'
+const IS_OWN =
+  '(userid = (SELECT oid FROM pg_roles WHERE rolname = current_user) AND (starts_with(query, $2) OR right(query, length($2)) = $2))'
 
 /** Per entry key: true when it is of the agent's role and its text starts or ends with OWN_MARKER (the agent's own statement). */
 const OWN = 'cache:query_stats:own'
@@ -98,7 +99,9 @@ export function featuresOf(version: string): Features {
   return { info: at(1, 9), since: at(1, 11), level: major * 100 + minor }
 }
 
-async function availability(ctx: PostgresContext): Promise<{ problem: string } | { features: Features; max: number | null }> {
+async function availability(
+  ctx: PostgresContext,
+): Promise<{ problem: string } | { features: Features; max: number | null }> {
   const [row] = await ctx.sql`SELECT
       (SELECT extversion FROM pg_extension WHERE extname = 'pg_stat_statements') AS version,
       -- pg_settings leaves the row out for a role without pg_read_all_settings (a laptop's own role, the
@@ -110,8 +113,16 @@ async function availability(ctx: PostgresContext): Promise<{ problem: string } |
       problem: `pg_stat_statements is not installed in database "${ctx.database}": run CREATE EXTENSION pg_stat_statements; (with pg_stat_statements in shared_preload_libraries)`,
     }
   }
-  if (row.preload !== null && !String(row.preload).split(',').some((l) => l.trim() === 'pg_stat_statements')) {
-    return { problem: 'pg_stat_statements is not in shared_preload_libraries: add it to postgresql.conf and restart PostgreSQL' }
+  if (
+    row.preload !== null &&
+    !String(row.preload)
+      .split(',')
+      .some((l) => l.trim() === 'pg_stat_statements')
+  ) {
+    return {
+      problem:
+        'pg_stat_statements is not in shared_preload_libraries: add it to postgresql.conf and restart PostgreSQL',
+    }
   }
   return { features: featuresOf(String(row.version)), max: num(row.max) }
 }
@@ -133,7 +144,11 @@ export async function ownStatementsRole(ctx: PostgresContext): Promise<string | 
  * is judged once, when first seen: its text is read then (entries whose text pg_stat_statements no
  * longer has are judged again at the next cycle). Keys that left pg_stat_statements are forgotten.
  */
-async function ownEntries(ctx: PostgresContext, rows: readonly { key: string; query_hash: string }[], toplevel: boolean): Promise<Set<string>> {
+async function ownEntries(
+  ctx: PostgresContext,
+  rows: readonly { key: string; query_hash: string }[],
+  toplevel: boolean,
+): Promise<Set<string>> {
   const kept = ctx.state.get(OWN)
   const judged = kept instanceof Map ? (kept as Map<string, boolean>) : new Map<string, boolean>()
   const live = new Set<string>()
@@ -179,7 +194,10 @@ function readBaseline(kept: Baseline, current: Baseline): Baseline {
   const entries = new Map<string, Saved>()
   for (const [key, saved] of kept.entries) {
     const now = current.entries.get(key)
-    entries.set(key, [saved[0], ...at.map((i, c) => (i >= 0 ? saved[i + 1]! : ((now?.[c + 1] as number | undefined) ?? 0)))])
+    entries.set(key, [
+      saved[0],
+      ...at.map((i, c) => (i >= 0 ? saved[i + 1]! : ((now?.[c + 1] as number | undefined) ?? 0))),
+    ])
   }
   return { ...kept, entries, counters: [...COUNTERS] }
 }
@@ -188,11 +206,25 @@ function readBaseline(kept: Baseline, current: Baseline): Baseline {
 function isBaseline(value: unknown): value is Baseline {
   if (value === null || typeof value !== 'object') return false
   const { entries, statsReset, dealloc, counters } = value as Partial<Baseline>
-  if (!(entries instanceof Map) || !(statsReset === null || typeof statsReset === 'string') || !(dealloc === null || typeof dealloc === 'number')) return false
-  if (counters !== undefined && !(Array.isArray(counters) && counters.every((c) => typeof c === 'string') && new Set(counters).size === counters.length)) return false
+  if (
+    !(entries instanceof Map) ||
+    !(statsReset === null || typeof statsReset === 'string') ||
+    !(dealloc === null || typeof dealloc === 'number')
+  )
+    return false
+  if (
+    counters !== undefined &&
+    !(
+      Array.isArray(counters) &&
+      counters.every((c) => typeof c === 'string') &&
+      new Set(counters).size === counters.length
+    )
+  )
+    return false
   const width = (counters?.length ?? COUNTERS.length) + 1
   for (const saved of entries.values()) {
-    if (!Array.isArray(saved) || saved.length !== width || !(saved[0] === null || typeof saved[0] === 'number')) return false
+    if (!Array.isArray(saved) || saved.length !== width || !(saved[0] === null || typeof saved[0] === 'number'))
+      return false
     for (let i = 1; i < width; i++) if (typeof saved[i] !== 'number' || !((saved[i] as number) >= 0)) return false
   }
   return true
@@ -224,7 +256,8 @@ export const queryStats = registerCollector<PostgresContext>({
     const found = await availability(ctx)
     const wasUnavailable = ctx.state.get(UNAVAILABLE) as string | undefined
     if ('problem' in found) {
-      if (wasUnavailable !== found.problem) ctx.log.warn(found.problem, { database: ctx.name, collector: 'query_stats' })
+      if (wasUnavailable !== found.problem)
+        ctx.log.warn(found.problem, { database: ctx.name, collector: 'query_stats' })
       ctx.state.set(UNAVAILABLE, found.problem)
       return {}
     }
@@ -237,9 +270,9 @@ export const queryStats = registerCollector<PostgresContext>({
     const ownRole = await ownStatementsRole(ctx)
     const readInfo = async () =>
       features.info
-        ? ((await ctx.sql`SELECT dealloc::float8 AS dealloc, stats_reset::text AS stats_reset FROM pg_stat_statements_info`)[0] as
-            | { dealloc: unknown; stats_reset: string | null }
-            | undefined)
+        ? ((
+            await ctx.sql`SELECT dealloc::float8 AS dealloc, stats_reset::text AS stats_reset FROM pg_stat_statements_info`
+          )[0] as { dealloc: unknown; stats_reset: string | null } | undefined)
         : undefined
     const info = await readInfo()
     // The entry's key is put together here rather than in SQL: the text casts and concatenations of
@@ -254,15 +287,27 @@ export const queryStats = registerCollector<PostgresContext>({
          AND userid IS DISTINCT FROM $1::text::oid`,
       [ownRole],
     )
-    const rows = read.map((r) => Object.assign(r, { key: `${r.userid}/${r.dbid}/${r.queryid}/${features.info ? r.toplevel : 't'}`, query_hash: String(r.queryid) }))
+    const rows = read.map((r) =>
+      Object.assign(r, {
+        key: `${r.userid}/${r.dbid}/${r.queryid}/${features.info ? r.toplevel : 't'}`,
+        query_hash: String(r.queryid),
+      }),
+    )
     const own = await ownEntries(ctx, rows as unknown as { key: string; query_hash: string }[], features.info)
     // A full reset while the rows were read leaves some of them from before it and some from after: the
     // sample is not kept, and the next cycle, seeing stats_reset moved, counts every entry from zero.
     if (features.info && (await readInfo())?.stats_reset !== info?.stats_reset) {
-      ctx.log.info('pg_stat_statements was reset while it was read; statements are counted at the next cycle', { database: ctx.name })
+      ctx.log.info('pg_stat_statements was reset while it was read; statements are counted at the next cycle', {
+        database: ctx.name,
+      })
       return {}
     }
-    const current: Baseline = { entries: new Map(), statsReset: info?.stats_reset ?? null, dealloc: num(info?.dealloc), counters: [...COUNTERS] }
+    const current: Baseline = {
+      entries: new Map(),
+      statsReset: info?.stats_reset ?? null,
+      dealloc: num(info?.dealloc),
+      counters: [...COUNTERS],
+    }
     const hashOf = new Map<string, string>()
     for (const r of rows) {
       if (own.has(r.key)) continue
@@ -271,18 +316,25 @@ export const queryStats = registerCollector<PostgresContext>({
     }
     const kept = ctx.state.get(STATE)
     const previous = isBaseline(kept) ? readBaseline(kept, current) : undefined
-    if (kept !== undefined && !previous) ctx.log.warn('the saved statement baseline is not usable; statements start from a new one', { database: ctx.name })
+    if (kept !== undefined && !previous)
+      ctx.log.warn('the saved statement baseline is not usable; statements start from a new one', {
+        database: ctx.name,
+      })
     ctx.state.set(STATE, current)
     if (!previous) return {}
 
     // A full reset moves stats_reset; every entry then counts from zero.
-    const allReset = current.statsReset !== null && previous.statsReset !== null && current.statsReset !== previous.statsReset
+    const allReset =
+      current.statsReset !== null && previous.statsReset !== null && current.statsReset !== previous.statsReset
     if (allReset) {
       // A pg_stat_statements_reset() by someone, or a crash that emptied it.
-      ctx.log.info('pg_stat_statements was reset: every statement counts from zero; calls between the last cycle and the reset are not counted', {
-        database: ctx.name,
-        stats_reset: current.statsReset,
-      })
+      ctx.log.info(
+        'pg_stat_statements was reset: every statement counts from zero; calls between the last cycle and the reset are not counted',
+        {
+          database: ctx.name,
+          stats_reset: current.statsReset,
+        },
+      )
     }
     const sums = new Map<string, Reading>()
     let recreated = 0
@@ -339,13 +391,17 @@ function reportEvictions(
   max: number | null,
   features: Features,
 ) {
-  const events = current.dealloc !== null && previous.dealloc !== null && current.dealloc >= previous.dealloc ? current.dealloc - previous.dealloc : 0
+  const events =
+    current.dealloc !== null && previous.dealloc !== null && current.dealloc >= previous.dealloc
+      ? current.dealloc - previous.dealloc
+      : 0
   let gone = 0
   if (!allReset) for (const key of previous.entries.keys()) if (!current.entries.has(key)) gone++
   const before = ctx.state.get(EVICTIONS) as Evictions | undefined
   // Entries also leave when their statement's objects are dropped or on a partial reset: without
   // dealloc (PostgreSQL 13) only many at once is taken for an eviction.
-  const evicted = events > 0 || (current.dealloc === null && gone > 0 && max !== null && current.entries.size >= 0.9 * max)
+  const evicted =
+    events > 0 || (current.dealloc === null && gone > 0 && max !== null && current.entries.size >= 0.9 * max)
   if (evicted) {
     const warn = !before || !(ctx.now - before.warnedAt < EVICTION_NOTE_MS)
     const totals: Evictions = {
@@ -355,15 +411,18 @@ function reportEvictions(
       gone: (before?.gone ?? 0) + gone + recreated,
     }
     ctx.state.set(EVICTIONS, totals)
-    ctx.log[warn ? 'warn' : 'debug']('pg_stat_statements evicted statements since the last cycle: their calls after the last cycle are not counted', {
-      database: ctx.name,
-      collector: 'query_stats',
-      evictions: events,
-      statements_gone: gone,
-      statements_recreated: recreated,
-      entries: current.entries.size,
-      max: max ?? 'unknown',
-    })
+    ctx.log[warn ? 'warn' : 'debug'](
+      'pg_stat_statements evicted statements since the last cycle: their calls after the last cycle are not counted',
+      {
+        database: ctx.name,
+        collector: 'query_stats',
+        evictions: events,
+        statements_gone: gone,
+        statements_recreated: recreated,
+        entries: current.entries.size,
+        max: max ?? 'unknown',
+      },
+    )
   }
   const latest = (ctx.state.get(EVICTIONS) as Evictions | undefined) ?? undefined
   if (latest && ctx.now - latest.lastAt <= EVICTION_NOTE_MS) {

@@ -83,7 +83,9 @@ export const replication = registerCollector<PostgresContext>({
     const isReplica = recovery?.is_replica === true
     const side = isReplica ? 'replica' : 'primary'
     const [upstream, replicas, slots] = await Promise.all([
-      isReplica ? ctx.sql.unsafe<ReplicaRow[]>(forVersion(REPLICA_SQL, ctx.major)) : Promise.resolve([] as ReplicaRow[]),
+      isReplica
+        ? ctx.sql.unsafe<ReplicaRow[]>(forVersion(REPLICA_SQL, ctx.major))
+        : Promise.resolve([] as ReplicaRow[]),
       ctx.sql.unsafe<ReplicasRow[]>(REPLICAS_SQL[side]),
       ctx.sql.unsafe<SlotRow[]>(forVersion(SLOTS_SQL, ctx.major)[side]),
     ])

@@ -31,10 +31,15 @@ export async function securityVisibility(sql: postgres.Sql): Promise<{ authid: b
 export function securityNote(visible: { authid: boolean; hba: boolean }, role?: string): string | undefined {
   const who = role ? `role ${pgIdent(role)}` : 'the role'
   const parts: string[] = []
-  if (!visible.authid) parts.push('MD5 password hashes of roles are not checked (pg_authid needs a superuser, or pg_read_all_data from PostgreSQL 14)')
+  if (!visible.authid)
+    parts.push(
+      'MD5 password hashes of roles are not checked (pg_authid needs a superuser, or pg_read_all_data from PostgreSQL 14)',
+    )
   if (!visible.hba) {
     const to = role ? pgIdent(role) : 'dbm_monitor'
-    parts.push(`pg_hba.conf lines are not checked (GRANT SELECT ON pg_hba_file_rules TO ${to}, GRANT EXECUTE ON FUNCTION pg_hba_file_rules() TO ${to})`)
+    parts.push(
+      `pg_hba.conf lines are not checked (GRANT SELECT ON pg_hba_file_rules TO ${to}, GRANT EXECUTE ON FUNCTION pg_hba_file_rules() TO ${to})`,
+    )
   }
   return parts.length ? `security: ${who} cannot read everything: ${parts.join(', and ')}` : undefined
 }
@@ -96,7 +101,9 @@ export const security = registerCollector<PostgresContext>({
     const visible = await securityVisibility(ctx.sql)
     const [settings] = await ctx.sql.unsafe<Record<string, string | null>[]>(SETTINGS)
     const roles = await ctx.sql.unsafe<SecurityRole[]>(ROLES, [LIMIT])
-    const md5 = visible.authid ? (await ctx.sql.unsafe<{ name: string }[]>(MD5_ROLES, [LIMIT])).map((r) => r.name) : null
+    const md5 = visible.authid
+      ? (await ctx.sql.unsafe<{ name: string }[]>(MD5_ROLES, [LIMIT])).map((r) => r.name)
+      : null
     const functions = await ctx.sql.unsafe<DefinerFunction[]>(DEFINER_FUNCTIONS, [LIMIT])
     const schemas = await ctx.sql.unsafe<{ schema: string }[]>(PUBLIC_CREATE, [LIMIT])
     const hba = visible.hba ? await ctx.sql.unsafe<HbaRule[]>(HBA, [LIMIT]) : null
@@ -109,9 +116,21 @@ export const security = registerCollector<PostgresContext>({
       ssl: settings?.ssl ?? null,
       listen_addresses: settings?.listen_addresses ?? null,
       data_checksums: settings?.data_checksums ?? null,
-      roles: roles.map((r) => ({ name: r.name, superuser: r.superuser, bootstrap: r.bootstrap, can_login: r.can_login, valid_until: r.valid_until === null ? null : Number(r.valid_until) })),
+      roles: roles.map((r) => ({
+        name: r.name,
+        superuser: r.superuser,
+        bootstrap: r.bootstrap,
+        can_login: r.can_login,
+        valid_until: r.valid_until === null ? null : Number(r.valid_until),
+      })),
       md5_roles: md5,
-      definer_functions: functions.map((f) => ({ schema: f.schema, name: f.name, args: f.args, owner: f.owner, owner_superuser: f.owner_superuser })),
+      definer_functions: functions.map((f) => ({
+        schema: f.schema,
+        name: f.name,
+        args: f.args,
+        owner: f.owner,
+        owner_superuser: f.owner_superuser,
+      })),
       public_create_schemas: schemas.map((s) => s.schema),
       hba_rules:
         hba?.map((h) => ({

@@ -221,7 +221,12 @@ function sequenceStat(r: SequenceRow): SequenceStat {
     used_ratio: num(r.used_ratio),
     owned_by:
       r.table_schema !== null && r.table_name !== null && r.column_name !== null && r.column_type !== null
-        ? { schema_name: r.table_schema, table_name: r.table_name, column_name: r.column_name, column_type: r.column_type }
+        ? {
+            schema_name: r.table_schema,
+            table_name: r.table_name,
+            column_name: r.column_name,
+            column_type: r.column_type,
+          }
         : null,
   }
 }
@@ -280,7 +285,10 @@ async function reportUnreadableSequences(ctx: PostgresContext): Promise<void> {
       database: ctx.name,
       collector: 'tables',
       unreadable,
-      fix: ctx.major >= 14 ? 'GRANT pg_read_all_data TO <agent role>' : 'GRANT SELECT ON ALL SEQUENCES IN SCHEMA <schema> TO <agent role>',
+      fix:
+        ctx.major >= 14
+          ? 'GRANT pg_read_all_data TO <agent role>'
+          : 'GRANT SELECT ON ALL SEQUENCES IN SCHEMA <schema> TO <agent role>',
     })
   }
   ctx.state.set('tables:unreadable_sequences', unreadable)
@@ -328,7 +336,8 @@ export const tables = registerCollector<PostgresContext>({
   defaultEnabled: true,
   async collect(ctx) {
     const kept = ctx.state.get(SIZES) as Sizes | undefined
-    const known = kept && ctx.now - kept.at < SIZES_MAX_AGE_MS ? kept : { at: ctx.now, tables: new Map<string, SizedTable>() }
+    const known =
+      kept && ctx.now - kept.at < SIZES_MAX_AGE_MS ? kept : { at: ctx.now, tables: new Map<string, SizedTable>() }
     // The signal before the statistics, the facts after them: facts at least as new as the signal, and
     // every table of the statistics among them but one dropped in between (left out, as it is gone).
     const signal = await catalogSignal(ctx)
@@ -338,7 +347,9 @@ export const tables = registerCollector<PostgresContext>({
     const all = read.filter((r) => {
       const f = facts.get(String(r.relid))
       if (!f) return false
-      const counters = [r.n_tup_ins, r.n_tup_upd, r.n_tup_del, r.vacuum_count, r.autovacuum_count].map((v) => v ?? '').join(',')
+      const counters = [r.n_tup_ins, r.n_tup_upd, r.n_tup_del, r.vacuum_count, r.autovacuum_count]
+        .map((v) => v ?? '')
+        .join(',')
       fingerprints.set(String(r.relid), `${f.files},${counters}${f.index_files === null ? '' : `,${f.index_files}`}`)
       return true
     })
@@ -346,9 +357,17 @@ export const tables = registerCollector<PostgresContext>({
       at: ctx.now,
       tables: all
         .filter((r) => r.seq_tup_read !== null && BigInt(r.seq_tup_read) > 0n)
-        .map((r) => ({ relid: String(r.relid), schemaname: r.schemaname, relname: r.relname, seq_tup_read: r.seq_tup_read!, analyzed: analyzedOf(r.last_analyze, r.last_autoanalyze) })),
+        .map((r) => ({
+          relid: String(r.relid),
+          schemaname: r.schemaname,
+          relname: r.relname,
+          seq_tup_read: r.seq_tup_read!,
+          analyzed: analyzedOf(r.last_analyze, r.last_autoanalyze),
+        })),
     } satisfies SeqRead)
-    const stale = all.filter((r) => !r.busy && known.tables.get(String(r.relid))?.fingerprint !== fingerprints.get(String(r.relid)))
+    const stale = all.filter(
+      (r) => !r.busy && known.tables.get(String(r.relid))?.fingerprint !== fingerprints.get(String(r.relid)),
+    )
     const fresh = new Map<string, SizedTable['sizes']>()
     if (stale.length > 0) {
       for (const z of await ctx.sql.unsafe<SizeRow[]>(SIZES_SQL, [`{${stale.map((r) => r.relid).join(',')}}`])) {
@@ -363,12 +382,19 @@ export const tables = registerCollector<PostgresContext>({
       ;[r.table_size_bytes, r.index_size_bytes, r.heap_bytes, r.toast_bytes] = sizes ?? [null, null, null, null]
     }
     // The largest tables first (a table without sizes last), then by schema and name as PostgreSQL orders names.
-    const total = (r: Row) => (r.table_size_bytes === null || r.index_size_bytes === null ? null : Number(r.table_size_bytes) + Number(r.index_size_bytes))
+    const total = (r: Row) =>
+      r.table_size_bytes === null || r.index_size_bytes === null
+        ? null
+        : Number(r.table_size_bytes) + Number(r.index_size_bytes)
     const rows = all
       .map((r) => ({ r, total: total(r) }))
       .sort((a, b) =>
         a.total !== b.total
-          ? a.total === null ? 1 : b.total === null ? -1 : b.total - a.total
+          ? a.total === null
+            ? 1
+            : b.total === null
+              ? -1
+              : b.total - a.total
           : byBytes(a.r.schemaname, b.r.schemaname) || byBytes(a.r.relname, b.r.relname),
       )
       .slice(0, MAX_TABLES)
@@ -376,7 +402,11 @@ export const tables = registerCollector<PostgresContext>({
     const sized = new Map<string, SizedTable>()
     for (const r of rows) {
       const sizes = [r.table_size_bytes, r.index_size_bytes, r.heap_bytes, r.toast_bytes] as (string | null)[]
-      if (sizes.every((v) => v !== null)) sized.set(String(r.relid), { fingerprint: fingerprints.get(String(r.relid))!, sizes: sizes as SizedTable['sizes'] })
+      if (sizes.every((v) => v !== null))
+        sized.set(String(r.relid), {
+          fingerprint: fingerprints.get(String(r.relid))!,
+          sizes: sizes as SizedTable['sizes'],
+        })
     }
     ctx.state.set(SIZES, { at: known.at, tables: sized } satisfies Sizes)
     const previous = ctx.state.get('tables') as Map<number, TableCounters> | undefined

@@ -27,7 +27,11 @@ function stateOf(ctx: PostgresContext): State {
  * a transaction waits for its client (ClientRead) between statements: it is idle, not waiting, and left
  * out as idle sessions are.
  */
-export async function sampleWaits(ctx: PostgresContext, intervalMs: number, now: () => number = Date.now): Promise<void> {
+export async function sampleWaits(
+  ctx: PostgresContext,
+  intervalMs: number,
+  now: () => number = Date.now,
+): Promise<void> {
   const rows = await ctx.sql`
     SELECT wait_event_type, wait_event, count(*)::int AS n
     FROM pg_stat_activity
@@ -38,7 +42,13 @@ export async function sampleWaits(ctx: PostgresContext, intervalMs: number, now:
   const minute = Math.floor(now() / 60_000) * 60_000
   for (const r of rows) {
     const key = `${minute}/${r.wait_event_type}/${r.wait_event}`
-    const entry = counts.get(key) ?? { wait_event_type: r.wait_event_type, wait_event: r.wait_event, count: 0, total_duration_ms: 0, minute }
+    const entry = counts.get(key) ?? {
+      wait_event_type: r.wait_event_type,
+      wait_event: r.wait_event,
+      count: 0,
+      total_duration_ms: 0,
+      minute,
+    }
     entry.count += r.n
     entry.total_duration_ms += r.n * intervalMs
     counts.set(key, entry)

@@ -20,14 +20,20 @@ const CHECKPOINT_SQL = `
   FROM pg_control_checkpoint() c`
 
 const WAL_DIR_NOTE = 'pg_wal not measured: the role may not call pg_ls_waldir() (GRANT pg_monitor TO the agent role)'
-const CHECKPOINT_NOTE = 'last checkpoint not read: the role may not call pg_control_checkpoint() (GRANT EXECUTE ON FUNCTION pg_control_checkpoint() TO the agent role)'
+const CHECKPOINT_NOTE =
+  'last checkpoint not read: the role may not call pg_control_checkpoint() (GRANT EXECUTE ON FUNCTION pg_control_checkpoint() TO the agent role)'
 
 const int = (v: unknown): number | null => (v === null || v === undefined ? null : Math.round(Number(v)))
 /** A server text, bounded before it travels. */
-const bounded = (v: unknown, max: number): string | null => (typeof v === 'string' ? v.replaceAll('\u0000', '').slice(0, max) : null)
+const bounded = (v: unknown, max: number): string | null =>
+  typeof v === 'string' ? v.replaceAll('\u0000', '').slice(0, max) : null
 
 /** Runs `query`'s one row; null when the role lacks the privilege (42501), with `note` kept for the collector's notes. */
-async function permitted(run: () => Promise<Record<string, unknown>[]>, note: string, notes: string[]): Promise<Record<string, unknown> | null> {
+async function permitted(
+  run: () => Promise<Record<string, unknown>[]>,
+  note: string,
+  notes: string[],
+): Promise<Record<string, unknown> | null> {
   try {
     return (await run())[0] ?? null
   } catch (e) {

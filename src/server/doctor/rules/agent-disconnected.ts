@@ -23,7 +23,8 @@ const defaults = {
 }
 
 /** A host or database name as it may stand in a pasted shell command (letters, digits, `.-_%:[]`), else the placeholder. */
-const shellSafe = (text: string | undefined, placeholder: string) => (text && /^[A-Za-z0-9._%:[\]-]{1,200}$/.test(text) ? text : placeholder)
+const shellSafe = (text: string | undefined, placeholder: string) =>
+  text && /^[A-Za-z0-9._%:[\]-]{1,200}$/.test(text) ? text : placeholder
 
 /** The command that watches this database under dbm local, its DSN's user (and the rest, where not safe to paste) left to fill in. */
 function localCommand(db: RegisteredDatabase): string {
@@ -36,12 +37,13 @@ function localCommand(db: RegisteredDatabase): string {
 /** What a dbm local user reads and does: the start lines of dbm local, and its command with the DSN. */
 const LOCAL_INVESTIGATE = [
   'the lines dbm local printed at start: one per DSN, "ok" with the collectors, or what failed (a malformed DSN, a refused connection, a role without rights)',
-  'dbm local --log-level debug <the same DSNs>   # its agent\'s log, in the same output',
+  "dbm local --log-level debug <the same DSNs>   # its agent's log, in the same output",
 ]
 
 export const agentDisconnected: Rule<typeof defaults> = {
   id: 'agent_disconnected',
-  summary: 'The agent stopped sending (or never sent) data for this database, so every other finding rests on old numbers or none.',
+  summary:
+    'The agent stopped sending (or never sent) data for this database, so every other finding rests on old numbers or none.',
   collectors: [],
   engine: 'any',
   category: 'availability',
@@ -57,7 +59,7 @@ export const agentDisconnected: Rule<typeof defaults> = {
             title: 'No data from the agent yet',
             detail: `dbm has not received any telemetry for "${db.name}" since it was registered ${duration(now - db.created_at)} ago.`,
             recommendation:
-              'dbm local watches the databases whose DSNs are on its command line, and shows the first data within about 15 seconds. Stop it (Ctrl-C) and start it again with this database\'s DSN; if its start line reports an error, fix the DSN or the role\'s rights (docs/postgresql-setup.md) and start it again.',
+              "dbm local watches the databases whose DSNs are on its command line, and shows the first data within about 15 seconds. Stop it (Ctrl-C) and start it again with this database's DSN; if its start line reports an error, fix the DSN or the role's rights (docs/postgresql-setup.md) and start it again.",
             how_to_investigate: LOCAL_INVESTIGATE,
             how_to_fix: [`${localCommand(db)}   # with the DSNs of the other databases you watch`],
             metrics: { last_seen_at: null },
@@ -71,7 +73,9 @@ export const agentDisconnected: Rule<typeof defaults> = {
           detail: `dbm has not received any telemetry for "${db.name}" since it was registered ${duration(now - db.created_at)} ago.`,
           recommendation: 'Start dbm agent with this database in its config.yaml and an API key of this organization.',
           how_to_investigate: ['dbm agent --check --config config.yaml', 'curl http://<agent health address>/healthz'],
-          how_to_fix: [`dbm agent --config config.yaml   # with a databases entry named "${commentText(db.name, NAME_MAX_CHARS)}"`],
+          how_to_fix: [
+            `dbm agent --config config.yaml   # with a databases entry named "${commentText(db.name, NAME_MAX_CHARS)}"`,
+          ],
           metrics: { last_seen_at: null },
         },
       ]
@@ -83,9 +87,18 @@ export const agentDisconnected: Rule<typeof defaults> = {
     const silentAfter = silentAfterMs(db.poll_interval_seconds, min_silence_s * 1000)
     if (silence <= silentAfter) return []
     const servingSince = ctx.setup.servingSince
-    if (servingSince !== undefined && heard < servingSince && now - (servingSince + restartGraceMs(db.poll_interval_seconds)) <= silentAfter) {
+    if (
+      servingSince !== undefined &&
+      heard < servingSince &&
+      now - (servingSince + restartGraceMs(db.poll_interval_seconds)) <= silentAfter
+    ) {
       const open = await ctx.store.monitor.listAlerts(db.id, 'open', 100)
-      if (!open.some((a) => a.rule === agentDisconnected.id || a.consequences.some((c) => c.rule === agentDisconnected.id))) return []
+      if (
+        !open.some(
+          (a) => a.rule === agentDisconnected.id || a.consequences.some((c) => c.rule === agentDisconnected.id),
+        )
+      )
+        return []
     }
     if (ctx.setup.local) {
       return [
@@ -94,7 +107,7 @@ export const agentDisconnected: Rule<typeof defaults> = {
           title: 'The agent has stopped sending data',
           detail: `Nothing from dbm local's agent for "${db.name}" (no batch, no availability report) for ${duration(silence)} (poll interval ${db.poll_interval_seconds} s); the other findings describe the database as it was then.`,
           recommendation:
-            'dbm local watches only the DSNs given to the run in progress: a database of an earlier run keeps its history but is not watched unless its DSN is given again. Restart dbm local (Ctrl-C, then the command) with this database\'s DSN among the others; if its start line then reports an error, check the DSN and the role (docs/postgresql-setup.md).',
+            "dbm local watches only the DSNs given to the run in progress: a database of an earlier run keeps its history but is not watched unless its DSN is given again. Restart dbm local (Ctrl-C, then the command) with this database's DSN among the others; if its start line then reports an error, check the DSN and the role (docs/postgresql-setup.md).",
           how_to_investigate: LOCAL_INVESTIGATE,
           how_to_fix: [`${localCommand(db)}   # with the DSNs of the other databases you watch`],
           metrics: { last_seen_s_ago: Math.round(silence / 1000), poll_interval_seconds: db.poll_interval_seconds },
@@ -106,8 +119,13 @@ export const agentDisconnected: Rule<typeof defaults> = {
         severity: 'critical',
         title: 'The agent has stopped sending data',
         detail: `Nothing from the agent for "${db.name}" (no batch, no availability report) for ${duration(silence)} (poll interval ${db.poll_interval_seconds} s); the other findings describe the database as it was then.`,
-        recommendation: 'Check that the agent is running and can reach both the database and this server; its /healthz names the failing side.',
-        how_to_investigate: ['curl http://<agent health address>/healthz', 'dbm agent --check --config config.yaml', 'journalctl -u dbm-agent --since "1 hour ago"   # or the agent pod\'s logs'],
+        recommendation:
+          'Check that the agent is running and can reach both the database and this server; its /healthz names the failing side.',
+        how_to_investigate: [
+          'curl http://<agent health address>/healthz',
+          'dbm agent --check --config config.yaml',
+          'journalctl -u dbm-agent --since "1 hour ago"   # or the agent pod\'s logs',
+        ],
         how_to_fix: ['systemctl restart dbm-agent   # or: kubectl rollout restart deployment/dbm-agent'],
         metrics: { last_seen_s_ago: Math.round(silence / 1000), poll_interval_seconds: db.poll_interval_seconds },
       },

@@ -11,16 +11,27 @@ import type { Rule } from '../types.ts'
 const MINUTE = 60_000
 
 const labelText = (labels: Record<string, string>) =>
-  Object.keys(labels).length === 0 ? '' : ` {${Object.entries(labels).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(', ')}}`
+  Object.keys(labels).length === 0
+    ? ''
+    : ` {${Object.entries(labels)
+        .map(([k, v]) => `${k}=${JSON.stringify(v)}`)
+        .join(', ')}}`
 
 const number = (n: number) => (Number.isInteger(n) ? n.toLocaleString('en-US') : String(Number(n.toPrecision(6))))
 
 const duration = (seconds: number) =>
-  seconds === 0 ? 'the latest sample' : seconds % 3600 === 0 ? `${seconds / 3600} h` : seconds % 60 === 0 ? `${seconds / 60} min` : `${seconds} s`
+  seconds === 0
+    ? 'the latest sample'
+    : seconds % 3600 === 0
+      ? `${seconds / 3600} h`
+      : seconds % 60 === 0
+        ? `${seconds / 60} min`
+        : `${seconds} s`
 
 export const customMetricThreshold: Rule = {
   id: 'custom_metric_threshold',
-  summary: 'A custom metric past the threshold its own alert sets (custom_metrics[].alert) for the whole window it names.',
+  summary:
+    'A custom metric past the threshold its own alert sets (custom_metrics[].alert) for the whole window it names.',
   collectors: ['custom_metrics'],
   engine: 'any',
   category: 'reliability',
@@ -30,14 +41,21 @@ export const customMetricThreshold: Rule = {
     if (metrics.length === 0) return []
     const longest = Math.max(...metrics.map((m) => m.alert!.for_seconds * 1000), MINUTE)
     const since = Math.floor((ctx.now - longest) / MINUTE) * MINUTE - MINUTE
-    const points = await ctx.store.customMetrics.customPoints(ctx.db.id, { since, until: ctx.now + 1, minuteFloor: minuteFloor(ctx.now), bucketSeconds: 60 })
+    const points = await ctx.store.customMetrics.customPoints(ctx.db.id, {
+      since,
+      until: ctx.now + 1,
+      minuteFloor: minuteFloor(ctx.now),
+      bucketSeconds: 60,
+    })
     const drafts = []
     for (const metric of metrics) {
       const alert = metric.alert!
       const windowMs = alert.for_seconds * 1000
       const crosses = (v: number) => (alert.op === 'above' ? v > alert.threshold : v < alert.threshold)
       for (const series of await ctx.store.customMetrics.customSeries(ctx.db.id, metric.name)) {
-        const own = points.filter((p) => p.subject === series.series_key && p.values[metric.name] !== undefined).sort((a, b) => a.ts - b.ts)
+        const own = points
+          .filter((p) => p.subject === series.series_key && p.values[metric.name] !== undefined)
+          .sort((a, b) => a.ts - b.ts)
         if (own.length === 0) continue
         // The buckets from the one holding the window's start; that bucket must exist (sampled since then).
         const start = Math.floor((ctx.now - windowMs) / MINUTE) * MINUTE
@@ -58,11 +76,17 @@ export const customMetricThreshold: Rule = {
             `Every sample of ${metric.name}${column}${labels} in the last ${window} was ${alert.op} ${number(alert.threshold)}${unit} ` +
             `(${values.length} minute${values.length === 1 ? '' : 's'}, from ${number(Math.min(...values))} to ${number(Math.max(...values))}${unit}; the latest ${number(latest)}${unit}).` +
             (metric.description ? ` ${JSON.stringify(metric.description)}.` : ''),
-          recommendation: 'This is a check of your own (custom_metrics in the agent config): act as its runbook says, or change its alert threshold there.',
+          recommendation:
+            'This is a check of your own (custom_metrics in the agent config): act as its runbook says, or change its alert threshold there.',
           how_to_investigate: [`GET /api/v1/databases/${ctx.db.id}/custom-metrics/${metric.name}`],
           how_to_fix: [],
           as_of: series.value_at,
-          metrics: { value: latest, threshold: alert.threshold, for_seconds: alert.for_seconds, samples: values.length },
+          metrics: {
+            value: latest,
+            threshold: alert.threshold,
+            for_seconds: alert.for_seconds,
+            samples: values.length,
+          },
         })
       }
     }

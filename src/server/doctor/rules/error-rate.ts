@@ -30,10 +30,17 @@ export interface ErrorRate {
   end: number
 }
 
-export async function judgeErrorRate(ctx: DoctorContext, t: typeof ERROR_RATE_DEFAULTS, leftOut: ReadonlySet<string>): Promise<ErrorRate> {
+export async function judgeErrorRate(
+  ctx: DoctorContext,
+  t: typeof ERROR_RATE_DEFAULTS,
+  leftOut: ReadonlySet<string>,
+): Promise<ErrorRate> {
   const end = Math.floor(ctx.now / MINUTE) * MINUTE + MINUTE
   const start = end - t.window_minutes * MINUTE
-  const [recentCounts, baselineCounts] = await Promise.all([logCounts(ctx, start, end), logCounts(ctx, start - t.baseline_hours * 3_600_000, start)])
+  const [recentCounts, baselineCounts] = await Promise.all([
+    logCounts(ctx, start, end),
+    logCounts(ctx, start - t.baseline_hours * 3_600_000, start),
+  ])
   const errors = (counts: Map<string, Record<string, number>>) => {
     let n = 0
     for (const [kind, bySeverity] of counts) {
@@ -47,6 +54,10 @@ export async function judgeErrorRate(ctx: DoctorContext, t: typeof ERROR_RATE_DE
   const rate = recent / t.window_minutes
   const baseRate = baseline / (t.baseline_hours * 60)
   const above = (ratio: number, floor: number) => rate >= floor && rate >= ratio * baseRate
-  const severity = above(t.critical_ratio, t.critical_per_minute) ? 'critical' : above(t.warning_ratio, t.warning_per_minute) ? 'warning' : undefined
+  const severity = above(t.critical_ratio, t.critical_per_minute)
+    ? 'critical'
+    : above(t.warning_ratio, t.warning_per_minute)
+      ? 'warning'
+      : undefined
   return { recent, baseline, rate, baseRate, severity, start, end }
 }

@@ -29,7 +29,8 @@ const MINUTE = 60_000
 type Memory = NonNullable<LatestHost['status']['memory']>
 
 /** Swap configured on the host (a total above zero). */
-const hasSwap = (m: Memory): m is Memory & { swap_total_bytes: number; swap_used_bytes: number } => !!m.swap_total_bytes && m.swap_used_bytes !== null
+const hasSwap = (m: Memory): m is Memory & { swap_total_bytes: number; swap_used_bytes: number } =>
+  !!m.swap_total_bytes && m.swap_used_bytes !== null
 
 /** The host's memory when it is under pressure by the rule's thresholds, else null (once per diagnosis). */
 export function memoryPressure(ctx: DoctorContext): Promise<Memory | null> {
@@ -46,7 +47,8 @@ export function memoryPressure(ctx: DoctorContext): Promise<Memory | null> {
 
 export const hostMemoryPressure: Rule<typeof defaults> = {
   id: 'host_memory_pressure',
-  summary: 'Memory pressure on the database\'s host: swap in use with little memory available, or little available without swap.',
+  summary:
+    "Memory pressure on the database's host: swap in use with little memory available, or little available without swap.",
   collectors: ['host', 'log_events'],
   engine: 'any',
   category: 'capacity',
@@ -60,14 +62,22 @@ export const hostMemoryPressure: Rule<typeof defaults> = {
     // The server log's out-of-memory entries of the last hour (exact counts), the first one named.
     const end = Math.floor(ctx.now / MINUTE) * MINUTE + MINUTE
     const ooms = countOf(await logCounts(ctx, end - OOM_WINDOW_MS, end), 'out_of_memory')
-    const first = ooms > 0 ? (await logEntries(ctx, ['out_of_memory'], OOM_WINDOW_MS)).reduce<{ ts: number; message: string } | null>((a, e) => (a === null || e.ts < a.ts ? e : a), null) : null
+    const first =
+      ooms > 0
+        ? (await logEntries(ctx, ['out_of_memory'], OOM_WINDOW_MS)).reduce<{ ts: number; message: string } | null>(
+            (a, e) => (a === null || e.ts < a.ts ? e : a),
+            null,
+          )
+        : null
     const postgres = ctx.db.engine === 'postgres'
     const oomTitle = ooms > 0 ? `Out of memory ${ooms} ${ooms === 1 ? 'time' : 'times'} in the last hour: ` : ''
     const oomDetail =
       ooms > 0
         ? ` The server logged ${ooms} out-of-memory ${ooms === 1 ? 'entry' : 'entries'} in the last hour${first ? `, the first at ${new Date(first.ts).toISOString()}: "${logExcerpt(first.message)}"` : ''}.`
         : ''
-    const killer = postgres ? ', which on PostgreSQL ends a backend and restarts the whole server.' : ', which may end the server.'
+    const killer = postgres
+      ? ', which on PostgreSQL ends a backend and restarts the whole server.'
+      : ', which may end the server.'
     const severity = ooms > 0 || (!swap && available < t.critical_available_below_no_swap) ? 'critical' : 'warning'
     return [
       {
@@ -82,15 +92,17 @@ export const hostMemoryPressure: Rule<typeof defaults> = {
             `Without swap there is no slow stage first: the next allocation that finds no memory wakes the OOM killer${killer}${oomDetail}`,
         recommendation: postgres
           ? 'Find what takes the memory: too many connections each with its work_mem (use a pooler, lower max_connections), a work_mem or maintenance_work_mem set too high for the concurrency, shared_buffers too large for the host, or other processes on the host. Add memory if the working set needs it.'
-          : 'Find what takes the memory (big queries, caches, other processes on the host): lower max_server_memory_usage or the queries\' max_memory_usage, or add memory.',
+          : "Find what takes the memory (big queries, caches, other processes on the host): lower max_server_memory_usage or the queries' max_memory_usage, or add memory.",
         how_to_investigate: [
           'free -m; vmstat 1 5   # si/so columns: pages swapped in and out per second',
           'ps -eo pid,rss,comm --sort=-rss | head -20',
           ...(postgres
             ? [
-                'SELECT count(*) AS connections, current_setting(\'max_connections\') AS max_connections, current_setting(\'work_mem\') AS work_mem, current_setting(\'shared_buffers\') AS shared_buffers FROM pg_stat_activity;',
+                "SELECT count(*) AS connections, current_setting('max_connections') AS max_connections, current_setting('work_mem') AS work_mem, current_setting('shared_buffers') AS shared_buffers FROM pg_stat_activity;",
               ]
-            : ['SELECT query_id, formatReadableSize(memory_usage) AS memory, query FROM system.processes ORDER BY memory_usage DESC LIMIT 10;']),
+            : [
+                'SELECT query_id, formatReadableSize(memory_usage) AS memory, query FROM system.processes ORDER BY memory_usage DESC LIMIT 10;',
+              ]),
         ],
         how_to_fix: [],
         metrics: {

@@ -10,4 +10,14 @@ import { settingChanged } from './setting-changes.ts'
 import { postgresRules } from './postgres/index.ts'
 import { clickhouseRules } from './clickhouse/index.ts'
 
-export const rules: Rule[] = [databaseUnreachable, agentDisconnected, serverRestarted, serverVersionChanged, settingChanged, ...postgresRules, ...clickhouseRules, hostMemoryPressure, customMetricThreshold]
+export const rules: Rule[] = [
+  databaseUnreachable,
+  agentDisconnected,
+  serverRestarted,
+  serverVersionChanged,
+  settingChanged,
+  ...postgresRules,
+  ...clickhouseRules,
+  hostMemoryPressure,
+  customMetricThreshold,
+]

@@ -43,7 +43,12 @@ export function recentRestart(ctx: DoctorContext): Promise<RecentRestart | null>
     const recentMs = t.recent_minutes * MINUTE
     const lookbackMs = t.crash_lookback_minutes * MINUTE
     const [restarts, startedAt, log] = await Promise.all([
-      ctx.store.serverChanges.serverChanges(ctx.db.id, ['restart'], { since: ctx.now - recentMs, until: ctx.now + 1 }, 1),
+      ctx.store.serverChanges.serverChanges(
+        ctx.db.id,
+        ['restart'],
+        { since: ctx.now - recentMs, until: ctx.now + 1 },
+        1,
+      ),
       ctx.store.serverChanges.serverStartedAt(ctx.db.id),
       logEntries(ctx, ['server_crash', 'recovery'], recentMs + lookbackMs),
     ])
@@ -58,7 +63,9 @@ export function recentRestart(ctx: DoctorContext): Promise<RecentRestart | null>
       previous = m ? Date.parse(m[1]!) : null
     } else {
       // PostgreSQL's restart in place: crash recovery started in the recent minutes, the postmaster's start unchanged.
-      const started = log.filter((e) => e.kind === 'recovery' && e.ts >= ctx.now - recentMs && textField(e, 'phase') !== 'redo_done')
+      const started = log.filter(
+        (e) => e.kind === 'recovery' && e.ts >= ctx.now - recentMs && textField(e, 'phase') !== 'redo_done',
+      )
       if (started.length === 0) return null
       how = 'reinit'
       at = Math.min(...started.map((e) => e.ts))
@@ -84,11 +91,18 @@ function crashText(r: RecentRestart): string {
     const signal = numberField(r.crash, 'signal')
     const exit = numberField(r.crash, 'exit_code')
     const process = textField(r.crash, 'process')
-    const what = [process ? logExcerpt(process, 100) : null, signal !== null ? `signal ${signal}` : null, exit !== null ? `exit code ${exit}` : null].filter(Boolean).join(', ')
+    const what = [
+      process ? logExcerpt(process, 100) : null,
+      signal !== null ? `signal ${signal}` : null,
+      exit !== null ? `exit code ${exit}` : null,
+    ]
+      .filter(Boolean)
+      .join(', ')
     parts.push(`the log says at ${iso(r.crash.ts)}: "${logExcerpt(r.crash.message)}"${what ? ` (${what})` : ''}`)
   }
   const redo = r.recovery.map((e) => numberField(e, 'redo_ms')).find((v) => v !== null)
-  if (r.recovery.length > 0) parts.push(`crash recovery ran${redo !== null && redo !== undefined ? ` (redo done in ${duration(redo)})` : ''}`)
+  if (r.recovery.length > 0)
+    parts.push(`crash recovery ran${redo !== null && redo !== undefined ? ` (redo done in ${duration(redo)})` : ''}`)
   return parts.join('; ')
 }
 
@@ -109,7 +123,12 @@ export const serverRestarted: Rule<typeof defaults> = {
     // sending, or that its agent reports down, is not known to be up now.
     const dataAt = ctx.db.last_seen_at === null ? null : Math.min(ctx.db.last_seen_at, ctx.now)
     const uptimeMs = dataAt === null ? null : Math.max(0, dataAt - r.at)
-    const upText = uptimeMs === null ? 'no data since' : dataAt! >= ctx.now - 60_000 ? `up for ${duration(uptimeMs)}` : `up for ${duration(uptimeMs)} at the latest data (${iso(dataAt!)})`
+    const upText =
+      uptimeMs === null
+        ? 'no data since'
+        : dataAt! >= ctx.now - 60_000
+          ? `up for ${duration(uptimeMs)}`
+          : `up for ${duration(uptimeMs)} at the latest data (${iso(dataAt!)})`
     const signal = r.crash ? numberField(r.crash, 'signal') : null
     const when =
       r.how === 'restart'
@@ -119,7 +138,9 @@ export const serverRestarted: Rule<typeof defaults> = {
     return [
       {
         severity: crashed ? 'critical' : 'warning',
-        title: crashed ? `${engine} restarted after a crash ${duration(upMs)} ago` : `${engine} restarted ${duration(upMs)} ago`,
+        title: crashed
+          ? `${engine} restarted after a crash ${duration(upMs)} ago`
+          : `${engine} restarted ${duration(upMs)} ago`,
         detail:
           `${when} ` +
           (crashed

@@ -25,7 +25,8 @@ export function versionBefore(change: ServerChange): string | null {
 }
 
 /** The numbers a version starts with: `17.2 (Debian ...)` → [17, 2]; `26.1.2.1` → [26, 1, 2, 1]. */
-const numbers = (version: string) => (/^\s*v?(\d+(?:\.\d+)*)/.exec(version)?.[1] ?? '').split('.').filter(Boolean).map(Number)
+const numbers = (version: string) =>
+  (/^\s*v?(\d+(?:\.\d+)*)/.exec(version)?.[1] ?? '').split('.').filter(Boolean).map(Number)
 
 /** The release line: PostgreSQL's major (9.6 before 10), ClickHouse's year.month. */
 export function releaseLine(engine: string, version: string): string {
@@ -48,14 +49,20 @@ function compareVersions(a: string, b: string): number {
 
 export const serverVersionChanged: Rule<typeof defaults> = {
   id: 'server_version_changed',
-  summary: 'The server\'s version changed in the last hours (a new major release or a downgrade is a warning), with what to check after it.',
+  summary:
+    "The server's version changed in the last hours (a new major release or a downgrade is a warning), with what to check after it.",
   collectors: [],
   engine: 'any',
   category: 'configuration',
   thresholds: defaults,
   async check(ctx) {
     const t = ctx.thresholds(serverVersionChanged)
-    const changes = await ctx.store.serverChanges.serverChanges(ctx.db.id, ['version_change'], { since: ctx.now - t.keep_hours * HOUR, until: ctx.now + 1 }, 100)
+    const changes = await ctx.store.serverChanges.serverChanges(
+      ctx.db.id,
+      ['version_change'],
+      { since: ctx.now - t.keep_hours * HOUR, until: ctx.now + 1 },
+      100,
+    )
     if (changes.length === 0) return []
     const newest = changes[0]!
     const oldest = changes[changes.length - 1]!
@@ -70,14 +77,20 @@ export const serverVersionChanged: Rule<typeof defaults> = {
     const what = downgrade ? 'downgraded' : newLine ? 'upgraded to a new major version' : 'updated'
     const checks = postgres
       ? [
-          "extensions keep their old version until ALTER EXTENSION ... UPDATE (the first query below lists them)",
-          newLine ? "pg_stat_statements' statement ids (queryid) change with a major version, so statement statistics and dbm's statement history start over" : null,
-          newLine && toMajor < 18 ? 'pg_upgrade does not carry planner statistics before PostgreSQL 18: ANALYZE every database (vacuumdb --all --analyze-in-stages) if it has not run' : null,
-          newLine || downgrade ? 'the release notes\' "Migration" incompatibilities' : "the minor release's notes (some ask to REINDEX some indexes)",
+          'extensions keep their old version until ALTER EXTENSION ... UPDATE (the first query below lists them)',
+          newLine
+            ? "pg_stat_statements' statement ids (queryid) change with a major version, so statement statistics and dbm's statement history start over"
+            : null,
+          newLine && toMajor < 18
+            ? 'pg_upgrade does not carry planner statistics before PostgreSQL 18: ANALYZE every database (vacuumdb --all --analyze-in-stages) if it has not run'
+            : null,
+          newLine || downgrade
+            ? 'the release notes\' "Migration" incompatibilities'
+            : "the minor release's notes (some ask to REINDEX some indexes)",
         ]
       : [
           'the changelog\'s "Backward Incompatible Change" entries of every release from the old version to the new one',
-          'settings whose defaults changed (the compatibility setting restores an older release\'s defaults)',
+          "settings whose defaults changed (the compatibility setting restores an older release's defaults)",
           'system.warnings, which the server fills with what it finds wrong at start',
         ]
     return [
@@ -96,14 +109,17 @@ export const serverVersionChanged: Rule<typeof defaults> = {
           ? [
               'SELECT name, installed_version, default_version FROM pg_available_extensions WHERE installed_version IS NOT NULL AND installed_version <> default_version;',
               'SELECT version();',
-              "SELECT stats_reset FROM pg_stat_statements_info;   -- when the statement statistics started over",
+              'SELECT stats_reset FROM pg_stat_statements_info;   -- when the statement statistics started over',
             ]
           : [
               'SELECT version(), uptime();',
               'SELECT message FROM system.warnings;',
               'SELECT name, value FROM system.settings WHERE changed;   -- the settings changed from their defaults',
             ],
-        how_to_fix: postgres && newLine && toMajor < 18 && fromMajor < toMajor ? ['ANALYZE;   -- in every database; or on the host: vacuumdb --all --analyze-in-stages'] : [],
+        how_to_fix:
+          postgres && newLine && toMajor < 18 && fromMajor < toMajor
+            ? ['ANALYZE;   -- in every database; or on the host: vacuumdb --all --analyze-in-stages']
+            : [],
         metrics: { version_before: from, version_now: to, changed_at: newest.ts, version_changes: changes.length },
       },
     ]

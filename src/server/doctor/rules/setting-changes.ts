@@ -33,7 +33,10 @@ const fromShown = (s: string) => (s === NOT_SET ? undefined : s === "''" ? '' : 
  * event's detail is `before → after` with `after` the value of the event after it (the newest: now).
  * `known` is false when a detail does not end as expected (cut, or a change listed only by name).
  */
-export function valueBefore(changes: ServerChange[], now: string | undefined): { before: string | undefined; known: boolean } {
+export function valueBefore(
+  changes: ServerChange[],
+  now: string | undefined,
+): { before: string | undefined; known: boolean } {
   let after = asShown(now)
   for (const change of changes) {
     const detail = change.object === '' ? null : change.detail
@@ -57,12 +60,17 @@ const namesOfSummary = (detail: string | null) => new Set((detail ?? '').replace
 function fixCommands(risk: SettingRisk, before: string | undefined): string[] {
   const name = pgIdent(risk.name)
   const set = before === undefined ? `ALTER SYSTEM RESET ${name};` : `ALTER SYSTEM SET ${name} = ${pgString(before)};`
-  return [risk.restart ? `${set}   -- only if the change was not meant; then restart the server (it applies at a start only)` : `${set} SELECT pg_reload_conf();   -- only if the change was not meant`]
+  return [
+    risk.restart
+      ? `${set}   -- only if the change was not meant; then restart the server (it applies at a start only)`
+      : `${set} SELECT pg_reload_conf();   -- only if the change was not meant`,
+  ]
 }
 
 export const settingChanged: Rule<typeof defaults> = {
   id: 'setting_changed',
-  summary: 'A setting of the risky-settings table changed in the last hours: old and new value, why it matters, and the command that puts the old value back.',
+  summary:
+    'A setting of the risky-settings table changed in the last hours: old and new value, why it matters, and the command that puts the old value back.',
   collectors: [],
   engine: 'any',
   category: 'configuration',
@@ -70,14 +78,21 @@ export const settingChanged: Rule<typeof defaults> = {
   async check(ctx) {
     const t = ctx.thresholds(settingChanged)
     const risks = SETTING_RISKS.filter((r) => r.engine === ctx.db.engine)
-    const changes = await ctx.store.serverChanges.serverChanges(ctx.db.id, ['setting_change'], { since: ctx.now - t.keep_hours * HOUR, until: ctx.now + 1 }, MAX_CHANGES)
+    const changes = await ctx.store.serverChanges.serverChanges(
+      ctx.db.id,
+      ['setting_change'],
+      { since: ctx.now - t.keep_hours * HOUR, until: ctx.now + 1 },
+      MAX_CHANGES,
+    )
     if (changes.length === 0) return []
     const current = (await settings(ctx)) ?? {}
     const postgres = ctx.db.engine === 'postgres'
     const findings: FindingDraft[] = []
     for (const risk of risks) {
       // Newest first, as read; a batch that changed many at once lists them by name only.
-      const mine = changes.filter((c) => c.object === risk.name || (c.object === '' && namesOfSummary(c.detail).has(risk.name)))
+      const mine = changes.filter(
+        (c) => c.object === risk.name || (c.object === '' && namesOfSummary(c.detail).has(risk.name)),
+      )
       if (mine.length === 0) continue
       const now = current[risk.name]
       const { before, known } = valueBefore(mine, now)

@@ -41,11 +41,12 @@ const turnedOff = (_: string | undefined, now: string | undefined) => flag(now) 
 /** Turned on. */
 const turnedOn = (_: string | undefined, now: string | undefined) => flag(now) === true
 /** A number that went down (both known). */
-const lowered = (read: (v: string | undefined) => number | undefined) => (before: string | undefined, now: string | undefined) => {
-  const b = read(before)
-  const n = read(now)
-  return b !== undefined && n !== undefined && n < b
-}
+const lowered =
+  (read: (v: string | undefined) => number | undefined) => (before: string | undefined, now: string | undefined) => {
+    const b = read(before)
+    const n = read(now)
+    return b !== undefined && n !== undefined && n < b
+  }
 /** A value in `order` that moved to an earlier (weaker) one. */
 const weakened = (order: readonly string[]) => (before: string | undefined, now: string | undefined) => {
   const b = order.indexOf(before?.trim().toLowerCase() ?? '')
@@ -53,11 +54,13 @@ const weakened = (order: readonly string[]) => (before: string | undefined, now:
   return b >= 0 && n >= 0 && n < b
 }
 /** A time setting that went to 0 (no limit) from a limit. */
-const limitRemoved = (before: string | undefined, now: string | undefined) => (settingMs(before, 1) ?? 0) > 0 && settingMs(now, 1) === 0
+const limitRemoved = (before: string | undefined, now: string | undefined) =>
+  (settingMs(before, 1) ?? 0) > 0 && settingMs(now, 1) === 0
 /** A text setting cleared. */
 const cleared = (before: string | undefined, now: string | undefined) => (before ?? '') !== '' && (now ?? '') === ''
 /** ClickHouse: a limit in bytes or a count that went to 0 or default (no limit) or down. */
-const chLimitLoosenedOrLowered = (before: string | undefined, now: string | undefined) => (num(now) ?? 0) === 0 ? (num(before) ?? 0) > 0 : lowered(num)(before, now)
+const chLimitLoosenedOrLowered = (before: string | undefined, now: string | undefined) =>
+  (num(now) ?? 0) === 0 ? (num(before) ?? 0) > 0 : lowered(num)(before, now)
 const pgBool = (rule: string, bad: boolean) => ({ rule, when: (now: string | undefined) => flag(now) === bad })
 
 export const SETTING_RISKS: readonly SettingRisk[] = [
@@ -151,9 +154,15 @@ export const SETTING_RISKS: readonly SettingRisk[] = [
   {
     engine: 'postgres',
     name: 'shared_preload_libraries',
-    why: 'a library removed (pg_stat_statements, auto_explain, an extension\'s) stops working at the next start; one added loads into every process',
+    why: "a library removed (pg_stat_statements, auto_explain, an extension's) stops working at the next start; one added loads into every process",
     risky: (before, now) => {
-      const list = (v: string | undefined) => new Set((v ?? '').split(',').map((s) => s.trim().replace(/^"|"$/g, '')).filter(Boolean))
+      const list = (v: string | undefined) =>
+        new Set(
+          (v ?? '')
+            .split(',')
+            .map((s) => s.trim().replace(/^"|"$/g, ''))
+            .filter(Boolean),
+        )
       const n = list(now)
       return [...list(before)].some((lib) => !n.has(lib))
     },
@@ -199,13 +208,13 @@ export const SETTING_RISKS: readonly SettingRisk[] = [
   {
     engine: 'clickhouse',
     name: 'max_memory_usage_for_user',
-    why: 'lowered: a user\'s concurrent queries fail sooner; 0 (no limit): one user can take the memory of the whole server',
+    why: "lowered: a user's concurrent queries fail sooner; 0 (no limit): one user can take the memory of the whole server",
     risky: chLimitLoosenedOrLowered,
   },
   {
     engine: 'clickhouse',
     name: 'max_concurrent_queries_for_user',
-    why: 'lowered: a user\'s queries past it are refused (TOO_MANY_SIMULTANEOUS_QUERIES); 0: no limit per user',
+    why: "lowered: a user's queries past it are refused (TOO_MANY_SIMULTANEOUS_QUERIES); 0: no limit per user",
     risky: chLimitLoosenedOrLowered,
   },
   {

@@ -27,7 +27,9 @@ export interface ApiKey {
   revoked_at: number | null
 }
 
-export type NewApiKey = Omit<ApiKey, 'last_used_at' | 'revoked_at' | 'created_by_key'> & { created_by_key?: string | null }
+export type NewApiKey = Omit<ApiKey, 'last_used_at' | 'revoked_at' | 'created_by_key'> & {
+  created_by_key?: string | null
+}
 
 /** A key as an organization's list shows it: with its creator, while that user exists. */
 export interface ApiKeyEntry extends ApiKey {
@@ -98,7 +100,8 @@ function toApiKey(r: DbRow): ApiKey {
 /** The lock every change of an organization's members takes (accounts/members.ts): key creation takes it too. */
 export const membersLock = (orgId: string) => `dbm:members:${orgId}`
 
-const KEY_COLUMNS = 'k.id, k.org_id, k.key_id, k.name, k.secret_hash, k.scopes, k.created_by, k.created_by_key, k.created_at, k.last_used_at, k.revoked_at'
+const KEY_COLUMNS =
+  'k.id, k.org_id, k.key_id, k.name, k.secret_hash, k.scopes, k.created_by, k.created_by_key, k.created_at, k.last_used_at, k.revoked_at'
 
 /**
  * Revokes, in the caller's transaction, every live key of the organization that `userId` created, and
@@ -106,7 +109,12 @@ const KEY_COLUMNS = 'k.id, k.org_id, k.key_id, k.name, k.secret_hash, k.scopes, 
  * Keys made by a key record that key's creator as theirs, so the first set already holds them; the walk
  * over created_by_key keeps the rule whatever created_by says.
  */
-export async function revokeKeysCreatedBy(tx: SqlDriver, orgId: string, userId: string, now: number): Promise<string[]> {
+export async function revokeKeysCreatedBy(
+  tx: SqlDriver,
+  orgId: string,
+  userId: string,
+  now: number,
+): Promise<string[]> {
   const rows = await tx.all<{ key_id: string }>(
     `WITH RECURSIVE made(id) AS (
        SELECT id FROM api_keys WHERE org_id = $1 AND created_by = $2
@@ -133,19 +141,41 @@ export class SqlApiKeys implements ApiKeyStore {
   ) {}
 
   async createApiKey(input: NewApiKey): Promise<ApiKey> {
-    const key: ApiKey = { ...input, scopes: parseScopes(scopesText(input.scopes)), created_by_key: input.created_by_key ?? null, last_used_at: null, revoked_at: null }
+    const key: ApiKey = {
+      ...input,
+      scopes: parseScopes(scopesText(input.scopes)),
+      created_by_key: input.created_by_key ?? null,
+      last_used_at: null,
+      revoked_at: null,
+    }
     await this.driver.transaction(async (tx) => {
       if (key.created_by_key !== null) {
-        const parent = await tx.get('SELECT 1 AS x FROM api_keys WHERE id = $1 AND org_id = $2 AND revoked_at IS NULL', [key.created_by_key, key.org_id])
+        const parent = await tx.get(
+          'SELECT 1 AS x FROM api_keys WHERE id = $1 AND org_id = $2 AND revoked_at IS NULL',
+          [key.created_by_key, key.org_id],
+        )
         if (!parent) throw new CreatorRevokedError('key')
       }
       if (key.created_by !== null) {
-        const owner = await tx.get("SELECT 1 AS x FROM users WHERE id = $1 AND org_id = $2 AND role = 'owner'", [key.created_by, key.org_id])
+        const owner = await tx.get("SELECT 1 AS x FROM users WHERE id = $1 AND org_id = $2 AND role = 'owner'", [
+          key.created_by,
+          key.org_id,
+        ])
         if (!owner) throw new CreatorRevokedError(key.created_by_key !== null ? 'key' : 'user')
       }
       await tx.run(
         'INSERT INTO api_keys (id, org_id, key_id, name, secret_hash, scopes, created_by, created_by_key, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)',
-        [key.id, key.org_id, key.key_id, key.name, key.secret_hash, scopesText(key.scopes), key.created_by, key.created_by_key, key.created_at],
+        [
+          key.id,
+          key.org_id,
+          key.key_id,
+          key.name,
+          key.secret_hash,
+          scopesText(key.scopes),
+          key.created_by,
+          key.created_by_key,
+          key.created_at,
+        ],
       )
     }, membersLock(key.org_id))
     return key
@@ -177,17 +207,19 @@ export class SqlApiKeys implements ApiKeyStore {
   }
 
   async revokeApiKey(orgId: string, id: string, now: number): Promise<boolean> {
-    const changed = await this.driver.run('UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2 AND org_id = $3', [now, id, orgId])
+    const changed = await this.driver.run(
+      'UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2 AND org_id = $3',
+      [now, id, orgId],
+    )
     if (this.cache) for (const [keyId, key] of this.cache) if (key.id === id) this.cache.delete(keyId)
     return changed > 0
   }
 
   async touchApiKey(id: string, now: number, minIntervalMs: number): Promise<void> {
-    const changed = await this.driver.run('UPDATE api_keys SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $3)', [
-      now,
-      id,
-      now - minIntervalMs,
-    ])
+    const changed = await this.driver.run(
+      'UPDATE api_keys SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $3)',
+      [now, id, now - minIntervalMs],
+    )
     if (changed > 0 && this.cache) for (const key of this.cache.values()) if (key.id === id) key.last_used_at = now
   }
 

@@ -54,7 +54,12 @@ export interface NewInvite {
 export interface MembersWrites {
   createInvite(input: NewInvite): Promise<Invite | 'registered'>
   revokeInvite(orgId: string, id: string, now: number): Promise<'revoked' | 'not_found' | 'accepted'>
-  acceptInvite(input: { tokenHash: string; name: string; passwordHash: string; now: number }): Promise<{ org: Organization; user: User } | 'invalid' | 'registered'>
+  acceptInvite(input: {
+    tokenHash: string
+    name: string
+    passwordHash: string
+    now: number
+  }): Promise<{ org: Organization; user: User } | 'invalid' | 'registered'>
   removeMember(orgId: string, userId: string, now: number): Promise<'removed' | MemberRefusal>
   setMemberRole(orgId: string, userId: string, role: MemberRole, now: number): Promise<User | MemberRefusal>
 }
@@ -83,7 +88,10 @@ function toInvite(r: DbRow): Invite {
 
 /** The organization's owners other than `userId`. */
 async function otherOwners(tx: SqlDriver, orgId: string, userId: string): Promise<number> {
-  const r = await tx.get<{ n: number }>("SELECT COUNT(*) AS n FROM users WHERE org_id = $1 AND role = 'owner' AND id <> $2", [orgId, userId])
+  const r = await tx.get<{ n: number }>(
+    "SELECT COUNT(*) AS n FROM users WHERE org_id = $1 AND role = 'owner' AND id <> $2",
+    [orgId, userId],
+  )
   return num(r?.n ?? 0)
 }
 
@@ -95,7 +103,9 @@ export function membersStore(driver: SqlDriver, keysRevoked: (keyIds: string[]) 
   return {
     /** The organization's users, oldest first. */
     async listMembers(orgId: string): Promise<User[]> {
-      const rows = await driver.all(`SELECT ${USER_COLUMNS} FROM users WHERE org_id = $1 ORDER BY created_at, id`, [orgId])
+      const rows = await driver.all(`SELECT ${USER_COLUMNS} FROM users WHERE org_id = $1 ORDER BY created_at, id`, [
+        orgId,
+      ])
       return rows.map(toUser)
     },
 
@@ -106,11 +116,10 @@ export function membersStore(driver: SqlDriver, keysRevoked: (keyIds: string[]) 
     async createInvite(input: NewInvite): Promise<Invite | 'registered'> {
       return driver.transaction(async (tx) => {
         if (await tx.get('SELECT 1 AS x FROM users WHERE email = $1', [input.email])) return 'registered'
-        await tx.run('UPDATE invites SET revoked_at = $1 WHERE org_id = $2 AND email = $3 AND accepted_at IS NULL AND revoked_at IS NULL', [
-          input.now,
-          input.orgId,
-          input.email,
-        ])
+        await tx.run(
+          'UPDATE invites SET revoked_at = $1 WHERE org_id = $2 AND email = $3 AND accepted_at IS NULL AND revoked_at IS NULL',
+          [input.now, input.orgId, input.email],
+        )
         const id = Bun.randomUUIDv7()
         await tx.run(
           'INSERT INTO invites (id, org_id, email, role, token_hash, invited_by, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)',
@@ -135,7 +144,10 @@ export function membersStore(driver: SqlDriver, keysRevoked: (keyIds: string[]) 
      */
     async revokeInvite(orgId: string, id: string, now: number): Promise<'revoked' | 'not_found' | 'accepted'> {
       return driver.transaction(async (tx) => {
-        const row = await tx.get<{ accepted_at: number | null }>('SELECT accepted_at FROM invites WHERE id = $1 AND org_id = $2', [id, orgId])
+        const row = await tx.get<{ accepted_at: number | null }>(
+          'SELECT accepted_at FROM invites WHERE id = $1 AND org_id = $2',
+          [id, orgId],
+        )
         if (!row) return 'not_found'
         if (row.accepted_at !== null) return 'accepted'
         await tx.run('UPDATE invites SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL', [now, id])
@@ -157,11 +169,19 @@ export function membersStore(driver: SqlDriver, keysRevoked: (keyIds: string[]) 
       passwordHash: string
       now: number
     }): Promise<{ org: Organization; user: User } | 'invalid' | 'registered'> {
-      const found = await driver.get<{ org_id: string }>('SELECT org_id FROM invites WHERE token_hash = $1', [input.tokenHash])
+      const found = await driver.get<{ org_id: string }>('SELECT org_id FROM invites WHERE token_hash = $1', [
+        input.tokenHash,
+      ])
       if (!found) return 'invalid'
       try {
         return await driver.transaction(async (tx) => {
-          const invite = await tx.get<{ id: string; org_id: string; email: string; role: string; invited_by: string | null }>(
+          const invite = await tx.get<{
+            id: string
+            org_id: string
+            email: string
+            role: string
+            invited_by: string | null
+          }>(
             'SELECT id, org_id, email, role, invited_by FROM invites WHERE token_hash = $1 AND accepted_at IS NULL AND revoked_at IS NULL AND expires_at > $2',
             [input.tokenHash, input.now],
           )
@@ -170,7 +190,10 @@ export function membersStore(driver: SqlDriver, keysRevoked: (keyIds: string[]) 
           // (a demotion or removal revokes their invites as well; this holds whatever revoked them or not).
           const inviterOwns =
             invite.invited_by !== null &&
-            (await tx.get("SELECT 1 AS x FROM users WHERE id = $1 AND org_id = $2 AND role = 'owner'", [invite.invited_by, invite.org_id]))
+            (await tx.get("SELECT 1 AS x FROM users WHERE id = $1 AND org_id = $2 AND role = 'owner'", [
+              invite.invited_by,
+              invite.org_id,
+            ]))
           if (!inviterOwns) return 'invalid' as const
           if (await tx.get('SELECT 1 AS x FROM users WHERE email = $1', [invite.email])) return 'registered' as const
           const user: User = {
@@ -186,10 +209,18 @@ export function membersStore(driver: SqlDriver, keysRevoked: (keyIds: string[]) 
             'INSERT INTO users (id, org_id, email, name, role, password_hash, email_verified_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)',
             [user.id, user.org_id, user.email, user.name, user.role, input.passwordHash, input.now, input.now],
           )
-          await tx.run('UPDATE invites SET accepted_at = $1, accepted_by = $2 WHERE id = $3', [input.now, user.id, invite.id])
+          await tx.run('UPDATE invites SET accepted_at = $1, accepted_by = $2 WHERE id = $3', [
+            input.now,
+            user.id,
+            invite.id,
+          ])
           // An owner who verified their address verifies the organization (as the verification mail does).
-          if (invite.role === 'owner') await tx.run('UPDATE organizations SET verified = $1 WHERE id = $2', [true, invite.org_id])
-          const org = await tx.get<DbRow>('SELECT id, name, slug, plan, verified, created_at FROM organizations WHERE id = $1', [invite.org_id])
+          if (invite.role === 'owner')
+            await tx.run('UPDATE organizations SET verified = $1 WHERE id = $2', [true, invite.org_id])
+          const org = await tx.get<DbRow>(
+            'SELECT id, name, slug, plan, verified, created_at FROM organizations WHERE id = $1',
+            [invite.org_id],
+          )
           return {
             org: toOrg(org!),
             user,
@@ -209,10 +240,16 @@ export function membersStore(driver: SqlDriver, keysRevoked: (keyIds: string[]) 
     async removeMember(orgId: string, userId: string, now: number): Promise<'removed' | MemberRefusal> {
       let revoked: string[] = []
       const outcome = await driver.transaction(async (tx) => {
-        const user = await tx.get<{ role: string }>('SELECT role FROM users WHERE id = $1 AND org_id = $2', [userId, orgId])
+        const user = await tx.get<{ role: string }>('SELECT role FROM users WHERE id = $1 AND org_id = $2', [
+          userId,
+          orgId,
+        ])
         if (!user) return 'not_found'
         if (user.role === 'owner' && (await otherOwners(tx, orgId, userId)) === 0) return 'last_owner'
-        await tx.run('UPDATE invites SET revoked_at = $1 WHERE invited_by = $2 AND accepted_at IS NULL AND revoked_at IS NULL', [now, userId])
+        await tx.run(
+          'UPDATE invites SET revoked_at = $1 WHERE invited_by = $2 AND accepted_at IS NULL AND revoked_at IS NULL',
+          [now, userId],
+        )
         revoked = await revokeKeysCreatedBy(tx, orgId, userId, now)
         // Also under the user's refresh lock: a rotation in flight finishes before the row goes.
         await tx.transaction((inner) => inner.run('DELETE FROM users WHERE id = $1', [userId]), refreshLock(userId))
@@ -236,7 +273,10 @@ export function membersStore(driver: SqlDriver, keysRevoked: (keyIds: string[]) 
         if (demoted && (await otherOwners(tx, orgId, userId)) === 0) return 'last_owner'
         if (user.role !== role) await tx.run('UPDATE users SET role = $1 WHERE id = $2', [role, userId])
         if (demoted) {
-          await tx.run('UPDATE invites SET revoked_at = $1 WHERE org_id = $2 AND invited_by = $3 AND accepted_at IS NULL AND revoked_at IS NULL', [now, orgId, userId])
+          await tx.run(
+            'UPDATE invites SET revoked_at = $1 WHERE org_id = $2 AND invited_by = $3 AND accepted_at IS NULL AND revoked_at IS NULL',
+            [now, orgId, userId],
+          )
           revoked = await revokeKeysCreatedBy(tx, orgId, userId, now)
         }
         return toUser({ ...user, role })

@@ -31,7 +31,9 @@ export function accountReads(driver: SqlDriver): AccountReads {
     },
 
     async getOrganization(id: string) {
-      const r = await driver.get('SELECT id, name, slug, plan, verified, created_at FROM organizations WHERE id = $1', [id])
+      const r = await driver.get('SELECT id, name, slug, plan, verified, created_at FROM organizations WHERE id = $1', [
+        id,
+      ])
       return r ? toOrg(r) : undefined
     },
 

@@ -7,9 +7,15 @@ import type { Organization, User } from './types.ts'
 // session (refresh-token family) instead, which revokes them without a clock's precision.
 export const USER_COLUMNS = 'id, org_id, email, name, role, email_verified_at, created_at'
 
-
 export function toOrg(r: DbRow): Organization {
-  return { id: r.id, name: r.name, slug: r.slug, plan: r.plan, verified: Boolean(r.verified), created_at: num(r.created_at) }
+  return {
+    id: r.id,
+    name: r.name,
+    slug: r.slug,
+    plan: r.plan,
+    verified: Boolean(r.verified),
+    created_at: num(r.created_at),
+  }
 }
 
 export function toUser(r: DbRow): User {

@@ -93,7 +93,13 @@ export interface AccountWrites {
 
   // single-use e-mail tokens (verification, password reset), stored as hashes. A user has at most one
   // live reset token: issuing one ends the older ones, and consuming one ends any other.
-  createEmailToken(input: { tokenHash: string; userId: string; kind: EmailTokenKind; expiresAt: number; now: number }): Promise<void>
+  createEmailToken(input: {
+    tokenHash: string
+    userId: string
+    kind: EmailTokenKind
+    expiresAt: number
+    now: number
+  }): Promise<void>
   /** Marks the token used and returns its user when it exists, is unused and unexpired. */
   consumeEmailToken(tokenHash: string, kind: EmailTokenKind, now: number): Promise<string | undefined>
 

@@ -3,7 +3,16 @@
 // race each other take a lock (signup, a user's e-mail tokens, a user's refresh tokens, a rate key).
 import type { SqlDriver } from '../driver.ts'
 import { num } from '../rows.ts'
-import { type AccountWrites, EmailTakenError, type EmailTokenKind, type LimitResult, type Organization, type RotateResult, SignupClosedError, type User } from './types.ts'
+import {
+  type AccountWrites,
+  EmailTakenError,
+  type EmailTokenKind,
+  type LimitResult,
+  type Organization,
+  type RotateResult,
+  SignupClosedError,
+  type User,
+} from './types.ts'
 
 /** The lock held while a user's e-mail tokens are replaced. */
 const emailTokensLock = (userId: string) => `dbm:email-tokens:${userId}`
@@ -40,15 +49,18 @@ export function accountWrites(driver: SqlDriver): AccountWrites {
         )
         let slug = input.org.slug
         for (let n = 2; taken.has(slug); n++) slug = `${input.org.slug}-${n}`
-        const org: Organization = { id: Bun.randomUUIDv7(), name: input.org.name, slug, plan: input.org.plan, verified: false, created_at: now }
-        await tx.run('INSERT INTO organizations (id, name, slug, plan, verified, created_at) VALUES ($1, $2, $3, $4, $5, $6)', [
-          org.id,
-          org.name,
-          org.slug,
-          org.plan,
-          false,
-          now,
-        ])
+        const org: Organization = {
+          id: Bun.randomUUIDv7(),
+          name: input.org.name,
+          slug,
+          plan: input.org.plan,
+          verified: false,
+          created_at: now,
+        }
+        await tx.run(
+          'INSERT INTO organizations (id, name, slug, plan, verified, created_at) VALUES ($1, $2, $3, $4, $5, $6)',
+          [org.id, org.name, org.slug, org.plan, false, now],
+        )
         const user: User = {
           id: Bun.randomUUIDv7(),
           org_id: org.id,
@@ -73,21 +85,27 @@ export function accountWrites(driver: SqlDriver): AccountWrites {
     async markEmailVerified(userId: string, at: number) {
       await driver.transaction(async (tx) => {
         await tx.run('UPDATE users SET email_verified_at = COALESCE(email_verified_at, $1) WHERE id = $2', [at, userId])
-        await tx.run('UPDATE organizations SET verified = $1 WHERE id = (SELECT org_id FROM users WHERE id = $2)', [true, userId])
+        await tx.run('UPDATE organizations SET verified = $1 WHERE id = (SELECT org_id FROM users WHERE id = $2)', [
+          true,
+          userId,
+        ])
       })
     },
 
-    async createEmailToken(input: { tokenHash: string; userId: string; kind: EmailTokenKind; expiresAt: number; now: number }) {
+    async createEmailToken(input: {
+      tokenHash: string
+      userId: string
+      kind: EmailTokenKind
+      expiresAt: number
+      now: number
+    }) {
       await driver.transaction(async (tx) => {
         // Only the newest reset link works: the older unused ones are removed.
         if (input.kind === 'reset') await dropUnusedResetTokens(tx, input.userId)
-        await tx.run('INSERT INTO email_tokens (token_hash, user_id, kind, expires_at, created_at) VALUES ($1, $2, $3, $4, $5)', [
-          input.tokenHash,
-          input.userId,
-          input.kind,
-          input.expiresAt,
-          input.now,
-        ])
+        await tx.run(
+          'INSERT INTO email_tokens (token_hash, user_id, kind, expires_at, created_at) VALUES ($1, $2, $3, $4, $5)',
+          [input.tokenHash, input.userId, input.kind, input.expiresAt, input.now],
+        )
       }, emailTokensLock(input.userId))
     },
 
@@ -108,7 +126,13 @@ export function accountWrites(driver: SqlDriver): AccountWrites {
       })
     },
 
-    async createRefreshToken(record: { id: string; user_id: string; family_id: string; expires_at: number; now: number }) {
+    async createRefreshToken(record: {
+      id: string
+      user_id: string
+      family_id: string
+      expires_at: number
+      now: number
+    }) {
       await driver.run(
         'INSERT INTO refresh_tokens (id, user_id, family_id, expires_at, created_at) VALUES ($1, $2, $3, $4, $5)',
         [record.id, record.user_id, record.family_id, record.expires_at, record.now],
@@ -119,16 +143,22 @@ export function accountWrites(driver: SqlDriver): AccountWrites {
       const owner = await refreshTokenOwner(driver, id)
       if (!owner) return { ok: false, reason: 'unknown' }
       return driver.transaction(async (tx) => {
-        const row = await tx.get<{ user_id: string; family_id: string; expires_at: number; revoked_at: number | null; replaced_by: string | null }>(
-          'SELECT user_id, family_id, expires_at, revoked_at, replaced_by FROM refresh_tokens WHERE id = $1',
-          [id],
-        )
+        const row = await tx.get<{
+          user_id: string
+          family_id: string
+          expires_at: number
+          revoked_at: number | null
+          replaced_by: string | null
+        }>('SELECT user_id, family_id, expires_at, revoked_at, replaced_by FROM refresh_tokens WHERE id = $1', [id])
         if (!row) return { ok: false, reason: 'unknown' } as const
         if (row.revoked_at !== null && row.replaced_by === null) return { ok: false, reason: 'revoked' } as const
         if (row.revoked_at !== null) {
           // A token that was already rotated is being replayed, perhaps by whoever stole it: end its
           // session, with every access token issued to it (the user's other sessions go on).
-          await tx.run('UPDATE refresh_tokens SET revoked_at = $1 WHERE family_id = $2 AND revoked_at IS NULL', [now, row.family_id])
+          await tx.run('UPDATE refresh_tokens SET revoked_at = $1 WHERE family_id = $2 AND revoked_at IS NULL', [
+            now,
+            row.family_id,
+          ])
           return { ok: false, reason: 'reused' } as const
         }
         if (num(row.expires_at) <= now) return { ok: false, reason: 'expired' } as const
@@ -152,14 +182,19 @@ export function accountWrites(driver: SqlDriver): AccountWrites {
 
     async revokeSession(userId: string, sessionId: string, now: number) {
       await driver.transaction(
-        (tx) => tx.run('UPDATE refresh_tokens SET revoked_at = $1 WHERE family_id = $2 AND user_id = $3 AND revoked_at IS NULL', [now, sessionId, userId]),
+        (tx) =>
+          tx.run(
+            'UPDATE refresh_tokens SET revoked_at = $1 WHERE family_id = $2 AND user_id = $3 AND revoked_at IS NULL',
+            [now, sessionId, userId],
+          ),
         refreshLock(userId),
       )
     },
 
     async revokeUserSessions(userId: string, now: number) {
       await driver.transaction(
-        (tx) => tx.run('UPDATE refresh_tokens SET revoked_at = $1 WHERE user_id = $2 AND revoked_at IS NULL', [now, userId]),
+        (tx) =>
+          tx.run('UPDATE refresh_tokens SET revoked_at = $1 WHERE user_id = $2 AND revoked_at IS NULL', [now, userId]),
         refreshLock(userId),
       )
     },

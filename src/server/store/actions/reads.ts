@@ -7,7 +7,11 @@ import type { DbRow } from '../rows.ts'
 export function actionReads(driver: SqlDriver): ActionReads {
   return {
     async getAction(orgId: string, databaseId: string, id: string, now: number): Promise<StoredAction | undefined> {
-      const r = await driver.get(`SELECT ${COLUMNS} FROM actions WHERE id = $1 AND org_id = $2 AND database_id = $3`, [id, orgId, databaseId])
+      const r = await driver.get(`SELECT ${COLUMNS} FROM actions WHERE id = $1 AND org_id = $2 AND database_id = $3`, [
+        id,
+        orgId,
+        databaseId,
+      ])
       if (!r) return undefined
       const action = toAction(r)
       // A running one gets its grace before it reads as expired.
@@ -15,17 +19,26 @@ export function actionReads(driver: SqlDriver): ActionReads {
     },
 
     async listActions(databaseId: string, limit: number, now: number): Promise<StoredAction[]> {
-      const rows = await driver.all(`SELECT ${COLUMNS} FROM actions WHERE database_id = $1 ORDER BY requested_at DESC, id LIMIT $2`, [databaseId, limit])
+      const rows = await driver.all(
+        `SELECT ${COLUMNS} FROM actions WHERE database_id = $1 ORDER BY requested_at DESC, id LIMIT $2`,
+        [databaseId, limit],
+      )
       return rows.map((r: DbRow) => toAction(r, r.state === 'running' ? now - RUNNING_GRACE_MS : now))
     },
 
     async pendingActions(databaseId: string, now: number): Promise<number> {
-      const r = await driver.get<{ n: unknown }>("SELECT COUNT(*) AS n FROM actions WHERE database_id = $1 AND state = 'pending' AND expires_at > $2", [databaseId, now])
+      const r = await driver.get<{ n: unknown }>(
+        "SELECT COUNT(*) AS n FROM actions WHERE database_id = $1 AND state = 'pending' AND expires_at > $2",
+        [databaseId, now],
+      )
       return Number(r?.n ?? 0)
     },
 
     async actionListener(databaseId: string): Promise<ActionListener | undefined> {
-      const r = await driver.get<{ allowed: string; heard_at: unknown }>('SELECT allowed, heard_at FROM action_listeners WHERE database_id = $1', [databaseId])
+      const r = await driver.get<{ allowed: string; heard_at: unknown }>(
+        'SELECT allowed, heard_at FROM action_listeners WHERE database_id = $1',
+        [databaseId],
+      )
       return r ? readListener(r) : undefined
     },
 

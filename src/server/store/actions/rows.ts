@@ -6,7 +6,8 @@ import { num, numOrNull } from '../rows.ts'
 import type { ActionListener, ActionRequest, ActionResult, StoredAction } from './types.ts'
 import type { DbRow } from '../rows.ts'
 
-export const COLUMNS = 'id, org_id, database_id, kind, state, request, requested_by, requested_at, expires_at, claimed_at, finished_at, result'
+export const COLUMNS =
+  'id, org_id, database_id, kind, state, request, requested_by, requested_at, expires_at, claimed_at, finished_at, result'
 
 const parse = <T>(text: unknown): T | null => {
   if (typeof text !== 'string') return null
@@ -48,7 +49,10 @@ export function expiryReason(state: 'pending' | 'running'): string {
 }
 
 /** Kills (cancel, terminate) before explains, then oldest first. */
-export function killsFirst(a: Pick<StoredAction, 'kind' | 'requested_at'>, b: Pick<StoredAction, 'kind' | 'requested_at'>): number {
+export function killsFirst(
+  a: Pick<StoredAction, 'kind' | 'requested_at'>,
+  b: Pick<StoredAction, 'kind' | 'requested_at'>,
+): number {
   return Number(a.kind === 'explain') - Number(b.kind === 'explain') || a.requested_at - b.requested_at
 }
 
@@ -68,7 +72,11 @@ export function lateResult(result: ActionResult, lateBy: number): ActionResult {
     outcome: 'expired',
     agent_outcome: outcome,
     late_by_ms: lateBy,
-    reason: `the agent's result came ${(lateBy / 1000).toFixed(1)} s after the action expired, so it is not counted as run in time; the agent reported: ${said}`.slice(0, 4_000),
+    reason:
+      `the agent's result came ${(lateBy / 1000).toFixed(1)} s after the action expired, so it is not counted as run in time; the agent reported: ${said}`.slice(
+        0,
+        4_000,
+      ),
   }
 }
 

@@ -61,7 +61,10 @@ export interface StoredAction {
   result: ActionResult | null
 }
 
-export type NewAction = Pick<StoredAction, 'id' | 'org_id' | 'database_id' | 'kind' | 'request' | 'requested_by' | 'requested_at' | 'expires_at'>
+export type NewAction = Pick<
+  StoredAction,
+  'id' | 'org_id' | 'database_id' | 'kind' | 'request' | 'requested_by' | 'requested_at' | 'expires_at'
+>
 
 /** What a database's agent allows (allow_actions), as it said on its latest long-poll, and with which key. */
 export interface ActionListener {
@@ -72,7 +75,9 @@ export interface ActionListener {
 }
 
 /** What a long-poll's key came to: the database's own agent key (recorded), or another one while that one is heard. */
-export type ListenerAdmission = { own: true; took_over_from: string | null } | { own: false; agent_key_id: string; heard_at: number }
+export type ListenerAdmission =
+  | { own: true; took_over_from: string | null }
+  | { own: false; agent_key_id: string; heard_at: number }
 
 export interface ActionReads {
   /** The action of that id when it belongs to the organization's database; a pending one past its expiry reads as expired. */
@@ -120,7 +125,13 @@ export interface ActionWrites {
    * database's own agent key: the first key to ask, or any key once that one has not asked since
    * `silentBefore` (its agent is gone, or the key was revoked). Another key records nothing.
    */
-  heardListener(databaseId: string, agentKeyId: string, allowed: readonly ActionKind[], now: number, silentBefore: number): Promise<ListenerAdmission>
+  heardListener(
+    databaseId: string,
+    agentKeyId: string,
+    allowed: readonly ActionKind[],
+    now: number,
+    silentBefore: number,
+  ): Promise<ListenerAdmission>
   /** Adds the audit event of a cancel or terminate to the database's events timeline (kind session_action). */
   auditAction(databaseId: string, event: DbEvent): Promise<void>
 }

@@ -6,8 +6,24 @@ import { num } from '../rows.ts'
 import type { SqlDriver } from '../driver.ts'
 import { recordEventsNow } from '../events/record.ts'
 import type { DbEvent } from '../events/types.ts'
-import { COLUMNS, KEY_TOKEN, RUNNING_GRACE_MS, expiryReason, killsFirst, lateResult, readListener, toAction } from './rows.ts'
-import type { ActionAdmission, ActionResult, ActionWrites, ListenerAdmission, NewAction, StoredAction } from './types.ts'
+import {
+  COLUMNS,
+  KEY_TOKEN,
+  RUNNING_GRACE_MS,
+  expiryReason,
+  killsFirst,
+  lateResult,
+  readListener,
+  toAction,
+} from './rows.ts'
+import type {
+  ActionAdmission,
+  ActionResult,
+  ActionWrites,
+  ListenerAdmission,
+  NewAction,
+  StoredAction,
+} from './types.ts'
 
 export function actionWrites(driver: SqlDriver): ActionWrites {
   return {
@@ -25,7 +41,16 @@ export function actionWrites(driver: SqlDriver): ActionWrites {
         if (pending >= maxPending) return { full: { class: kind, pending, next_expiry: num(waiting?.first) } }
         await tx.run(
           `INSERT INTO actions (id, org_id, database_id, kind, state, request, requested_by, requested_at, expires_at) VALUES ($1, $2, $3, $4, 'pending', $5, $6, $7, $8)`,
-          [a.id, a.org_id, a.database_id, a.kind, JSON.stringify(a.request), a.requested_by, a.requested_at, a.expires_at],
+          [
+            a.id,
+            a.org_id,
+            a.database_id,
+            a.kind,
+            JSON.stringify(a.request),
+            a.requested_by,
+            a.requested_at,
+            a.expires_at,
+          ],
         )
         return { created: { ...a, state: 'pending', claimed_at: null, finished_at: null, result: null } }
       }, `dbm:actions:${a.database_id}`)
@@ -45,8 +70,16 @@ export function actionWrites(driver: SqlDriver): ActionWrites {
       return rows.map((r) => toAction(r)).sort(killsFirst)
     },
 
-    async finishAction(orgId: string, id: string, result: ActionResult, now: number): Promise<StoredAction | undefined> {
-      const row = await driver.get<{ expires_at: unknown }>(`SELECT expires_at FROM actions WHERE id = $1 AND org_id = $2 AND state = 'running'`, [id, orgId])
+    async finishAction(
+      orgId: string,
+      id: string,
+      result: ActionResult,
+      now: number,
+    ): Promise<StoredAction | undefined> {
+      const row = await driver.get<{ expires_at: unknown }>(
+        `SELECT expires_at FROM actions WHERE id = $1 AND org_id = $2 AND state = 'running'`,
+        [id, orgId],
+      )
       if (!row) return undefined
       const lateBy = now - num(row.expires_at)
       const recorded: ActionResult = lateBy > 0 && result.outcome !== 'expired' ? lateResult(result, lateBy) : result
@@ -79,10 +112,19 @@ export function actionWrites(driver: SqlDriver): ActionWrites {
       return out
     },
 
-    heardListener(databaseId: string, agentKeyId: string, allowed: readonly ActionKind[], now: number, silentBefore: number): Promise<ListenerAdmission> {
+    heardListener(
+      databaseId: string,
+      agentKeyId: string,
+      allowed: readonly ActionKind[],
+      now: number,
+      silentBefore: number,
+    ): Promise<ListenerAdmission> {
       // Read and write under the database's actions lock: of two keys asking at once, one is the agent's.
       return driver.transaction(async (tx) => {
-        const r = await tx.get<{ allowed: string; heard_at: unknown }>('SELECT allowed, heard_at FROM action_listeners WHERE database_id = $1', [databaseId])
+        const r = await tx.get<{ allowed: string; heard_at: unknown }>(
+          'SELECT allowed, heard_at FROM action_listeners WHERE database_id = $1',
+          [databaseId],
+        )
         const current = r ? readListener(r) : undefined
         if (current?.agent_key_id && current.agent_key_id !== agentKeyId && current.heard_at > silentBefore) {
           return { own: false, agent_key_id: current.agent_key_id, heard_at: current.heard_at }
@@ -92,7 +134,10 @@ export function actionWrites(driver: SqlDriver): ActionWrites {
            ON CONFLICT (database_id) DO UPDATE SET allowed = excluded.allowed, heard_at = excluded.heard_at`,
           [databaseId, [...allowed, `${KEY_TOKEN}${agentKeyId}`].join(' '), now],
         )
-        return { own: true, took_over_from: current?.agent_key_id && current.agent_key_id !== agentKeyId ? current.agent_key_id : null }
+        return {
+          own: true,
+          took_over_from: current?.agent_key_id && current.agent_key_id !== agentKeyId ? current.agent_key_id : null,
+        }
       }, `dbm:actions:${databaseId}`)
     },
 
@@ -109,7 +154,8 @@ export function actionWrites(driver: SqlDriver): ActionWrites {
  */
 export function sweptActions(databaseId: string, before: number): { where: string; params: unknown[] } {
   return {
-    where: "database_id = $1 AND requested_at < $2 AND (state IN ('done', 'refused', 'failed', 'expired') OR expires_at < $3)",
+    where:
+      "database_id = $1 AND requested_at < $2 AND (state IN ('done', 'refused', 'failed', 'expired') OR expires_at < $3)",
     params: [databaseId, before, before - RUNNING_GRACE_MS],
   }
 }

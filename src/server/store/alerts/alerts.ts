@@ -8,7 +8,17 @@
 import type { SqlDriver } from '../driver.ts'
 import { alertEvent, recordEventsNow } from '../events/record.ts'
 import { sql } from '../sql.ts'
-import type { AlertChanges, AlertConsequence, AlertInput, AlertNotification, AlertReads, AlertStatus, AlertWrites, NotificationChannel, NotificationEvent } from './types.ts'
+import type {
+  AlertChanges,
+  AlertConsequence,
+  AlertInput,
+  AlertNotification,
+  AlertReads,
+  AlertStatus,
+  AlertWrites,
+  NotificationChannel,
+  NotificationEvent,
+} from './types.ts'
 import { num, numOrNull, type DbRow } from '../rows.ts'
 
 /**
@@ -23,7 +33,13 @@ export function consequencesOf(text: unknown): AlertConsequence[] {
   try {
     const parsed: unknown = JSON.parse(text)
     if (!Array.isArray(parsed)) return []
-    return parsed.filter((c): c is AlertConsequence => typeof c?.key === 'string' && typeof c?.rule === 'string' && typeof c?.title === 'string' && typeof c?.severity === 'string')
+    return parsed.filter(
+      (c): c is AlertConsequence =>
+        typeof c?.key === 'string' &&
+        typeof c?.rule === 'string' &&
+        typeof c?.title === 'string' &&
+        typeof c?.severity === 'string',
+    )
   } catch {
     return []
   }
@@ -41,7 +57,13 @@ function toNotification(r: DbRow): AlertNotification {
   }
 }
 
-async function addNotifications(tx: SqlDriver, alertId: string, event: NotificationEvent, channels: NotificationChannel[], now: number) {
+async function addNotifications(
+  tx: SqlDriver,
+  alertId: string,
+  event: NotificationEvent,
+  channels: NotificationChannel[],
+  now: number,
+) {
   for (const channel of channels) {
     await tx.run(
       `INSERT INTO alert_notifications (id, alert_id, event, channel, created_at, next_attempt_at, attempts) VALUES ($1, $2, $3, $4, $5, $5, 0)`,
@@ -56,7 +78,13 @@ async function addNotifications(tx: SqlDriver, alertId: string, event: Notificat
  * repeats still waiting are given up.
  */
 async function resolutionChannels(tx: SqlDriver, alertId: string, now: number): Promise<NotificationChannel[]> {
-  const opened = await tx.all<{ id: string; channel: NotificationChannel; sent_at: unknown; gave_up_at: unknown; silenced_by: unknown }>(
+  const opened = await tx.all<{
+    id: string
+    channel: NotificationChannel
+    sent_at: unknown
+    gave_up_at: unknown
+    silenced_by: unknown
+  }>(
     `SELECT id, channel, sent_at, gave_up_at, silenced_by FROM alert_notifications WHERE alert_id = $1 AND event = 'opened' ORDER BY created_at, id`,
     [alertId],
   )
@@ -67,9 +95,16 @@ async function resolutionChannels(tx: SqlDriver, alertId: string, now: number): 
       channels.push(n.channel)
       continue
     }
-    if (n.gave_up_at === null) await tx.run(`UPDATE alert_notifications SET gave_up_at = $1, last_error = 'resolved while silenced' WHERE id = $2`, [now, n.id])
+    if (n.gave_up_at === null)
+      await tx.run(
+        `UPDATE alert_notifications SET gave_up_at = $1, last_error = 'resolved while silenced' WHERE id = $2`,
+        [now, n.id],
+      )
   }
-  await tx.run(`UPDATE alert_notifications SET gave_up_at = $1, last_error = 'resolved' WHERE alert_id = $2 AND event = 'repeated' AND sent_at IS NULL AND gave_up_at IS NULL`, [now, alertId])
+  await tx.run(
+    `UPDATE alert_notifications SET gave_up_at = $1, last_error = 'resolved' WHERE alert_id = $2 AND event = 'repeated' AND sent_at IS NULL AND gave_up_at IS NULL`,
+    [now, alertId],
+  )
   return channels
 }
 
@@ -77,12 +112,19 @@ async function resolutionChannels(tx: SqlDriver, alertId: string, now: number): 
 const ORDER_SQL = `ORDER BY CASE WHEN resolved_at IS NULL THEN 0 ELSE 1 END,
   CASE WHEN resolved_at IS NOT NULL THEN 0 WHEN severity = 'critical' THEN 0 WHEN severity = 'warning' THEN 1 ELSE 2 END,
   resolved_at DESC, opened_at, id`
-const STATUS_SQL: Record<AlertStatus, string> = { open: 'AND resolved_at IS NULL', resolved: 'AND resolved_at IS NOT NULL', all: '' }
+const STATUS_SQL: Record<AlertStatus, string> = {
+  open: 'AND resolved_at IS NULL',
+  resolved: 'AND resolved_at IS NOT NULL',
+  all: '',
+}
 
 export function alertReads(driver: SqlDriver): AlertReads {
   return {
     async listAlerts(databaseId, status, limit) {
-      const rows = await driver.all(`SELECT * FROM alerts WHERE database_id = $1 ${STATUS_SQL[status]} ${ORDER_SQL} LIMIT $2`, [databaseId, limit])
+      const rows = await driver.all(
+        `SELECT * FROM alerts WHERE database_id = $1 ${STATUS_SQL[status]} ${ORDER_SQL} LIMIT $2`,
+        [databaseId, limit],
+      )
       if (rows.length === 0) return []
       const q = sql`SELECT * FROM alert_notifications WHERE alert_id IN ${rows.map((r) => String(r.id))} ORDER BY created_at, id`
       const byAlert = new Map<string, AlertNotification[]>()
@@ -115,7 +157,16 @@ export function alertWrites(driver: SqlDriver): AlertWrites {
       const current = new Map<string, AlertInput>()
       for (const c of causes) if (!current.has(c.key)) current.set(c.key, c)
       return driver.transaction(async (tx) => {
-        const open = await tx.all<{ id: string; key: string; rule: string; severity: string; title: string; detail: string; last_seen_at: unknown; consequences: unknown }>(
+        const open = await tx.all<{
+          id: string
+          key: string
+          rule: string
+          severity: string
+          title: string
+          detail: string
+          last_seen_at: unknown
+          consequences: unknown
+        }>(
           'SELECT id, key, rule, severity, title, detail, last_seen_at, consequences FROM alerts WHERE database_id = $1 AND resolved_at IS NULL',
           [databaseId],
         )
@@ -125,15 +176,10 @@ export function alertWrites(driver: SqlDriver): AlertWrites {
           const consequences = JSON.stringify(c.consequences ?? [])
           const row = openByKey.get(c.key)
           if (row) {
-            await tx.run('UPDATE alerts SET rule = $1, severity = $2, title = $3, detail = $4, last_seen_at = $5, consequences = $6 WHERE id = $7', [
-              c.rule,
-              c.severity,
-              c.title,
-              c.detail,
-              now,
-              consequences,
-              row.id,
-            ])
+            await tx.run(
+              'UPDATE alerts SET rule = $1, severity = $2, title = $3, detail = $4, last_seen_at = $5, consequences = $6 WHERE id = $7',
+              [c.rule, c.severity, c.title, c.detail, now, consequences, row.id],
+            )
             continue
           }
           const id = Bun.randomUUIDv7()
@@ -154,7 +200,9 @@ export function alertWrites(driver: SqlDriver): AlertWrites {
           await tx.run('UPDATE alerts SET resolved_at = $1 WHERE id = $2', [now, row.id])
           await addNotifications(tx, row.id, 'resolved', await resolutionChannels(tx, row.id, now), now)
           // The text of its last evaluation while open (the one before this).
-          await recordEventsNow(tx, databaseId, [alertEvent(databaseId, 'alert_resolved', row, now, num(row.last_seen_at))])
+          await recordEventsNow(tx, databaseId, [
+            alertEvent(databaseId, 'alert_resolved', row, now, num(row.last_seen_at)),
+          ])
           changes.resolved.push(row.key)
         }
         return changes

@@ -38,7 +38,10 @@ export interface AlertDestination {
   failed: number
 }
 
-export type NewAlertDestination = Pick<AlertDestination, 'id' | 'org_id' | 'kind' | 'name' | 'enabled' | 'settings' | 'secret' | 'created_at'>
+export type NewAlertDestination = Pick<
+  AlertDestination,
+  'id' | 'org_id' | 'kind' | 'name' | 'enabled' | 'settings' | 'secret' | 'created_at'
+>
 
 export interface AlertDestinationChange {
   name?: string
@@ -72,7 +75,17 @@ export interface AlertDestinationReads {
 
 /** An open alert as a destination is sent it again. */
 export interface OpenAlert {
-  alert: { id: string; key: string; rule: string; severity: 'critical' | 'warning' | 'info'; title: string; detail: string; opened_at: number; resolved_at: null; consequences: AlertConsequence[] }
+  alert: {
+    id: string
+    key: string
+    rule: string
+    severity: 'critical' | 'warning' | 'info'
+    title: string
+    detail: string
+    opened_at: number
+    resolved_at: null
+    consequences: AlertConsequence[]
+  }
   database: { id: string; name: string; engine: string; host: string; port: number }
 }
 
@@ -80,7 +93,12 @@ export interface AlertDestinationWrites {
   /** Adds a destination; DestinationNameTaken when its name is taken in the organization. */
   createDestination(d: NewAlertDestination): Promise<AlertDestination>
   /** Changes a destination of the organization; undefined when there is none; DestinationNameTaken as above. */
-  updateDestination(orgId: string, id: string, change: AlertDestinationChange, now: number): Promise<AlertDestination | undefined>
+  updateDestination(
+    orgId: string,
+    id: string,
+    change: AlertDestinationChange,
+    now: number,
+  ): Promise<AlertDestination | undefined>
   /** Removes a destination of the organization; false when there is none. Its undelivered notifications are given up, and routes name it no more. */
   deleteDestination(orgId: string, id: string, now: number): Promise<boolean>
   /** Records one delivery attempt's outcome: null is a success. */
@@ -102,7 +120,9 @@ function settingsOf(text: unknown): AlertDestinationSettings {
   if (typeof text !== 'string') return {}
   try {
     const parsed = JSON.parse(text)
-    return parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as AlertDestinationSettings) : {}
+    return parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)
+      ? (parsed as AlertDestinationSettings)
+      : {}
   } catch {
     return {}
   }
@@ -140,7 +160,9 @@ export class SqlAlertDestinations implements AlertDestinationStore {
   constructor(private readonly driver: SqlDriver) {}
 
   async listDestinations(orgId: string): Promise<AlertDestination[]> {
-    return (await this.driver.all('SELECT * FROM alert_destinations WHERE org_id = $1 ORDER BY created_at, id', [orgId])).map(toDestination)
+    return (
+      await this.driver.all('SELECT * FROM alert_destinations WHERE org_id = $1 ORDER BY created_at, id', [orgId])
+    ).map(toDestination)
   }
 
   async getDestination(orgId: string, id: string): Promise<AlertDestination | undefined> {
@@ -153,12 +175,17 @@ export class SqlAlertDestinations implements AlertDestinationStore {
   }
 
   async countDestinations(orgId: string): Promise<number> {
-    const r = await this.driver.get<{ n: unknown }>('SELECT COUNT(*) AS n FROM alert_destinations WHERE org_id = $1', [orgId])
+    const r = await this.driver.get<{ n: unknown }>('SELECT COUNT(*) AS n FROM alert_destinations WHERE org_id = $1', [
+      orgId,
+    ])
     return num(r?.n ?? 0)
   }
 
   async organizationsWith(kind: AlertDestinationKind): Promise<string[]> {
-    const rows = await this.driver.all<{ org_id: string }>('SELECT DISTINCT org_id FROM alert_destinations WHERE kind = $1 AND enabled = $2', [kind, true])
+    const rows = await this.driver.all<{ org_id: string }>(
+      'SELECT DISTINCT org_id FROM alert_destinations WHERE kind = $1 AND enabled = $2',
+      [kind, true],
+    )
     return rows.map((r) => r.org_id)
   }
 
@@ -171,7 +198,17 @@ export class SqlAlertDestinations implements AlertDestinationStore {
       [orgId, limit],
     )
     return rows.map((r: DbRow) => ({
-      alert: { id: r.id, key: r.key, rule: r.rule, severity: r.severity, title: r.title, detail: r.detail, opened_at: num(r.opened_at), resolved_at: null, consequences: consequencesOf(r.consequences) },
+      alert: {
+        id: r.id,
+        key: r.key,
+        rule: r.rule,
+        severity: r.severity,
+        title: r.title,
+        detail: r.detail,
+        opened_at: num(r.opened_at),
+        resolved_at: null,
+        consequences: consequencesOf(r.consequences),
+      },
       database: { id: r.database_id, name: r.database_name, engine: r.engine, host: r.host, port: num(r.port) },
     }))
   }
@@ -199,7 +236,12 @@ export class SqlAlertDestinations implements AlertDestinationStore {
     return (await this.getDestination(d.org_id, d.id))!
   }
 
-  async updateDestination(orgId: string, id: string, change: AlertDestinationChange, now: number): Promise<AlertDestination | undefined> {
+  async updateDestination(
+    orgId: string,
+    id: string,
+    change: AlertDestinationChange,
+    now: number,
+  ): Promise<AlertDestination | undefined> {
     const current = await this.getDestination(orgId, id)
     if (!current) return undefined
     const next = {
@@ -209,15 +251,10 @@ export class SqlAlertDestinations implements AlertDestinationStore {
       secret: change.secret !== undefined ? change.secret : current.secret,
     }
     await nameGuard(next.name, () =>
-      this.driver.run('UPDATE alert_destinations SET name = $1, enabled = $2, settings = $3, secret = $4, updated_at = $5 WHERE org_id = $6 AND id = $7', [
-        next.name,
-        next.enabled,
-        JSON.stringify(next.settings),
-        next.secret,
-        now,
-        orgId,
-        id,
-      ]),
+      this.driver.run(
+        'UPDATE alert_destinations SET name = $1, enabled = $2, settings = $3, secret = $4, updated_at = $5 WHERE org_id = $6 AND id = $7',
+        [next.name, next.enabled, JSON.stringify(next.settings), next.secret, now, orgId, id],
+      ),
     )
     return this.getDestination(orgId, id)
   }
@@ -226,10 +263,10 @@ export class SqlAlertDestinations implements AlertDestinationStore {
     return this.driver.transaction(async (tx) => {
       const removed = (await tx.run('DELETE FROM alert_destinations WHERE org_id = $1 AND id = $2', [orgId, id])) > 0
       if (removed) {
-        await tx.run(`UPDATE alert_notifications SET gave_up_at = $1, last_error = COALESCE(last_error, 'destination deleted') WHERE channel = $2 AND sent_at IS NULL AND gave_up_at IS NULL`, [
-          now,
-          destinationChannel(id),
-        ])
+        await tx.run(
+          `UPDATE alert_notifications SET gave_up_at = $1, last_error = COALESCE(last_error, 'destination deleted') WHERE channel = $2 AND sent_at IS NULL AND gave_up_at IS NULL`,
+          [now, destinationChannel(id)],
+        )
         await dropDestinationFromRoutes(tx, orgId, id, now)
       }
       return removed
@@ -237,7 +274,15 @@ export class SqlAlertDestinations implements AlertDestinationStore {
   }
 
   async recordDelivery(id: string, now: number, error: string | null): Promise<void> {
-    if (error === null) await this.driver.run('UPDATE alert_destinations SET last_success_at = $1, sent = sent + 1 WHERE id = $2', [now, id])
-    else await this.driver.run('UPDATE alert_destinations SET last_failure_at = $1, last_error = $2, failed = failed + 1 WHERE id = $3', [now, error, id])
+    if (error === null)
+      await this.driver.run('UPDATE alert_destinations SET last_success_at = $1, sent = sent + 1 WHERE id = $2', [
+        now,
+        id,
+      ])
+    else
+      await this.driver.run(
+        'UPDATE alert_destinations SET last_failure_at = $1, last_error = $2, failed = failed + 1 WHERE id = $3',
+        [now, error, id],
+      )
   }
 }

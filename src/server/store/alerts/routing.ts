@@ -16,9 +16,13 @@ export type { AlertRoute, RouteMatch, Silence }
 /** Which silences a list shows: not yet ended (in effect or to come), ended, or all; newest first. */
 export type SilenceState = 'active' | 'expired' | 'all'
 
-export type NewSilence = SilenceMatchers & Pick<Silence, 'id' | 'org_id' | 'comment' | 'created_by' | 'created_at' | 'starts_at' | 'ends_at'>
+export type NewSilence = SilenceMatchers &
+  Pick<Silence, 'id' | 'org_id' | 'comment' | 'created_by' | 'created_at' | 'starts_at' | 'ends_at'>
 
-export type NewAlertRoute = Pick<AlertRoute, 'id' | 'org_id' | 'name' | 'match' | 'destinations' | 'continue' | 'repeat_interval_s' | 'created_at'>
+export type NewAlertRoute = Pick<
+  AlertRoute,
+  'id' | 'org_id' | 'name' | 'match' | 'destinations' | 'continue' | 'repeat_interval_s' | 'created_at'
+>
 
 export interface AlertRouteChange {
   name?: string
@@ -77,7 +81,9 @@ function json<T>(text: unknown, fallback: T): T {
 }
 
 function toSilence(r: DbRow): Silence {
-  const created_by: SilenceAuthor = r.created_by_user ? { kind: 'user', id: r.created_by_user } : { kind: 'api_key', id: r.created_by_key ?? '' }
+  const created_by: SilenceAuthor = r.created_by_user
+    ? { kind: 'user', id: r.created_by_user }
+    : { kind: 'api_key', id: r.created_by_key ?? '' }
   return {
     id: r.id,
     org_id: r.org_id,
@@ -111,13 +117,26 @@ function toRoute(r: DbRow): AlertRoute {
   }
 }
 
-const STATE_SQL: Record<SilenceState, string> = { active: 'AND ends_at > $2', expired: 'AND ends_at <= $2', all: 'AND $2 = $2' }
+const STATE_SQL: Record<SilenceState, string> = {
+  active: 'AND ends_at > $2',
+  expired: 'AND ends_at <= $2',
+  all: 'AND $2 = $2',
+}
 
 /** Takes a deleted destination out of the organization's routes (in the deleting transaction). */
-export async function dropDestinationFromRoutes(tx: SqlDriver, orgId: string, destinationId: string, now: number): Promise<void> {
+export async function dropDestinationFromRoutes(
+  tx: SqlDriver,
+  orgId: string,
+  destinationId: string,
+  now: number,
+): Promise<void> {
   for (const r of (await tx.all('SELECT * FROM alert_routes WHERE org_id = $1', [orgId])).map(toRoute)) {
     if (!r.destinations.includes(destinationId)) continue
-    await tx.run('UPDATE alert_routes SET destinations = $1, updated_at = $2 WHERE id = $3', [JSON.stringify(r.destinations.filter((d) => d !== destinationId)), now, r.id])
+    await tx.run('UPDATE alert_routes SET destinations = $1, updated_at = $2 WHERE id = $3', [
+      JSON.stringify(r.destinations.filter((d) => d !== destinationId)),
+      now,
+      r.id,
+    ])
   }
 }
 
@@ -125,7 +144,10 @@ export class SqlAlertRouting implements AlertRoutingStore {
   constructor(private readonly driver: SqlDriver) {}
 
   async listSilences(orgId: string, state: SilenceState, now: number, limit: number): Promise<Silence[]> {
-    const rows = await this.driver.all(`SELECT * FROM alert_silences WHERE org_id = $1 ${STATE_SQL[state]} ORDER BY created_at DESC, id DESC LIMIT $3`, [orgId, now, limit])
+    const rows = await this.driver.all(
+      `SELECT * FROM alert_silences WHERE org_id = $1 ${STATE_SQL[state]} ORDER BY created_at DESC, id DESC LIMIT $3`,
+      [orgId, now, limit],
+    )
     return rows.map(toSilence)
   }
 
@@ -135,16 +157,26 @@ export class SqlAlertRouting implements AlertRoutingStore {
   }
 
   async silencesInEffect(orgId: string, now: number): Promise<Silence[]> {
-    return (await this.driver.all('SELECT * FROM alert_silences WHERE org_id = $1 AND ends_at > $2 AND starts_at <= $2', [orgId, now])).map(toSilence)
+    return (
+      await this.driver.all('SELECT * FROM alert_silences WHERE org_id = $1 AND ends_at > $2 AND starts_at <= $2', [
+        orgId,
+        now,
+      ])
+    ).map(toSilence)
   }
 
   async countActiveSilences(orgId: string, now: number): Promise<number> {
-    const r = await this.driver.get<{ n: unknown }>('SELECT COUNT(*) AS n FROM alert_silences WHERE org_id = $1 AND ends_at > $2', [orgId, now])
+    const r = await this.driver.get<{ n: unknown }>(
+      'SELECT COUNT(*) AS n FROM alert_silences WHERE org_id = $1 AND ends_at > $2',
+      [orgId, now],
+    )
     return num(r?.n ?? 0)
   }
 
   async listRoutes(orgId: string): Promise<AlertRoute[]> {
-    return (await this.driver.all('SELECT * FROM alert_routes WHERE org_id = $1 ORDER BY position, created_at, id', [orgId])).map(toRoute)
+    return (
+      await this.driver.all('SELECT * FROM alert_routes WHERE org_id = $1 ORDER BY position, created_at, id', [orgId])
+    ).map(toRoute)
   }
 
   async getRoute(orgId: string, id: string): Promise<AlertRoute | undefined> {
@@ -176,18 +208,33 @@ export class SqlAlertRouting implements AlertRoutingStore {
   }
 
   async expireSilence(orgId: string, id: string, now: number): Promise<Silence | undefined> {
-    await this.driver.run('UPDATE alert_silences SET ends_at = $1, expired_early_at = $1 WHERE org_id = $2 AND id = $3 AND ends_at > $1', [now, orgId, id])
+    await this.driver.run(
+      'UPDATE alert_silences SET ends_at = $1, expired_early_at = $1 WHERE org_id = $2 AND id = $3 AND ends_at > $1',
+      [now, orgId, id],
+    )
     return this.getSilence(orgId, id)
   }
 
   createRoute(r: NewAlertRoute): Promise<AlertRoute> {
     return this.driver.transaction(async (tx) => {
-      const last = await tx.get<{ p: unknown }>('SELECT MAX(position) AS p FROM alert_routes WHERE org_id = $1', [r.org_id])
+      const last = await tx.get<{ p: unknown }>('SELECT MAX(position) AS p FROM alert_routes WHERE org_id = $1', [
+        r.org_id,
+      ])
       const position = last?.p === null || last?.p === undefined ? 0 : num(last.p) + 1
       await tx.run(
         `INSERT INTO alert_routes (id, org_id, position, name, match, destinations, continue_matching, repeat_interval_s, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)`,
-        [r.id, r.org_id, position, r.name, JSON.stringify(r.match), JSON.stringify(r.destinations), r.continue, r.repeat_interval_s, r.created_at],
+        [
+          r.id,
+          r.org_id,
+          position,
+          r.name,
+          JSON.stringify(r.match),
+          JSON.stringify(r.destinations),
+          r.continue,
+          r.repeat_interval_s,
+          r.created_at,
+        ],
       )
       return toRoute((await tx.get<DbRow>('SELECT * FROM alert_routes WHERE id = $1', [r.id]))!)
     }, `dbm:alert-routes:${r.org_id}`)
@@ -195,23 +242,29 @@ export class SqlAlertRouting implements AlertRoutingStore {
 
   updateRoute(orgId: string, id: string, change: AlertRouteChange, now: number): Promise<AlertRoute | undefined> {
     return this.driver.transaction(async (tx) => {
-      const routes = (await tx.all('SELECT * FROM alert_routes WHERE org_id = $1 ORDER BY position, created_at, id', [orgId])).map(toRoute)
+      const routes = (
+        await tx.all('SELECT * FROM alert_routes WHERE org_id = $1 ORDER BY position, created_at, id', [orgId])
+      ).map(toRoute)
       const at = routes.findIndex((r) => r.id === id)
       if (at < 0) return undefined
       const current = routes[at]!
-      await tx.run('UPDATE alert_routes SET name = $1, match = $2, destinations = $3, continue_matching = $4, repeat_interval_s = $5, updated_at = $6 WHERE id = $7', [
-        change.name ?? current.name,
-        JSON.stringify(change.match ?? current.match),
-        JSON.stringify(change.destinations ?? current.destinations),
-        change.continue ?? current.continue,
-        change.repeat_interval_s !== undefined ? change.repeat_interval_s : current.repeat_interval_s,
-        now,
-        id,
-      ])
+      await tx.run(
+        'UPDATE alert_routes SET name = $1, match = $2, destinations = $3, continue_matching = $4, repeat_interval_s = $5, updated_at = $6 WHERE id = $7',
+        [
+          change.name ?? current.name,
+          JSON.stringify(change.match ?? current.match),
+          JSON.stringify(change.destinations ?? current.destinations),
+          change.continue ?? current.continue,
+          change.repeat_interval_s !== undefined ? change.repeat_interval_s : current.repeat_interval_s,
+          now,
+          id,
+        ],
+      )
       if (change.position !== undefined) {
         const order = routes.filter((r) => r.id !== id)
         order.splice(Math.min(change.position, order.length), 0, current)
-        for (const [i, r] of order.entries()) if (r.position !== i) await tx.run('UPDATE alert_routes SET position = $1 WHERE id = $2', [i, r.id])
+        for (const [i, r] of order.entries())
+          if (r.position !== i) await tx.run('UPDATE alert_routes SET position = $1 WHERE id = $2', [i, r.id])
       }
       return toRoute((await tx.get<DbRow>('SELECT * FROM alert_routes WHERE id = $1', [id]))!)
     }, `dbm:alert-routes:${orgId}`)
@@ -246,12 +299,10 @@ export class SqlAlertRouting implements AlertRoutingStore {
           [now, alertId, channel],
         )
       } else {
-        await tx.run(`INSERT INTO alert_notifications (id, alert_id, event, channel, created_at, next_attempt_at, attempts) VALUES ($1, $2, 'repeated', $3, $4, $4, 0)`, [
-          Bun.randomUUIDv7(),
-          alertId,
-          channel,
-          now,
-        ])
+        await tx.run(
+          `INSERT INTO alert_notifications (id, alert_id, event, channel, created_at, next_attempt_at, attempts) VALUES ($1, $2, 'repeated', $3, $4, $4, 0)`,
+          [Bun.randomUUIDv7(), alertId, channel, now],
+        )
       }
       return true
     }, `dbm:alert-repeat:${alertId}`)

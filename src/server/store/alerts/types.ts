@@ -78,7 +78,13 @@ export interface AlertWrites {
    * where the opening was queued, but not where a silence held the opening back and it was never
    * sent (given up then, as are repeats still waiting).
    */
-  syncAlerts(databaseId: string, causes: AlertInput[], failedRules: string[], channels: NotificationChannel[] | ((cause: AlertInput) => NotificationChannel[]), now: number): Promise<AlertChanges>
+  syncAlerts(
+    databaseId: string,
+    causes: AlertInput[],
+    failedRules: string[],
+    channels: NotificationChannel[] | ((cause: AlertInput) => NotificationChannel[]),
+    now: number,
+  ): Promise<AlertChanges>
 }
 
 /** A route's matchers; each one given must match (a list: any of its values; tag: every pair). */

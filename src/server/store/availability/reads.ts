@@ -25,14 +25,20 @@ const toOutage = (r: Record<string, unknown>): Outage => ({
   message: r.message === null || r.message === undefined ? null : String(r.message),
 })
 
-const toSilence = (r: Record<string, unknown>): AgentSilence => ({ started_at: num(r.started_at), ended_at: num(r.ended_at) })
+const toSilence = (r: Record<string, unknown>): AgentSilence => ({
+  started_at: num(r.started_at),
+  ended_at: num(r.ended_at),
+})
 
 function toSpans(outages: Record<string, unknown>[], silences: Record<string, unknown>[]): AvailabilitySpans {
   return { outages: outages.map(toOutage), silences: silences.map(toSilence) }
 }
 
 /** Rows of many databases (each list oldest first) as spans by database id, in one pass over each list. */
-export function groupSpans(outages: Record<string, unknown>[], silences: Record<string, unknown>[]): Map<string, AvailabilitySpans> {
+export function groupSpans(
+  outages: Record<string, unknown>[],
+  silences: Record<string, unknown>[],
+): Map<string, AvailabilitySpans> {
   const byId = new Map<string, AvailabilitySpans>()
   const of = (r: Record<string, unknown>) => {
     const id = String(r.database_id)
@@ -61,8 +67,14 @@ export function availabilityReads(driver: SqlDriver): AvailabilityReads {
     },
     async spans(databaseId, since) {
       const [outages, silences] = await Promise.all([
-        driver.all('SELECT started_at, ended_at, cause, message FROM outages WHERE database_id = $1 AND (ended_at IS NULL OR ended_at > $2) ORDER BY started_at', [databaseId, since]),
-        driver.all('SELECT started_at, ended_at FROM agent_silences WHERE database_id = $1 AND ended_at > $2 ORDER BY started_at', [databaseId, since]),
+        driver.all(
+          'SELECT started_at, ended_at, cause, message FROM outages WHERE database_id = $1 AND (ended_at IS NULL OR ended_at > $2) ORDER BY started_at',
+          [databaseId, since],
+        ),
+        driver.all(
+          'SELECT started_at, ended_at FROM agent_silences WHERE database_id = $1 AND ended_at > $2 ORDER BY started_at',
+          [databaseId, since],
+        ),
       ])
       return toSpans(outages, silences)
     },

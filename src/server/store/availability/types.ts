@@ -31,7 +31,10 @@ export interface AvailabilityState {
 }
 
 /** When the agent was last heard from about the database: its latest batch or availability report; null: never. */
-export function lastHeardAt(db: { last_seen_at: number | null }, state: Pick<AvailabilityState, 'heard_at'> | undefined): number | null {
+export function lastHeardAt(
+  db: { last_seen_at: number | null },
+  state: Pick<AvailabilityState, 'heard_at'> | undefined,
+): number | null {
   return state ? Math.max(db.last_seen_at ?? 0, state.heard_at) : db.last_seen_at
 }
 
@@ -69,10 +72,21 @@ export interface AvailabilityWrites {
    * Registers the read the batch's availability depends on and returns what adds its writes once sent
    * (told the database's row as it was before the batch, and the server's clock).
    */
-  plan(reads: Reads, databaseId: string, batch: IngestBatch): (writes: Writes, database: RegisteredDatabase, now: number) => void
+  plan(
+    reads: Reads,
+    databaseId: string,
+    batch: IngestBatch,
+  ): (writes: Writes, database: RegisteredDatabase, now: number) => void
 }
 
-const HEADER_KEYS = new Set(['batch_id', 'collected_at', 'interval_seconds', 'agent_version', 'database', 'availability'])
+const HEADER_KEYS = new Set([
+  'batch_id',
+  'collected_at',
+  'interval_seconds',
+  'agent_version',
+  'database',
+  'availability',
+])
 
 /** True for the agent's report while a database is down: the header and availability, nothing else. */
 export function isReportOnly(batch: IngestBatch): boolean {

@@ -6,7 +6,8 @@ import type { Intervals } from '../internals/types.ts'
 import { metricSeries, readLatest } from '../internals/reads.ts'
 import type { ClickHouseLatestKind, ClickHouseReads, ClickHouseSource } from './types.ts'
 
-const latest = <T>(driver: SqlDriver, databaseId: string, kind: ClickHouseLatestKind) => readLatest<T>(driver, 'clickhouse_latest', databaseId, kind)
+const latest = <T>(driver: SqlDriver, databaseId: string, kind: ClickHouseLatestKind) =>
+  readLatest<T>(driver, 'clickhouse_latest', databaseId, kind)
 
 /** Reads for the ClickHouse routes. */
 export function clickhouseReads(driver: SqlDriver): ClickHouseReads {
@@ -14,7 +15,9 @@ export function clickhouseReads(driver: SqlDriver): ClickHouseReads {
     latestParts: (databaseId: string) => latest<PartStat[]>(driver, databaseId, 'parts'),
     latestMerges: (databaseId: string) => latest<MergeEntry[]>(driver, databaseId, 'merges'),
     latestMutations: (databaseId: string) => latest<MutationEntry[]>(driver, databaseId, 'mutations'),
-    latestServerMetrics: (databaseId: string) => latest<Record<string, number | null>>(driver, databaseId, 'server_metrics'),
-    metricSeries: (databaseId: string, source: ClickHouseSource, intervals: Intervals) => metricSeries(driver, databaseId, source, intervals),
+    latestServerMetrics: (databaseId: string) =>
+      latest<Record<string, number | null>>(driver, databaseId, 'server_metrics'),
+    metricSeries: (databaseId: string, source: ClickHouseSource, intervals: Intervals) =>
+      metricSeries(driver, databaseId, source, intervals),
   }
 }

@@ -49,12 +49,23 @@ export function partsTotals(parts: PartStat[]): Record<(typeof PARTS_GAUGE_KEYS)
 /** The query counters' deltas of the batch. */
 function batchCounters(batch: IngestBatch): MetricValue[] {
   const metrics = batch.server_metrics ?? {}
-  return SERVER_COUNTER_KEYS.filter((k) => isNumber(metrics[k])).map((metric) => ({ source: 'server', subject: '', metric, value: metrics[metric]! }))
+  return SERVER_COUNTER_KEYS.filter((k) => isNumber(metrics[k])).map((metric) => ({
+    source: 'server',
+    subject: '',
+    metric,
+    value: metrics[metric]!,
+  }))
 }
 
 /** Applies the batch's parts, merges, mutations and server_metrics sections. */
 export function applyClickHouse(writes: Writes, databaseId: string, batch: IngestBatch): void {
-  if (batch.parts === undefined && batch.merges === undefined && batch.mutations === undefined && batch.server_metrics === undefined) return
+  if (
+    batch.parts === undefined &&
+    batch.merges === undefined &&
+    batch.mutations === undefined &&
+    batch.server_metrics === undefined
+  )
+    return
   writeMetrics(writes, databaseId, batch.collected_at, batchCounters(batch), batchGauges(batch))
   writeLatest(writes, 'clickhouse_latest', databaseId, batch, CLICKHOUSE_LATEST_KINDS)
 }

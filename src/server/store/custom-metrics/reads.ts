@@ -3,7 +3,13 @@
 import type { SqlDriver } from '../driver.ts'
 import type { Intervals, MetricPoint } from '../internals/types.ts'
 import { metricSeries } from '../internals/reads.ts'
-import { CUSTOM_SOURCE, type CustomMetric, type CustomMetricAlert, type CustomMetricReads, type CustomSeries } from './types.ts'
+import {
+  CUSTOM_SOURCE,
+  type CustomMetric,
+  type CustomMetricAlert,
+  type CustomMetricReads,
+  type CustomSeries,
+} from './types.ts'
 import { numOrNull } from '../rows.ts'
 
 function parseJson<T>(text: unknown, fallback: T): T {
@@ -51,22 +57,32 @@ export class SqlCustomMetricReads implements CustomMetricReads {
   constructor(private readonly driver: SqlDriver) {}
 
   async listCustomMetrics(databaseId: string): Promise<CustomMetric[]> {
-    const rows = await this.driver.all('SELECT * FROM custom_metrics WHERE database_id = $1 ORDER BY name', [databaseId])
+    const rows = await this.driver.all('SELECT * FROM custom_metrics WHERE database_id = $1 ORDER BY name', [
+      databaseId,
+    ])
     return rows.map(toMetric)
   }
 
   async customSeries(databaseId: string, name?: string): Promise<CustomSeries[]> {
     const rows =
       name === undefined
-        ? await this.driver.all(`SELECT ${SERIES_COLUMNS} FROM custom_metric_series WHERE database_id = $1`, [databaseId])
-        : await this.driver.all(`SELECT ${SERIES_COLUMNS} FROM custom_metric_series WHERE database_id = $1 AND name = $2`, [databaseId, name])
+        ? await this.driver.all(`SELECT ${SERIES_COLUMNS} FROM custom_metric_series WHERE database_id = $1`, [
+            databaseId,
+          ])
+        : await this.driver.all(
+            `SELECT ${SERIES_COLUMNS} FROM custom_metric_series WHERE database_id = $1 AND name = $2`,
+            [databaseId, name],
+          )
     return rows.map(toSeries).sort(bySeries)
   }
 
   async latestCustomSeries(databaseIds: readonly string[]): Promise<CustomSeries[]> {
     const out: CustomSeries[] = []
     for (const id of databaseIds) {
-      const rows = await this.driver.all(`SELECT ${SERIES_COLUMNS} FROM custom_metric_series WHERE database_id = $1 AND (value IS NOT NULL OR raw_value IS NOT NULL)`, [id])
+      const rows = await this.driver.all(
+        `SELECT ${SERIES_COLUMNS} FROM custom_metric_series WHERE database_id = $1 AND (value IS NOT NULL OR raw_value IS NOT NULL)`,
+        [id],
+      )
       out.push(...rows.map(toSeries))
     }
     return out.sort(bySeries)

@@ -62,7 +62,5 @@ export interface CustomMetricWrites {
   plan(reads: Reads, databaseId: string, batch: IngestBatch): (writes: Writes) => void
 }
 
-
 /** The source of the custom samples in metric_gauges. */
 export const CUSTOM_SOURCE = 'custom' as const
-

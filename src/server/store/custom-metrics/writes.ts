@@ -13,11 +13,17 @@ export function seriesKey(name: string, column: string, labels: Record<string, s
   const sorted = Object.keys(labels)
     .sort()
     .map((k) => [k, labels[k]])
-  return createHash('sha256').update(JSON.stringify([name, column, sorted])).digest('hex').slice(0, 32)
+  return createHash('sha256')
+    .update(JSON.stringify([name, column, sorted]))
+    .digest('hex')
+    .slice(0, 32)
 }
 
 /** A counter's rate per second between two readings; a reading below the previous one is a reset. */
-export function counterRate(previous: { value: number; at: number }, current: { value: number; at: number }): number | undefined {
+export function counterRate(
+  previous: { value: number; at: number },
+  current: { value: number; at: number },
+): number | undefined {
   const seconds = (current.at - previous.at) / 1000
   if (!(seconds > 0)) return undefined
   const increase = current.value >= previous.value ? current.value - previous.value : current.value
@@ -39,7 +45,10 @@ export function planCustomMetrics(reads: Reads, databaseId: string, batch: Inges
   const counterKeys = [...samples].filter(([, s]) => kinds.get(s.name) === 'counter').map(([key]) => key)
   const previous =
     counterKeys.length > 0
-      ? reads.add({ sql: 'SELECT series_key, raw_value, raw_at FROM custom_metric_series WHERE database_id = $1 AND raw_at IS NOT NULL', params: [databaseId] })
+      ? reads.add({
+          sql: 'SELECT series_key, raw_value, raw_at FROM custom_metric_series WHERE database_id = $1 AND raw_at IS NOT NULL',
+          params: [databaseId],
+        })
       : () => []
   return (writes) => {
     writes.upsert(
@@ -80,9 +89,14 @@ export function planCustomMetrics(reads: Reads, databaseId: string, batch: Inges
     const failed = new Set(section.errors.map((e) => e.name))
     const cleared = [...new Set([...samples.values()].map((s) => s.name))].filter((n) => !failed.has(n))
     for (const name of cleared) {
-      writes.add('UPDATE custom_metrics SET last_error = NULL WHERE database_id = $1 AND name = $2 AND last_error_at <= $3', [databaseId, name, at])
+      writes.add(
+        'UPDATE custom_metrics SET last_error = NULL WHERE database_id = $1 AND name = $2 AND last_error_at <= $3',
+        [databaseId, name, at],
+      )
     }
-    const before = new Map(previous().map((r) => [String(r.series_key), { value: Number(r.raw_value), at: Number(r.raw_at) }]))
+    const before = new Map(
+      previous().map((r) => [String(r.series_key), { value: Number(r.raw_value), at: Number(r.raw_at) }]),
+    )
     const rows: unknown[][] = []
     const gauges: MetricValue[] = []
     for (const [key, s] of samples) {
@@ -92,19 +106,46 @@ export function planCustomMetrics(reads: Reads, databaseId: string, batch: Inges
         value = prior ? (counterRate(prior, { value: s.value, at }) ?? null) : null
       }
       if (value !== null) gauges.push({ source: CUSTOM_SOURCE, subject: key, metric: s.name, value })
-      rows.push([databaseId, key, s.name, s.column, JSON.stringify(s.labels), s.value, at, value, value === null ? null : at, at])
+      rows.push([
+        databaseId,
+        key,
+        s.name,
+        s.column,
+        JSON.stringify(s.labels),
+        s.value,
+        at,
+        value,
+        value === null ? null : at,
+        at,
+      ])
     }
-    writes.upsert('custom_metric_series', ['database_id', 'series_key', 'name', 'column_name', 'labels', 'raw_value', 'raw_at', 'value', 'value_at', 'seen_at'], rows, {
-      key: ['database_id', 'series_key'],
-      update: {
-        raw_value: 'excluded.raw_value',
-        raw_at: 'excluded.raw_at',
-        value: 'COALESCE(excluded.value, custom_metric_series.value)',
-        value_at: 'COALESCE(excluded.value_at, custom_metric_series.value_at)',
-        seen_at: 'excluded.seen_at',
+    writes.upsert(
+      'custom_metric_series',
+      [
+        'database_id',
+        'series_key',
+        'name',
+        'column_name',
+        'labels',
+        'raw_value',
+        'raw_at',
+        'value',
+        'value_at',
+        'seen_at',
+      ],
+      rows,
+      {
+        key: ['database_id', 'series_key'],
+        update: {
+          raw_value: 'excluded.raw_value',
+          raw_at: 'excluded.raw_at',
+          value: 'COALESCE(excluded.value, custom_metric_series.value)',
+          value_at: 'COALESCE(excluded.value_at, custom_metric_series.value_at)',
+          seen_at: 'excluded.seen_at',
+        },
+        onlyIf: 'excluded.raw_at > custom_metric_series.raw_at',
       },
-      onlyIf: 'excluded.raw_at > custom_metric_series.raw_at',
-    })
+    )
     writeMetrics(writes, databaseId, at, [], gauges)
   }
 }

@@ -5,7 +5,11 @@ import { toDatabase } from './rows.ts'
 import type { DatabaseReads, RegisteredDatabase } from './types.ts'
 
 /** The organization's database of that id, if any. */
-export async function getDatabase(driver: SqlDriver, orgId: string, id: string): Promise<RegisteredDatabase | undefined> {
+export async function getDatabase(
+  driver: SqlDriver,
+  orgId: string,
+  id: string,
+): Promise<RegisteredDatabase | undefined> {
   const r = await driver.get('SELECT * FROM databases WHERE id = $1 AND org_id = $2', [id, orgId])
   return r ? toDatabase(r) : undefined
 }
@@ -25,7 +29,9 @@ export function databaseReads(driver: SqlDriver): DatabaseReads {
       }
       // CAST: SQLite re-prepares a statement on every run when a bare parameter meets an index and an
       // ORDER BY (7x slower here); the cast keeps the plan cached and changes nothing on PostgreSQL.
-      const rows = (await driver.all('SELECT * FROM databases WHERE org_id = CAST($1 AS TEXT) ORDER BY name, id', [orgId])).map(toDatabase)
+      const rows = (
+        await driver.all('SELECT * FROM databases WHERE org_id = CAST($1 AS TEXT) ORDER BY name, id', [orgId])
+      ).map(toDatabase)
       // Kept only when nothing was written between the two readings of the generation.
       if (generation !== undefined && driver.generation?.() === generation) {
         if (databaseLists.size >= 10_000) databaseLists.clear()

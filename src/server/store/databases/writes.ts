@@ -73,7 +73,9 @@ export function databaseWrites(driver: SqlDriver, onDeleted: (databaseId: string
       for (const column of PATCHABLE_COLUMNS) {
         const value = patch[column]
         if (value === undefined) continue
-        sets.push(sql`${ident(column, PATCHABLE_COLUMNS)} = ${column === 'tags' || column === 'disabled_collectors' ? JSON.stringify(value) : value}`)
+        sets.push(
+          sql`${ident(column, PATCHABLE_COLUMNS)} = ${column === 'tags' || column === 'disabled_collectors' ? JSON.stringify(value) : value}`,
+        )
       }
       sets.push(sql`updated_at = ${now}`)
       const q = sql`UPDATE databases SET ${join(sets)} WHERE id = ${id} AND org_id = ${orgId}`
@@ -94,9 +96,18 @@ export function databaseWrites(driver: SqlDriver, onDeleted: (databaseId: string
  * the lock createDatabase takes, so concurrent registrations of different names (agents, POST
  * /databases) count each other against `limit`, and one of the same name is found, not duplicated.
  */
-export function registerFromBatch(tx: SqlDriver, orgId: string, batch: IngestBatch, now: number, limit: number | undefined) {
+export function registerFromBatch(
+  tx: SqlDriver,
+  orgId: string,
+  batch: IngestBatch,
+  now: number,
+  limit: number | undefined,
+) {
   return tx.transaction(async (locked): Promise<Record<string, unknown> | 'limit'> => {
-    const registered = await locked.get('SELECT * FROM databases WHERE org_id = $1 AND name = $2', [orgId, batch.database.name])
+    const registered = await locked.get('SELECT * FROM databases WHERE org_id = $1 AND name = $2', [
+      orgId,
+      batch.database.name,
+    ])
     if (registered) return registered
     if (limit !== undefined) {
       const r = await locked.get<{ n: number }>('SELECT COUNT(*) AS n FROM databases WHERE org_id = $1', [orgId])
@@ -126,4 +137,3 @@ export function registerFromBatch(tx: SqlDriver, orgId: string, batch: IngestBat
     return (await locked.get('SELECT * FROM databases WHERE id = $1', [id]))!
   }, databasesLock(orgId))
 }
-

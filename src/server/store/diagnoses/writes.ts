@@ -13,7 +13,18 @@ export function diagnosisWrites(driver: SqlDriver): DiagnosisWrites {
            score = excluded.score, critical = excluded.critical, warning = excluded.warning, info = excluded.info,
            active_queries = excluded.active_queries, body = excluded.body
          WHERE diagnoses.evaluated_at <= excluded.evaluated_at`,
-        [d.database_id, d.evaluated_at, d.basis, d.status, d.score, d.findings.critical, d.findings.warning, d.findings.info, d.active_queries, d.body],
+        [
+          d.database_id,
+          d.evaluated_at,
+          d.basis,
+          d.status,
+          d.score,
+          d.findings.critical,
+          d.findings.warning,
+          d.findings.info,
+          d.active_queries,
+          d.body,
+        ],
       )
       return changed > 0
     },

@@ -101,7 +101,6 @@ function toBaseline(r: Record<string, unknown> | undefined): Baseline | undefine
   }
 }
 
-
 /**
  * A digest of a set of objects, whatever their order: their count and the sum of each one's 64-bit hash.
  * A batch whose tables (indexes) have the digest last compared names the same ones, with the same
@@ -139,7 +138,11 @@ const shown = (v: string | undefined) => (v === undefined ? '(not set)' : v === 
  * Registers the reads the batch's events depend on and returns what adds the events and the new
  * baseline to the batch's writes once they are sent; that is told the database's row as it was before the batch.
  */
-export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch): (writes: Writes, database: RegisteredDatabase) => void {
+export function applyEvents(
+  reads: Reads,
+  databaseId: string,
+  batch: IngestBatch,
+): (writes: Writes, database: RegisteredDatabase) => void {
   // The settings (~10 KB on PostgreSQL) and the ClickHouse tables are read only for a batch that carries
   // what they are compared with.
   const baselineRows = reads.add({
@@ -149,14 +152,23 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
     params: [databaseId],
   })
   const whole = !isPart(batch.batch_id)
-  const tablesDigest = whole && batch.tables ? objectsDigest(batch.tables.map((t) => JSON.stringify([t.schema_name, t.table_name]))) : undefined
-  const indexesDigest = whole && batch.indexes ? objectsDigest(batch.indexes.map((i) => JSON.stringify([i.schema_name, i.index_name, i.is_valid]))) : undefined
+  const tablesDigest =
+    whole && batch.tables
+      ? objectsDigest(batch.tables.map((t) => JSON.stringify([t.schema_name, t.table_name])))
+      : undefined
+  const indexesDigest =
+    whole && batch.indexes
+      ? objectsDigest(batch.indexes.map((i) => JSON.stringify([i.schema_name, i.index_name, i.is_valid])))
+      : undefined
   // The latest rows, unless the baseline has the batch's digest (the same objects as last compared).
   const unlessSame = (column: 'tables_digest' | 'indexes_digest') =>
     `NOT EXISTS (SELECT 1 FROM event_baselines b WHERE b.database_id = $1 AND b.${column} = $2)`
   const tableRows =
     tablesDigest !== undefined
-      ? reads.add({ sql: `SELECT schema_name, table_name FROM latest_tables WHERE database_id = $1 AND ${unlessSame('tables_digest')}`, params: [databaseId, tablesDigest] })
+      ? reads.add({
+          sql: `SELECT schema_name, table_name FROM latest_tables WHERE database_id = $1 AND ${unlessSame('tables_digest')}`,
+          params: [databaseId, tablesDigest],
+        })
       : undefined
   const indexRows =
     indexesDigest !== undefined
@@ -193,22 +205,30 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
         })
         connected.push(`after a gap of ${spanText(gap)}`)
         // Availability counts the gap as unknown, not as down (availability/, src/server/uptime.ts).
-        writes.add('INSERT INTO agent_silences (database_id, started_at, ended_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [
-          databaseId,
-          before.collected_at,
-          batch.collected_at,
-        ])
+        writes.add(
+          'INSERT INTO agent_silences (database_id, started_at, ended_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING',
+          [databaseId, before.collected_at, batch.collected_at],
+        )
       }
     }
-    if (before && state?.agent_started_at !== undefined && before.agent_started_at !== null && state.agent_started_at !== before.agent_started_at) {
+    if (
+      before &&
+      state?.agent_started_at !== undefined &&
+      before.agent_started_at !== null &&
+      state.agent_started_at !== before.agent_started_at
+    ) {
       connected.push(`agent ${batch.agent_version} started at ${iso(state.agent_started_at)}`)
     }
-    if (connected.length > 0) add({ ts: at, kind: 'agent_connected', severity: 'info', title: 'Agent connected', detail: connected.join('; ') })
+    if (connected.length > 0)
+      add({ ts: at, kind: 'agent_connected', severity: 'info', title: 'Agent connected', detail: connected.join('; ') })
 
     // The database server's start and version.
     const uptime = batch.server_metrics?.uptime_s
     const reported =
-      state?.started_at ?? (database.engine === 'clickhouse' && typeof uptime === 'number' ? Math.round(batch.collected_at - uptime * 1000) : undefined)
+      state?.started_at ??
+      (database.engine === 'clickhouse' && typeof uptime === 'number'
+        ? Math.round(batch.collected_at - uptime * 1000)
+        : undefined)
     const startedAt = reported !== undefined && reported <= at + FUTURE_SKEW_MS ? reported : undefined
     // The start kept: the first one known, replaced only by a restart (ClickHouse's computed start jitters).
     let start = before?.started_at ?? startedAt ?? null
@@ -227,7 +247,14 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
     }
     const version = batch.database.engine_version
     if (version && database.engine_version && version !== database.engine_version) {
-      add({ ts: at, kind: 'version_change', severity: 'info', title: `${engine} version changed`, detail: `${database.engine_version} → ${version}`, object: version })
+      add({
+        ts: at,
+        kind: 'version_change',
+        severity: 'info',
+        title: `${engine} version changed`,
+        detail: `${database.engine_version} → ${version}`,
+        object: version,
+      })
     }
 
     // Settings: compared with the last values received; written only when they changed.
@@ -241,7 +268,14 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
         const changed = names.filter((n) => settings![n] !== incoming![n])
         if (changed.length > MAX_SETTING_EVENTS) {
           const named = changed.slice(0, MAX_SETTING_EVENTS)
-          add({ ts: at, kind: 'setting_change', severity: 'info', title: `${changed.length} settings changed`, detail: `${named.join(', ')}, … and ${changed.length - named.length} more`, object: '' })
+          add({
+            ts: at,
+            kind: 'setting_change',
+            severity: 'info',
+            title: `${changed.length} settings changed`,
+            detail: `${named.join(', ')}, … and ${changed.length - named.length} more`,
+            object: '',
+          })
         } else {
           for (const name of changed) {
             add({
@@ -264,7 +298,14 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
       const known = before?.stats_resets && view in before.stats_resets
       if (reset !== null && reset > at + FUTURE_SKEW_MS) continue
       if (known && reset !== null && reset !== before!.stats_resets![view]) {
-        add({ ts: reset, kind: 'stats_reset', severity: 'info', title: `Statistics reset: ${view}`, detail: `${view} counts from zero since ${iso(reset)}`, object: view })
+        add({
+          ts: reset,
+          kind: 'stats_reset',
+          severity: 'info',
+          title: `Statistics reset: ${view}`,
+          detail: `${view} counts from zero since ${iso(reset)}`,
+          object: view,
+        })
       }
       resets[view] = reset
     }
@@ -279,13 +320,25 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
         const key = JSON.stringify([t.schema_name, t.table_name])
         named.add(key)
         if (!known.has(key)) {
-          objectEvents.push(objectEvent(at, 'table_created', `Table created: ${t.schema_name}.${t.table_name}`, null, t.schema_name, t.table_name, objectLink(databaseId, 'tables', t.schema_name, t.table_name)))
+          objectEvents.push(
+            objectEvent(
+              at,
+              'table_created',
+              `Table created: ${t.schema_name}.${t.table_name}`,
+              null,
+              t.schema_name,
+              t.table_name,
+              objectLink(databaseId, 'tables', t.schema_name, t.table_name),
+            ),
+          )
         }
       }
       for (const [key, r] of known) {
         if (named.has(key)) continue
         const [schema, name] = [String(r.schema_name), String(r.table_name)]
-        objectEvents.push(objectEvent(at, 'table_dropped', `Table dropped: ${schema}.${name}`, null, schema, name, null))
+        objectEvents.push(
+          objectEvent(at, 'table_dropped', `Table dropped: ${schema}.${name}`, null, schema, name, null),
+        )
       }
     }
     if (indexRows && before && carried.has('indexes') && before.indexes_digest !== indexesDigest) {
@@ -299,19 +352,56 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
         const on = `on ${i.schema_name}.${i.table_name}`
         if (!stored) {
           const detail = `${i.index_def || on}${i.is_valid ? '' : ' (not valid yet: being built, or its build failed)'}`
-          objectEvents.push(objectEvent(at, 'index_created', `Index created: ${i.schema_name}.${i.index_name}`, detail, i.schema_name, i.index_name, link))
+          objectEvents.push(
+            objectEvent(
+              at,
+              'index_created',
+              `Index created: ${i.schema_name}.${i.index_name}`,
+              detail,
+              i.schema_name,
+              i.index_name,
+              link,
+            ),
+          )
         } else if (Boolean(stored.is_valid) !== i.is_valid) {
           objectEvents.push(
             i.is_valid
-              ? objectEvent(at, 'index_valid', `Index became valid: ${i.schema_name}.${i.index_name}`, `${on}: its build finished`, i.schema_name, i.index_name, link)
-              : objectEvent(at, 'index_invalid', `Index became invalid: ${i.schema_name}.${i.index_name}`, `${on}: a rebuild failed or is under way`, i.schema_name, i.index_name, link, 'warning'),
+              ? objectEvent(
+                  at,
+                  'index_valid',
+                  `Index became valid: ${i.schema_name}.${i.index_name}`,
+                  `${on}: its build finished`,
+                  i.schema_name,
+                  i.index_name,
+                  link,
+                )
+              : objectEvent(
+                  at,
+                  'index_invalid',
+                  `Index became invalid: ${i.schema_name}.${i.index_name}`,
+                  `${on}: a rebuild failed or is under way`,
+                  i.schema_name,
+                  i.index_name,
+                  link,
+                  'warning',
+                ),
           )
         }
       }
       for (const [key, r] of known) {
         if (named.has(key)) continue
         const [schema, name] = [String(r.schema_name), String(r.index_name)]
-        objectEvents.push(objectEvent(at, 'index_dropped', `Index dropped: ${schema}.${name}`, `on ${schema}.${String(r.table_name)}`, schema, name, null))
+        objectEvents.push(
+          objectEvent(
+            at,
+            'index_dropped',
+            `Index dropped: ${schema}.${name}`,
+            `on ${schema}.${String(r.table_name)}`,
+            schema,
+            name,
+            null,
+          ),
+        )
       }
     }
     // ClickHouse tables: those with active parts (a table appears with its first part, goes with its last);
@@ -326,20 +416,47 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
         for (const key of now) {
           if (known.has(key)) continue
           const [schema, name] = JSON.parse(key) as [string, string]
-          objectEvents.push(objectEvent(at, 'table_created', `Table created: ${schema}.${name}`, 'its first active parts', schema, name, dbLink(databaseId, 'parts')))
+          objectEvents.push(
+            objectEvent(
+              at,
+              'table_created',
+              `Table created: ${schema}.${name}`,
+              'its first active parts',
+              schema,
+              name,
+              dbLink(databaseId, 'parts'),
+            ),
+          )
         }
         for (const key of known) {
           if (named.has(key)) continue
           const [schema, name] = JSON.parse(key) as [string, string]
-          objectEvents.push(objectEvent(at, 'table_dropped', `Table gone: ${schema}.${name}`, 'no active parts any more (dropped, truncated or emptied)', schema, name, null))
+          objectEvents.push(
+            objectEvent(
+              at,
+              'table_dropped',
+              `Table gone: ${schema}.${name}`,
+              'no active parts any more (dropped, truncated or emptied)',
+              schema,
+              name,
+              null,
+            ),
+          )
         }
       }
       const sorted = now.sort()
-      if (!clickhouseTables || JSON.stringify(clickhouseTables) !== JSON.stringify(sorted)) clickhouseTablesWritten = sorted
+      if (!clickhouseTables || JSON.stringify(clickhouseTables) !== JSON.stringify(sorted))
+        clickhouseTablesWritten = sorted
     }
     events.push(...objectEvents.slice(0, MAX_OBJECT_EVENTS))
     if (objectEvents.length > MAX_OBJECT_EVENTS) {
-      add({ ts: at, kind: objectEvents[MAX_OBJECT_EVENTS]!.kind, severity: 'info', title: `${objectEvents.length - MAX_OBJECT_EVENTS} more object changes`, object: '' })
+      add({
+        ts: at,
+        kind: objectEvents[MAX_OBJECT_EVENTS]!.kind,
+        severity: 'info',
+        title: `${objectEvents.length - MAX_OBJECT_EVENTS} more object changes`,
+        object: '',
+      })
     }
     if (whole && batch.tables) carried.add('tables')
     if (whole && batch.indexes) carried.add('indexes')
@@ -435,7 +552,13 @@ export function applyLogTimeline(writes: Writes, databaseId: string, batch: Inge
     const severity = LOG_EVENT_SEVERITY[kind] ?? 'warning'
     if (list.length <= LOG_EVENTS_PER_MINUTE) {
       for (const e of list) {
-        const who = [e.user && `user ${e.user}`, e.database && `database ${e.database}`, e.pid !== null && `pid ${e.pid}`].filter(Boolean).join(', ')
+        const who = [
+          e.user && `user ${e.user}`,
+          e.database && `database ${e.database}`,
+          e.pid !== null && `pid ${e.pid}`,
+        ]
+          .filter(Boolean)
+          .join(', ')
         events.push({
           ts: e.ts,
           kind: 'log_event',
@@ -483,7 +606,13 @@ const clip = (text: string, max: number) => (text.length <= max ? text : `${text
  * changes (a statement's plan whose hash differs from its previous plan's), and,
  * while the agent is away, the open "agent stopped sending" since its last batch.
  */
-export async function listEvents(driver: SqlDriver, db: RegisteredDatabase, window: Window, limit: number, now: number): Promise<DbEvent[]> {
+export async function listEvents(
+  driver: SqlDriver,
+  db: RegisteredDatabase,
+  window: Window,
+  limit: number,
+  now: number,
+): Promise<DbEvent[]> {
   const [derived, alerts, plans] = await Promise.all([
     driver.all(
       `SELECT ts, kind, object, severity, title, detail, link FROM events WHERE database_id = $1 AND ts >= $2 AND ts < $3 ORDER BY ts DESC, kind, object LIMIT $4`,
@@ -529,12 +658,17 @@ export async function listEvents(driver: SqlDriver, db: RegisteredDatabase, wind
     const alert = { key: String(a.key), severity: String(a.severity), title: String(a.title), detail: String(a.detail) }
     const opened = Number(a.opened_at)
     const resolved = numOrNull(a.resolved_at)
-    if (!yes(a.opened_stored) && inWindow(opened)) events.push(alertEvent(db.id, 'alert_opened', alert, opened, Number(a.last_seen_at)))
-    if (!yes(a.resolved_stored) && resolved !== null && inWindow(resolved)) events.push(alertEvent(db.id, 'alert_resolved', alert, resolved, Number(a.last_seen_at)))
+    if (!yes(a.opened_stored) && inWindow(opened))
+      events.push(alertEvent(db.id, 'alert_opened', alert, opened, Number(a.last_seen_at)))
+    if (!yes(a.resolved_stored) && resolved !== null && inWindow(resolved))
+      events.push(alertEvent(db.id, 'alert_resolved', alert, resolved, Number(a.last_seen_at)))
   }
   for (const p of plans) {
     const cost = (v: unknown) => (v === null || v === undefined ? '?' : String(Math.round(Number(v) * 100) / 100))
-    const text = p.query_text === null || p.query_text === undefined ? '' : `: ${clip(String(p.query_text).replace(/\s+/g, ' ').trim(), 120)}`
+    const text =
+      p.query_text === null || p.query_text === undefined
+        ? ''
+        : `: ${clip(String(p.query_text).replace(/\s+/g, ' ').trim(), 120)}`
     events.push({
       ts: Number(p.ts),
       kind: 'plan_change',
@@ -560,6 +694,7 @@ export async function listEvents(driver: SqlDriver, db: RegisteredDatabase, wind
     })
   }
   const byText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
-  const order = (a: DbEvent, b: DbEvent) => b.ts - a.ts || byText(a.kind, b.kind) || byText(a.object ?? '', b.object ?? '')
+  const order = (a: DbEvent, b: DbEvent) =>
+    b.ts - a.ts || byText(a.kind, b.kind) || byText(a.object ?? '', b.object ?? '')
   return events.sort(order).slice(0, limit)
 }

@@ -15,7 +15,8 @@ import type { DbEvent } from './types.ts'
 
 const MAX_TITLE = 500
 const MAX_DETAIL = 2_000
-const cut = (text: string | null, max: number) => (text !== null && text.length > max ? `${text.slice(0, max - 1)}…` : text)
+const cut = (text: string | null, max: number) =>
+  text !== null && text.length > max ? `${text.slice(0, max - 1)}…` : text
 
 export const iso = (ms: number) => new Date(ms).toISOString()
 /** The dashboard's page of the database (a hash route). */
@@ -24,14 +25,28 @@ export const dbLink = (databaseId: string, rest: string) => `#/databases/${encod
 const COLUMNS = ['database_id', 'ts', 'kind', 'object', 'severity', 'title', 'detail', 'link']
 
 function row(databaseId: string, e: DbEvent): unknown[] {
-  return [databaseId, e.ts, e.kind, e.object ?? '', e.severity, cut(e.title, MAX_TITLE), cut(e.detail, MAX_DETAIL), e.link]
+  return [
+    databaseId,
+    e.ts,
+    e.kind,
+    e.object ?? '',
+    e.severity,
+    cut(e.title, MAX_TITLE),
+    cut(e.detail, MAX_DETAIL),
+    e.link,
+  ]
 }
 
 /**
  * Adds the events to an ingest batch's writes, one statement for all of them. Of the events that
  * `sameEvent` says are one (by default: the same time, kind and object), the last is kept.
  */
-export function recordEvents(writes: Writes, databaseId: string, events: DbEvent[], sameEvent: (e: DbEvent) => unknown[] = (e) => [e.ts, e.kind, e.object ?? '']): void {
+export function recordEvents(
+  writes: Writes,
+  databaseId: string,
+  events: DbEvent[],
+  sameEvent: (e: DbEvent) => unknown[] = (e) => [e.ts, e.kind, e.object ?? ''],
+): void {
   const rows = new Map(events.map((e) => [JSON.stringify(sameEvent(e)), row(databaseId, e)]))
   writes.upsert('events', COLUMNS, [...rows.values()], { key: ['database_id', 'ts', 'kind', 'object'], update: {} })
 }
@@ -63,7 +78,10 @@ export function alertEvent(
     severity: opened ? (alert.severity as DbEvent['severity']) : 'info',
     title: `${opened ? 'Alert opened' : 'Alert resolved'}: ${alert.title}`,
     // Text of another time than the event's says which: its relative phrases ("1.4 min ago") are of that time.
-    detail: textAsOf === undefined || textAsOf === ts ? alert.detail : `${alert.detail} (as of ${iso(textAsOf)}, its last evaluation while open)`,
+    detail:
+      textAsOf === undefined || textAsOf === ts
+        ? alert.detail
+        : `${alert.detail} (as of ${iso(textAsOf)}, its last evaluation while open)`,
     object: alert.key,
     link: dbLink(databaseId, 'alerts'),
   }

@@ -23,7 +23,12 @@ export interface ServerChange {
 
 export interface ServerChangeReads {
   /** The server's change events of `kinds` in the window, newest first (ts, then object, descending), at most `limit`. */
-  serverChanges(databaseId: string, kinds: readonly ServerChangeKind[], window: Window, limit: number): Promise<ServerChange[]>
+  serverChanges(
+    databaseId: string,
+    kinds: readonly ServerChangeKind[],
+    window: Window,
+    limit: number,
+  ): Promise<ServerChange[]>
   /** When the database server last started (epoch ms), as the event baseline keeps it; null before any batch said. */
   serverStartedAt(databaseId: string): Promise<number | null>
 }

@@ -9,7 +9,10 @@ export class SqlHostReads implements HostReads {
   constructor(private readonly driver: SqlDriver) {}
 
   async latestHost(databaseId: string): Promise<LatestHost | undefined> {
-    const row = await this.driver.get<{ ts: number; payload: string }>("SELECT ts, payload FROM snapshots WHERE database_id = $1 AND kind = 'host'", [databaseId])
+    const row = await this.driver.get<{ ts: number; payload: string }>(
+      "SELECT ts, payload FROM snapshots WHERE database_id = $1 AND kind = 'host'",
+      [databaseId],
+    )
     return row ? { ts: Number(row.ts), status: JSON.parse(row.payload) as HostStatus } : undefined
   }
 

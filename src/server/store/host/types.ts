@@ -26,7 +26,8 @@ export type HostGaugeKey = (typeof HOST_GAUGE_KEYS)[number]
 export const FILESYSTEM_GAUGE_KEYS = ['total_bytes', 'available_bytes', 'inodes_total', 'inodes_available'] as const
 
 /** A filesystem's subject in metric_gauges: where it is mounted, else the path it was measured at. */
-export const filesystemSubject = (fs: Pick<HostStatus['filesystems'][number], 'mount' | 'path'>) => `fs:${fs.mount ?? fs.path}`
+export const filesystemSubject = (fs: Pick<HostStatus['filesystems'][number], 'mount' | 'path'>) =>
+  `fs:${fs.mount ?? fs.path}`
 
 export interface LatestHost {
   /** The collected_at of the batch that carried it. */

@@ -13,7 +13,8 @@ export function hostGauges(status: HostStatus): MetricValue[] {
   const put = (subject: string, metric: string, value: unknown) => {
     if (isNumber(value)) out.push({ source: 'host', subject, metric, value })
   }
-  if (status.cpu) for (const k of ['user', 'system', 'iowait', 'steal', 'idle'] as const) put('', `cpu_${k}`, status.cpu[k])
+  if (status.cpu)
+    for (const k of ['user', 'system', 'iowait', 'steal', 'idle'] as const) put('', `cpu_${k}`, status.cpu[k])
   put('', 'load1', status.load?.load1)
   if (status.memory) {
     put('', 'memory_total_bytes', status.memory.total_bytes)
@@ -29,11 +30,16 @@ export const hostWrites: HostWrites = {
   applyHost(writes, databaseId, batch) {
     const status = batch.host
     if (!status) return
-    writes.upsert('snapshots', ['database_id', 'kind', 'ts', 'payload'], [[databaseId, 'host', batch.collected_at, JSON.stringify(status)]], {
-      key: ['database_id', 'kind'],
-      update: { ts: 'excluded.ts', payload: 'excluded.payload' },
-      onlyIf: 'excluded.ts >= snapshots.ts',
-    })
+    writes.upsert(
+      'snapshots',
+      ['database_id', 'kind', 'ts', 'payload'],
+      [[databaseId, 'host', batch.collected_at, JSON.stringify(status)]],
+      {
+        key: ['database_id', 'kind'],
+        update: { ts: 'excluded.ts', payload: 'excluded.payload' },
+        onlyIf: 'excluded.ts >= snapshots.ts',
+      },
+    )
     writeMetrics(writes, databaseId, batch.collected_at, [], hostGauges(status))
   },
 }

@@ -14,14 +14,18 @@ import type { SqlDialect } from '../dialect.ts'
 import type { RunResult, SqlDriver } from '../driver.ts'
 import type { SqlStatement } from '../sql.ts'
 
-const FAMILY_COLUMN_TYPES = Object.fromEntries([...STATEMENT_FIELDS, ...TABLE_FIELDS, ...INDEX_FIELDS].map((f) => [f.key, columnType(f)]))
+const FAMILY_COLUMN_TYPES = Object.fromEntries(
+  [...STATEMENT_FIELDS, ...TABLE_FIELDS, ...INDEX_FIELDS].map((f) => [f.key, columnType(f)]),
+)
 
 /**
  * PostgreSQL types of the columns ingest writes, by name: a name has one type in every table (the
  * casts of the unnest arrays; text also serves the `TEXT COLLATE "C"` columns). Checked against the
  * schema by test/store/ingest-round-trips.test.ts.
  */
-export const INGEST_COLUMN_TYPES: Readonly<Record<string, 'text' | 'integer' | 'bigint' | 'double precision' | 'boolean'>> = {
+export const INGEST_COLUMN_TYPES: Readonly<
+  Record<string, 'text' | 'integer' | 'bigint' | 'double precision' | 'boolean'>
+> = {
   // every counter and gauge of the statement, table and index families (src/shared/families.ts)
   ...FAMILY_COLUMN_TYPES,
   database_id: 'text',
@@ -189,6 +193,8 @@ export class Writes {
   upsert(table: string, columns: readonly string[], rows: readonly unknown[][], conflict?: OnConflict): void {
     if (rows.length === 0) return
     const shape = JSON.stringify([table, columns, conflict ?? null])
-    this.statements.push(...this.sqlDialect.insertMany(shape, table, columns, rows, () => conflictClause(conflict), pgType))
+    this.statements.push(
+      ...this.sqlDialect.insertMany(shape, table, columns, rows, () => conflictClause(conflict), pgType),
+    )
   }
 }

@@ -37,17 +37,30 @@ export interface PlannedBatch {
    * exchange; with `last`, the transaction's last statements, its COMMIT in that exchange (runLast) where the driver can.
    * `database`: the database's row as it was before the batch (the events compare the batch with it).
    */
-  write(tx: SqlDriver, database: RegisteredDatabase, also?: readonly SqlStatement[], last?: boolean): Promise<IngestEffects>
+  write(
+    tx: SqlDriver,
+    database: RegisteredDatabase,
+    also?: readonly SqlStatement[],
+    last?: boolean,
+  ): Promise<IngestEffects>
 }
 
 /**
  * Plans every section of the batch that this server version stores, for the database `databaseId`:
  * registers the reads (nothing is sent; a plan whose reads are never sent is simply dropped).
  */
-export function planBatch(sqlDialect: SqlDialect, databaseId: string, batch: IngestBatch, known?: KnownTexts, now = Date.now()): PlannedBatch {
+export function planBatch(
+  sqlDialect: SqlDialect,
+  databaseId: string,
+  batch: IngestBatch,
+  known?: KnownTexts,
+  now = Date.now(),
+): PlannedBatch {
   const effects: IngestEffects = { closedHoursChanged: false, texts: [], textsAt: 0 }
   const reads = new Reads()
-  const writeQueryStats = batch.query_stats ? applyQueryStats(sqlDialect, databaseId, batch.collected_at, batch.query_stats, known, effects) : undefined
+  const writeQueryStats = batch.query_stats
+    ? applyQueryStats(sqlDialect, databaseId, batch.collected_at, batch.query_stats, known, effects)
+    : undefined
   // Rolled up by the batches that carry statements, tables or indexes (before the reads of the sections).
   const rolls = writeQueryStats !== undefined || batch.tables !== undefined || batch.indexes !== undefined
   const rollup = rolls ? planRollup(reads, sqlDialect, databaseId, batch.collected_at, now) : undefined

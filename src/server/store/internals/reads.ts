@@ -101,7 +101,13 @@ function collectPoints(points: Map<string, MetricPoint>, rows: Record<string, un
  * hour it spans, so an interval of any length costs no more than the rows it reads (an hourly row is
  * visited by at most the HOUR / interval + 1 intervals it overlaps).
  */
-async function fillQuietCounters(driver: SqlDriver, databaseId: string, source: MetricSource, intervals: Intervals, points: Map<string, MetricPoint>) {
+async function fillQuietCounters(
+  driver: SqlDriver,
+  databaseId: string,
+  source: MetricSource,
+  intervals: Intervals,
+  points: Map<string, MetricPoint>,
+) {
   if (points.size === 0) return
   const named = await driver.all<{ bucket: unknown; subject: unknown; metric: unknown }>(
     `SELECT bucket, subject, metric FROM metric_counters WHERE database_id = $1 AND source = $2 AND resolution = 3600 AND bucket >= $3 AND bucket < $4`,
@@ -144,7 +150,12 @@ async function fillQuietCounters(driver: SqlDriver, databaseId: string, source: 
 }
 
 /** One source's metrics per interval and subject: counters summed, gauges the interval's latest value. */
-export async function metricSeries(driver: SqlDriver, databaseId: string, source: MetricSource, intervals: Intervals): Promise<MetricPoint[]> {
+export async function metricSeries(
+  driver: SqlDriver,
+  databaseId: string,
+  source: MetricSource,
+  intervals: Intervals,
+): Promise<MetricPoint[]> {
   const rows = sourceRows(intervals)
   const span = intervals.bucketSeconds * 1000
   const countersQuery = sql`SELECT ts, subject, metric, SUM(value) AS value FROM (
@@ -160,21 +171,32 @@ export async function metricSeries(driver: SqlDriver, databaseId: string, source
   const gauges = await driver.all(gaugesQuery.sql, gaugesQuery.params)
   const points = new Map<string, MetricPoint>()
   collectPoints(points, counters)
-  if (intervals.bucketSeconds % 3600 !== 0 && QUIET_SKIPPED.has(source)) await fillQuietCounters(driver, databaseId, source, intervals, points)
+  if (intervals.bucketSeconds % 3600 !== 0 && QUIET_SKIPPED.has(source))
+    await fillQuietCounters(driver, databaseId, source, intervals, points)
   collectPoints(points, gauges)
-  return [...points.values()].sort((a, b) => a.ts - b.ts || (a.subject < b.subject ? -1 : a.subject > b.subject ? 1 : 0))
+  return [...points.values()].sort(
+    (a, b) => a.ts - b.ts || (a.subject < b.subject ? -1 : a.subject > b.subject ? 1 : 0),
+  )
 }
 
 /** The latest section of a kind, as `writeLatest` kept it. */
-export async function readLatest<T>(driver: SqlDriver, table: LatestTable, databaseId: string, kind: string): Promise<Latest<T> | undefined> {
+export async function readLatest<T>(
+  driver: SqlDriver,
+  table: LatestTable,
+  databaseId: string,
+  kind: string,
+): Promise<Latest<T> | undefined> {
   const row = await driver.get<{ ts: number; interval_seconds: number; payload: string }>(
     `SELECT ts, interval_seconds, payload FROM ${table} WHERE database_id = $1 AND kind = $2`,
     [databaseId, kind],
   )
-  return row ? { ts: num(row.ts), interval_seconds: num(row.interval_seconds), payload: JSON.parse(row.payload) as T } : undefined
+  return row
+    ? { ts: num(row.ts), interval_seconds: num(row.interval_seconds), payload: JSON.parse(row.payload) as T }
+    : undefined
 }
 
-const latest = <T>(driver: SqlDriver, databaseId: string, kind: LatestKind) => readLatest<T>(driver, 'internals_latest', databaseId, kind)
+const latest = <T>(driver: SqlDriver, databaseId: string, kind: LatestKind) =>
+  readLatest<T>(driver, 'internals_latest', databaseId, kind)
 
 /** Reads for the routes of waits, replication, bgwriter, WAL, I/O and database statistics. */
 export function internalsReads(driver: SqlDriver): InternalsReads {
@@ -182,7 +204,8 @@ export function internalsReads(driver: SqlDriver): InternalsReads {
     waits: (databaseId: string, intervals: Intervals) => waits(driver, databaseId, intervals),
     replicationHistory: (databaseId: string, intervals: Intervals) => replicationHistory(driver, databaseId, intervals),
     slotHistory: (databaseId: string, intervals: Intervals) => slotHistory(driver, databaseId, intervals),
-    metricSeries: (databaseId: string, source: MetricSource, intervals: Intervals) => metricSeries(driver, databaseId, source, intervals),
+    metricSeries: (databaseId: string, source: MetricSource, intervals: Intervals) =>
+      metricSeries(driver, databaseId, source, intervals),
     latestReplication: (databaseId: string) => latest<ReplicationStatus>(driver, databaseId, 'replication'),
     latestCounters: (databaseId: string, kind: 'bgwriter' | 'wal_stats' | 'database_stats') =>
       latest<Record<string, number | null>>(driver, databaseId, kind),

@@ -12,7 +12,17 @@ import type { Window } from '../window.ts'
  * subject) and parts (clickhouse/), custom metrics (custom-metrics/, the series key as subject), and the store's own ingest: which minutes and hours a batch
  * carrying the tables or indexes section was sampled in (objects/buckets.ts).
  */
-export type MetricSource = 'bgwriter' | 'wal' | 'database' | 'io' | 'server' | 'disk' | 'parts' | 'ingest' | 'host' | 'custom'
+export type MetricSource =
+  | 'bgwriter'
+  | 'wal'
+  | 'database'
+  | 'io'
+  | 'server'
+  | 'disk'
+  | 'parts'
+  | 'ingest'
+  | 'host'
+  | 'custom'
 
 /** Sections kept whole as the latest of their kind. */
 export const INTERNALS_LATEST_KINDS = ['replication', 'bgwriter', 'wal_stats', 'io_stats', 'database_stats'] as const
@@ -25,7 +35,8 @@ export const COUNTER_SOURCES = ['bgwriter', 'wal', 'database', 'io'] as const
 export type LatestTable = 'internals_latest' | 'clickhouse_latest'
 
 /** An I/O row's subject in the metric tables. */
-export const ioSubject = (row: Pick<IoStatRow, 'backend_type' | 'object' | 'context'>) => `${row.backend_type}/${row.object}/${row.context}`
+export const ioSubject = (row: Pick<IoStatRow, 'backend_type' | 'object' | 'context'>) =>
+  `${row.backend_type}/${row.object}/${row.context}`
 
 /** One counter delta or gauge sample of a batch. */
 export interface MetricValue {
@@ -88,7 +99,10 @@ export interface InternalsReads {
   /** One source's metrics per interval and subject: counters summed, gauges the interval's latest value. */
   metricSeries(databaseId: string, source: MetricSource, intervals: Intervals): Promise<MetricPoint[]>
   latestReplication(databaseId: string): Promise<Latest<ReplicationStatus> | undefined>
-  latestCounters(databaseId: string, kind: 'bgwriter' | 'wal_stats' | 'database_stats'): Promise<Latest<Record<string, number | null>> | undefined>
+  latestCounters(
+    databaseId: string,
+    kind: 'bgwriter' | 'wal_stats' | 'database_stats',
+  ): Promise<Latest<Record<string, number | null>> | undefined>
   latestIo(databaseId: string): Promise<Latest<IoStatRow[]> | undefined>
 }
 

@@ -3,11 +3,26 @@
 // each kind kept whole. writeMetrics and writeLatest serve the ClickHouse, host and custom-metrics
 // parts too (how the buckets are summed: reads.ts's header).
 import type { IngestBatch, ReplicationStatus, WaitSample } from '../../../shared/wire.ts'
-import { BGWRITER_KEYS, DATABASE_COUNTER_KEYS, DATABASE_GAUGE_KEYS, IO_KEYS, WAL_KEYS } from '../../../shared/metrics.ts'
+import {
+  BGWRITER_KEYS,
+  DATABASE_COUNTER_KEYS,
+  DATABASE_GAUGE_KEYS,
+  IO_KEYS,
+  WAL_KEYS,
+} from '../../../shared/metrics.ts'
 import { int64Counter, saturatingAdd } from '../sums.ts'
 import { HOUR_MS, MINUTE_MS, floorTo } from '../window.ts'
 import type { Reads, Writes } from '../ingest/batch.ts'
-import { COUNTER_SOURCES, type HourCounted, INTERNALS_LATEST_KINDS, type InternalsWrites, type LatestTable, type MetricSource, type MetricValue, ioSubject } from './types.ts'
+import {
+  COUNTER_SOURCES,
+  type HourCounted,
+  INTERNALS_LATEST_KINDS,
+  type InternalsWrites,
+  type LatestTable,
+  type MetricSource,
+  type MetricValue,
+  ioSubject,
+} from './types.ts'
 
 const isNumber = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v)
 
@@ -27,7 +42,8 @@ const WAIT_MINUTE_SLACK_MS = HOUR_MS
 function waitRows(databaseId: string, collectedAt: number, waits: WaitSample[]): unknown[][] {
   const byKey = new Map<string, unknown[]>()
   for (const w of waits) {
-    const at = w.minute !== undefined && Math.abs(w.minute - collectedAt) <= WAIT_MINUTE_SLACK_MS ? w.minute : collectedAt
+    const at =
+      w.minute !== undefined && Math.abs(w.minute - collectedAt) <= WAIT_MINUTE_SLACK_MS ? w.minute : collectedAt
     const count = Math.round(w.count)
     for (const resolution of [MINUTE_MS, HOUR_MS]) {
       const bucket = floorTo(at, resolution)
@@ -36,7 +52,16 @@ function waitRows(databaseId: string, collectedAt: number, waits: WaitSample[]):
       if (row) {
         row[5] = (row[5] as number) + count
         row[6] = (row[6] as number) + w.total_duration_ms
-      } else byKey.set(key, [databaseId, resolution / 1000, bucket, w.wait_event_type, w.wait_event, count, w.total_duration_ms])
+      } else
+        byKey.set(key, [
+          databaseId,
+          resolution / 1000,
+          bucket,
+          w.wait_event_type,
+          w.wait_event,
+          count,
+          w.total_duration_ms,
+        ])
     }
   }
   // An event named ~1,000 times at the wire's maximum sums past BIGINT in JS: bound as its maximum.
@@ -51,7 +76,10 @@ function applyWaits(writes: Writes, databaseId: string, collectedAt: number, wai
     waitRows(databaseId, collectedAt, waits),
     {
       key: ['database_id', 'resolution', 'bucket', 'wait_event_type', 'wait_event'],
-      update: { count: saturatingAdd('wait_stats.count', 'excluded.count'), total_duration_ms: 'wait_stats.total_duration_ms + excluded.total_duration_ms' },
+      update: {
+        count: saturatingAdd('wait_stats.count', 'excluded.count'),
+        total_duration_ms: 'wait_stats.total_duration_ms + excluded.total_duration_ms',
+      },
     },
   )
 }
@@ -68,8 +96,14 @@ function applyReplication(writes: Writes, databaseId: string, collectedAt: numbe
       {
         key: ['database_id', 'resolution', 'bucket'],
         update: {
-          replication_lag_bytes: writes.sqlDialect.greatest('replication_lag.replication_lag_bytes', 'excluded.replication_lag_bytes'),
-          replication_lag_seconds: writes.sqlDialect.greatest('replication_lag.replication_lag_seconds', 'excluded.replication_lag_seconds'),
+          replication_lag_bytes: writes.sqlDialect.greatest(
+            'replication_lag.replication_lag_bytes',
+            'excluded.replication_lag_bytes',
+          ),
+          replication_lag_seconds: writes.sqlDialect.greatest(
+            'replication_lag.replication_lag_seconds',
+            'excluded.replication_lag_seconds',
+          ),
         },
       },
     )
@@ -82,13 +116,23 @@ function applyReplication(writes: Writes, databaseId: string, collectedAt: numbe
     'replication_slot_lag',
     ['database_id', 'resolution', 'bucket', 'slot_name', 'lag_bytes'],
     prefixes.flatMap((prefix) => [...slots].map(([name, lag]) => [...prefix, name, lag])),
-    { key: ['database_id', 'resolution', 'bucket', 'slot_name'], update: { lag_bytes: writes.sqlDialect.greatest('replication_slot_lag.lag_bytes', 'excluded.lag_bytes') } },
+    {
+      key: ['database_id', 'resolution', 'bucket', 'slot_name'],
+      update: { lag_bytes: writes.sqlDialect.greatest('replication_slot_lag.lag_bytes', 'excluded.lag_bytes') },
+    },
   )
 }
 
 /** The known, non-null keys of one counter map. */
-function pick(source: MetricSource, subject: string, map: Record<string, number | null>, keys: readonly string[]): MetricValue[] {
-  return keys.filter((k) => isNumber(map[k])).map((metric) => ({ source, subject, metric, value: map[metric] as number }))
+function pick(
+  source: MetricSource,
+  subject: string,
+  map: Record<string, number | null>,
+  keys: readonly string[],
+): MetricValue[] {
+  return keys
+    .filter((k) => isNumber(map[k]))
+    .map((metric) => ({ source, subject, metric, value: map[metric] as number }))
 }
 
 /** Counter deltas of the batch, summed per (source, subject, metric). */
@@ -140,14 +184,24 @@ function counterRows(prefix: unknown[], counters: MetricValue[], skipZeros: (c: 
  * (metricSeries). An idle database's batch has about two thirds of its counters at zero (bgwriter,
  * I/O), rows it wrote twice (minute, hour) every batch.
  */
-export function writeMetrics(writes: Writes, databaseId: string, collectedAt: number, counters: MetricValue[], gauges: MetricValue[], hourCounted?: HourCounted) {
+export function writeMetrics(
+  writes: Writes,
+  databaseId: string,
+  collectedAt: number,
+  counters: MetricValue[],
+  gauges: MetricValue[],
+  hourCounted?: HourCounted,
+) {
   const prefixes = bucketPrefixes(databaseId, collectedAt)
   const [minute, hour] = prefixes
   const skip = hourCounted !== undefined
   writes.upsert(
     'metric_counters',
     METRIC_COLUMNS,
-    [...counterRows(minute!, counters, () => skip), ...counterRows(hour!, counters, (c) => skip && hourCounted(c.source, c.subject))],
+    [
+      ...counterRows(minute!, counters, () => skip),
+      ...counterRows(hour!, counters, (c) => skip && hourCounted(c.source, c.subject)),
+    ],
     { key: METRIC_CONFLICT, update: { value: 'metric_counters.value + excluded.value' } },
   )
   // A batch collected before the bucket's latest one (a late replay) does not overwrite it.
@@ -167,11 +221,19 @@ export function writeMetrics(writes: Writes, databaseId: string, collectedAt: nu
 }
 
 /** Keeps the batch's sections of the given kinds as the latest ones, unless a newer batch's are stored. */
-export function writeLatest(writes: Writes, table: LatestTable, databaseId: string, batch: IngestBatch, kinds: readonly (keyof IngestBatch)[]) {
+export function writeLatest(
+  writes: Writes,
+  table: LatestTable,
+  databaseId: string,
+  batch: IngestBatch,
+  kinds: readonly (keyof IngestBatch)[],
+) {
   writes.upsert(
     table,
     ['database_id', 'kind', 'ts', 'interval_seconds', 'payload'],
-    kinds.filter((kind) => batch[kind] !== undefined).map((kind) => [databaseId, kind, batch.collected_at, batch.interval_seconds, JSON.stringify(batch[kind])]),
+    kinds
+      .filter((kind) => batch[kind] !== undefined)
+      .map((kind) => [databaseId, kind, batch.collected_at, batch.interval_seconds, JSON.stringify(batch[kind])]),
     {
       key: ['database_id', 'kind'],
       update: { ts: 'excluded.ts', interval_seconds: 'excluded.interval_seconds', payload: 'excluded.payload' },
@@ -200,7 +262,14 @@ export function applyInternals(reads: Reads, databaseId: string, batch: IngestBa
     if (batch.replication) applyReplication(writes, databaseId, batch.collected_at, batch.replication)
     const families = new Set((counted?.() ?? []).map((r) => JSON.stringify([String(r.source), String(r.subject)])))
     const hourCounted: HourCounted = (source, subject) => families.has(JSON.stringify([source, subject]))
-    writeMetrics(writes, databaseId, batch.collected_at, counters, pick('database', '', batch.database_stats ?? {}, DATABASE_GAUGE_KEYS), hourCounted)
+    writeMetrics(
+      writes,
+      databaseId,
+      batch.collected_at,
+      counters,
+      pick('database', '', batch.database_stats ?? {}, DATABASE_GAUGE_KEYS),
+      hourCounted,
+    )
     writeLatest(writes, 'internals_latest', databaseId, batch, INTERNALS_LATEST_KINDS)
   }
 }

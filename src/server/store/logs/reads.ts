@@ -18,7 +18,9 @@ function importanceCondition(alias: '' | 'e.', importances: readonly string[]): 
   const raised = kindsRaisedTo(importances)
   const severity = ident(`${alias}severity`, ['severity', 'e.severity'])
   const kind = ident(`${alias}kind`, ['kind', 'e.kind'])
-  return raised.length > 0 ? sql`(${severity} IN ${[...importances]} OR ${kind} IN ${raised})` : sql`${severity} IN ${[...importances]}`
+  return raised.length > 0
+    ? sql`(${severity} IN ${[...importances]} OR ${kind} IN ${raised})`
+    : sql`${severity} IN ${[...importances]}`
 }
 
 /** `text` as a LIKE pattern matching it anywhere, its wildcards and the escape character escaped (ESCAPE '\'). */
@@ -64,7 +66,11 @@ function toEntry(r: Record<string, unknown>): StoredLogEntry {
 export function logEventReads(driver: SqlDriver): LogEventReads {
   return {
     async entries(databaseId, filter, limit) {
-      const conditions: Fragment[] = [sql`e.database_id = ${databaseId}`, sql`e.ts >= ${filter.since}`, sql`e.ts < ${filter.until}`]
+      const conditions: Fragment[] = [
+        sql`e.database_id = ${databaseId}`,
+        sql`e.ts >= ${filter.since}`,
+        sql`e.ts < ${filter.until}`,
+      ]
       if (filter.kinds) conditions.push(sql`e.kind IN ${[...filter.kinds]}`)
       if (filter.severities) conditions.push(sql`e.severity IN ${[...filter.severities]}`)
       if (filter.importances) conditions.push(importanceCondition('e.', filter.importances))
@@ -74,7 +80,10 @@ export function logEventReads(driver: SqlDriver): LogEventReads {
           sql`(LOWER(e.message) LIKE ${pattern} ESCAPE '\\' OR LOWER(e.statement) LIKE ${pattern} ESCAPE '\\' OR LOWER(e.detail) LIKE ${pattern} ESCAPE '\\')`,
         )
       }
-      if (filter.before) conditions.push(sql`(e.ts < ${filter.before.ts} OR (e.ts = ${filter.before.ts} AND e.id < ${filter.before.id}))`)
+      if (filter.before)
+        conditions.push(
+          sql`(e.ts < ${filter.before.ts} OR (e.ts = ${filter.before.ts} AND e.id < ${filter.before.id}))`,
+        )
       // A statement dbm keeps under the entry's query id (PostgreSQL's query_hash is pg_stat_statements' queryid).
       const query = sql`SELECT e.id, e.ts, e.kind, e.severity, e.sqlstate, e.message, e.fingerprint, e.pid, e.user_name, e.database_name, e.application,
           e.client, e.detail, e.statement, e.query_id, e.fields, e.count,
@@ -85,14 +94,23 @@ export function logEventReads(driver: SqlDriver): LogEventReads {
     },
 
     async counts(databaseId, window, bucketMs, filter = {}) {
-      const conditions: Fragment[] = [sql`database_id = ${databaseId}`, sql`kind <> ${DROPPED_KEY}`, windowClause(window)]
+      const conditions: Fragment[] = [
+        sql`database_id = ${databaseId}`,
+        sql`kind <> ${DROPPED_KEY}`,
+        windowClause(window),
+      ]
       if (filter.kinds) conditions.push(sql`kind IN ${[...filter.kinds]}`)
       if (filter.importances) conditions.push(importanceCondition('', filter.importances))
       const query = sql`SELECT bucket - (bucket % ${bucketMs}) AS b, kind, severity, SUM(count) AS n FROM log_counts
         WHERE ${join(conditions, sql` AND `)}
         GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`
       const rows = await driver.all(query.sql, query.params)
-      return rows.map((r) => ({ bucket: Number(r.b), kind: String(r.kind), severity: String(r.severity), count: Number(r.n) }))
+      return rows.map((r) => ({
+        bucket: Number(r.b),
+        kind: String(r.kind),
+        severity: String(r.severity),
+        count: Number(r.n),
+      }))
     },
 
     async dropped(databaseId, window) {

@@ -14,7 +14,14 @@ import { alertReads, alertWrites, consequencesOf, evaluationLockFor } from '../a
 import type { Alert, AlertReads, AlertWrites, NotificationChannel, NotificationEvent } from '../alerts/types.ts'
 import { num, numOrNull, type DbRow } from '../rows.ts'
 
-export type { Alert, AlertConsequence, AlertInput, AlertNotification, NotificationChannel, NotificationEvent } from '../alerts/types.ts'
+export type {
+  Alert,
+  AlertConsequence,
+  AlertInput,
+  AlertNotification,
+  NotificationChannel,
+  NotificationEvent,
+} from '../alerts/types.ts'
 /** A finding's severity: the API's (src/shared/api/doctor.ts), not a copy of it. */
 export type FindingSeverity = Static<typeof Severity>
 export type RecordStatus = 'open' | 'resolved' | 'all'
@@ -152,7 +159,13 @@ function byKey(findings: FindingRecord[]): Map<string, FindingRecord> {
   return found
 }
 
-async function syncRecommendations(driver: SqlDriver, databaseId: string, findings: FindingRecord[], failedRules: string[], now: number) {
+async function syncRecommendations(
+  driver: SqlDriver,
+  databaseId: string,
+  findings: FindingRecord[],
+  failedRules: string[],
+  now: number,
+) {
   const current = byKey(findings)
   return driver.transaction(async (tx) => {
     const open = await tx.all<{ id: string; key: string; rule: string }>(
@@ -164,7 +177,17 @@ async function syncRecommendations(driver: SqlDriver, databaseId: string, findin
     let resolved = 0
     for (const f of current.values()) {
       const row = openByKey.get(f.key)
-      const values = [f.rule, f.severity, f.category, f.title, f.detail, f.recommendation, f.remediation_sql, now, f.cause]
+      const values = [
+        f.rule,
+        f.severity,
+        f.category,
+        f.title,
+        f.detail,
+        f.recommendation,
+        f.remediation_sql,
+        now,
+        f.cause,
+      ]
       if (row) {
         await tx.run(
           `UPDATE recommendations SET rule = $1, severity = $2, category = $3, title = $4, detail = $5, recommendation = $6,
@@ -225,55 +248,63 @@ async function pendingNotifications(driver: SqlDriver, now: number, limit: numbe
 
 /** The monitor's per-database state: evaluation claims, diagnosis summaries, recommendations, the organization webhook. */
 export interface MonitorState {
-
   /** Databases that sent data (or were registered) since `since`, with their organization's verification. */
-  monitoredDatabases(since: number): Promise<MonitoredDatabase[]>;
+  monitoredDatabases(since: number): Promise<MonitoredDatabase[]>
   /**
    * Takes the database's evaluation for `by` until `leaseUntil`, unless another process holds it
    * (claimed_until after `now`), and, when `dueBefore` is given, only if its latest diagnosis is older
    * than that. False when not taken, or when the database was deleted meanwhile. Several `dbm serve`
    * processes on one store so split the monitor's work instead of each doing all of it.
    */
-  claimEvaluation(databaseId: string, by: string, now: number, leaseUntil: number, dueBefore?: number): Promise<boolean>;
+  claimEvaluation(databaseId: string, by: string, now: number, leaseUntil: number, dueBefore?: number): Promise<boolean>
   /** Records the diagnosis of a database evaluated by `by` and gives up its lease. */
-  recordDiagnosis(databaseId: string, by: string, summary: DiagnosisSummary, now: number): Promise<void>;
+  recordDiagnosis(databaseId: string, by: string, summary: DiagnosisSummary, now: number): Promise<void>
   /** Gives up `by`'s lease on the database's evaluation without a diagnosis (it failed). */
-  releaseEvaluation(databaseId: string, by: string): Promise<void>;
+  releaseEvaluation(databaseId: string, by: string): Promise<void>
   /**
    * Every database of the organization with its latest diagnosis and its open alerts by severity, in
    * one query (GET /metrics, at each scrape): the databases by org_id, their diagnosis by key, their
    * open alerts through alerts_database.
    */
-  organizationFigures(orgId: string): Promise<DatabaseFigures[]>;
+  organizationFigures(orgId: string): Promise<DatabaseFigures[]>
   /** Opens or updates a recommendation per finding key and resolves the open ones whose key is gone (unless their rule failed). */
-  syncRecommendations: (databaseId: string, findings: FindingRecord[], failedRules: string[], now: number) => Promise<{
-    opened: number;
-    resolved: number;
-  }>;
-  listRecommendations(databaseId: string, status: RecordStatus, limit: number): Promise<Recommendation[]>;
+  syncRecommendations: (
+    databaseId: string,
+    findings: FindingRecord[],
+    failedRules: string[],
+    now: number,
+  ) => Promise<{
+    opened: number
+    resolved: number
+  }>
+  listRecommendations(databaseId: string, status: RecordStatus, limit: number): Promise<Recommendation[]>
   /** Notifications due at `now`, oldest first (so an alert's opening goes out before its resolution). */
-  pendingNotifications: (now: number, limit: number) => Promise<PendingNotification[]>;
+  pendingNotifications: (now: number, limit: number) => Promise<PendingNotification[]>
   /** Takes a due notification for this process until `leaseUntil`; false when another took it or it is done. */
-  claimNotification(id: string, now: number, leaseUntil: number): Promise<boolean>;
-  notificationSent(id: string, now: number): Promise<void>;
+  claimNotification(id: string, now: number, leaseUntil: number): Promise<boolean>
+  notificationSent(id: string, now: number): Promise<void>
   /** Records a failed attempt; the notification is due again from `retryAt`. */
-  notificationFailed(id: string, error: string, retryAt: number): Promise<void>;
-  giveUpNotification(id: string, reason: string, now: number): Promise<void>;
+  notificationFailed(id: string, error: string, retryAt: number): Promise<void>
+  giveUpNotification(id: string, reason: string, now: number): Promise<void>
   /** Gives up the undelivered notifications created before `before`; returns how many. */
   /** Gives up notifications queued before `before` and not sent; one a silence holds that was never attempted waits for the silence's end. */
-  giveUpNotificationsBefore(before: number, now: number): Promise<number>;
+  giveUpNotificationsBefore(before: number, now: number): Promise<number>
   /** The addresses alert mails go to: the organization's users who verified theirs. */
-  alertRecipients(orgId: string): Promise<string[]>;
-  getWebhook(orgId: string): Promise<Webhook | undefined>;
+  alertRecipients(orgId: string): Promise<string[]>
+  getWebhook(orgId: string): Promise<Webhook | undefined>
   /** Sets the URL; a new webhook gets `newSecret` (`created` tells which happened). */
-  putWebhook(orgId: string, url: string, newSecret: string, now: number): Promise<{
-    webhook: Webhook;
-    created: boolean;
-  }>;
-  deleteWebhook(orgId: string): Promise<boolean>;
+  putWebhook(
+    orgId: string,
+    url: string,
+    newSecret: string,
+    now: number,
+  ): Promise<{
+    webhook: Webhook
+    created: boolean
+  }>
+  deleteWebhook(orgId: string): Promise<boolean>
   /** Records the outcome of a delivery: `error` null for a success. */
-  recordWebhookResult(orgId: string, now: number, error: string | null): Promise<void>;
-
+  recordWebhookResult(orgId: string, now: number, error: string | null): Promise<void>
 }
 
 /** Reads and writes of this part, for the monitor and the routes. */
@@ -285,7 +316,13 @@ export function monitorStore(driver: SqlDriver): MonitorStore {
     async monitoredDatabases(since: number): Promise<MonitoredDatabase[]> {
       // Least recently diagnosed first: a pass cut short by time leaves the freshest ones for later.
       // A database whose agent keeps reporting it down is monitored however old its last data.
-      const rows = await driver.all<{ id: string; org_id: string; verified: unknown; evaluated_at: unknown; state_since: unknown }>(
+      const rows = await driver.all<{
+        id: string
+        org_id: string
+        verified: unknown
+        evaluated_at: unknown
+        state_since: unknown
+      }>(
         `SELECT d.id, d.org_id, o.verified, h.evaluated_at, a.since AS state_since FROM databases d JOIN organizations o ON o.id = d.org_id
          LEFT JOIN database_health h ON h.database_id = d.id
          LEFT JOIN database_availability a ON a.database_id = d.id
@@ -306,8 +343,17 @@ export function monitorStore(driver: SqlDriver): MonitorStore {
      * than that. False when not taken, or when the database was deleted meanwhile. Several `dbm serve`
      * processes on one store so split the monitor's work instead of each doing all of it.
      */
-    async claimEvaluation(databaseId: string, by: string, now: number, leaseUntil: number, dueBefore?: number): Promise<boolean> {
-      const due = dueBefore === undefined ? '' : ' AND (database_health.evaluated_at IS NULL OR database_health.evaluated_at < $5)'
+    async claimEvaluation(
+      databaseId: string,
+      by: string,
+      now: number,
+      leaseUntil: number,
+      dueBefore?: number,
+    ): Promise<boolean> {
+      const due =
+        dueBefore === undefined
+          ? ''
+          : ' AND (database_health.evaluated_at IS NULL OR database_health.evaluated_at < $5)'
       const changed = await driver.run(
         `INSERT INTO database_health (database_id, claimed_by, claimed_until) SELECT $1, $2, $3 WHERE EXISTS (SELECT 1 FROM databases WHERE id = $1)
          ON CONFLICT (database_id) DO UPDATE SET claimed_by = excluded.claimed_by, claimed_until = excluded.claimed_until
@@ -321,12 +367,25 @@ export function monitorStore(driver: SqlDriver): MonitorStore {
       await driver.run(
         `UPDATE database_health SET evaluated_at = $3, status = $4, score = $5, critical = $6, warning = $7, info = $8, active_queries = $9, claimed_until = 0
          WHERE database_id = $1 AND claimed_by = $2`,
-        [databaseId, by, now, summary.status, summary.score, summary.findings.critical, summary.findings.warning, summary.findings.info, summary.active_queries],
+        [
+          databaseId,
+          by,
+          now,
+          summary.status,
+          summary.score,
+          summary.findings.critical,
+          summary.findings.warning,
+          summary.findings.info,
+          summary.active_queries,
+        ],
       )
     },
     /** Gives up `by`'s lease on the database's evaluation without a diagnosis (it failed). */
     async releaseEvaluation(databaseId: string, by: string): Promise<void> {
-      await driver.run('UPDATE database_health SET claimed_until = 0 WHERE database_id = $1 AND claimed_by = $2', [databaseId, by])
+      await driver.run('UPDATE database_health SET claimed_until = 0 WHERE database_id = $1 AND claimed_by = $2', [
+        databaseId,
+        by,
+      ])
     },
     /**
      * Every database of the organization with its latest diagnosis and its open alerts by severity, in
@@ -359,7 +418,11 @@ export function monitorStore(driver: SqlDriver): MonitorStore {
           last_seen_at: numOrNull(r.last_seen_at),
           score: evaluated ? num(r.score) : null,
           findings: evaluated ? { critical: num(r.critical), warning: num(r.warning), info: num(r.info) } : null,
-          open_alerts: { critical: num(r.alerts_critical ?? 0), warning: num(r.alerts_warning ?? 0), info: num(r.alerts_info ?? 0) },
+          open_alerts: {
+            critical: num(r.alerts_critical ?? 0),
+            warning: num(r.alerts_warning ?? 0),
+            info: num(r.alerts_info ?? 0),
+          },
         }
       })
     },
@@ -367,7 +430,10 @@ export function monitorStore(driver: SqlDriver): MonitorStore {
     syncRecommendations: (databaseId: string, findings: FindingRecord[], failedRules: string[], now: number) =>
       syncRecommendations(driver, databaseId, findings, failedRules, now),
     async listRecommendations(databaseId: string, status: RecordStatus, limit: number): Promise<Recommendation[]> {
-      const rows = await driver.all(`SELECT * FROM recommendations WHERE database_id = $1 ${STATUS_SQL[status]} ${ORDER_SQL} LIMIT $2`, [databaseId, limit])
+      const rows = await driver.all(
+        `SELECT * FROM recommendations WHERE database_id = $1 ${STATUS_SQL[status]} ${ORDER_SQL} LIMIT $2`,
+        [databaseId, limit],
+      )
       return rows.map(toRecommendation)
     },
 
@@ -383,14 +449,23 @@ export function monitorStore(driver: SqlDriver): MonitorStore {
       return changed > 0
     },
     async notificationSent(id: string, now: number): Promise<void> {
-      await driver.run('UPDATE alert_notifications SET sent_at = $1, attempts = attempts + 1, last_error = NULL WHERE id = $2', [now, id])
+      await driver.run(
+        'UPDATE alert_notifications SET sent_at = $1, attempts = attempts + 1, last_error = NULL WHERE id = $2',
+        [now, id],
+      )
     },
     /** Records a failed attempt; the notification is due again from `retryAt`. */
     async notificationFailed(id: string, error: string, retryAt: number): Promise<void> {
-      await driver.run('UPDATE alert_notifications SET attempts = attempts + 1, last_error = $1, next_attempt_at = $2 WHERE id = $3', [error, retryAt, id])
+      await driver.run(
+        'UPDATE alert_notifications SET attempts = attempts + 1, last_error = $1, next_attempt_at = $2 WHERE id = $3',
+        [error, retryAt, id],
+      )
     },
     async giveUpNotification(id: string, reason: string, now: number): Promise<void> {
-      await driver.run('UPDATE alert_notifications SET gave_up_at = $1, last_error = COALESCE(last_error, $2) WHERE id = $3', [now, reason, id])
+      await driver.run(
+        'UPDATE alert_notifications SET gave_up_at = $1, last_error = COALESCE(last_error, $2) WHERE id = $3',
+        [now, reason, id],
+      )
     },
     /** Gives up the undelivered notifications created before `before`; returns how many. */
     /** Gives up notifications queued before `before` and not sent; one a silence holds that was never attempted waits for the silence's end. */
@@ -402,7 +477,10 @@ export function monitorStore(driver: SqlDriver): MonitorStore {
     },
     /** The addresses alert mails go to: the organization's users who verified theirs. */
     async alertRecipients(orgId: string): Promise<string[]> {
-      const rows = await driver.all<{ email: string }>('SELECT email FROM users WHERE org_id = $1 AND email_verified_at IS NOT NULL ORDER BY email', [orgId])
+      const rows = await driver.all<{ email: string }>(
+        'SELECT email FROM users WHERE org_id = $1 AND email_verified_at IS NOT NULL ORDER BY email',
+        [orgId],
+      )
       return rows.map((r) => r.email)
     },
 
@@ -412,11 +490,23 @@ export function monitorStore(driver: SqlDriver): MonitorStore {
       return r ? toWebhook(r) : undefined
     },
     /** Sets the URL; a new webhook gets `newSecret` (`created` tells which happened). */
-    async putWebhook(orgId: string, url: string, newSecret: string, now: number): Promise<{ webhook: Webhook; created: boolean }> {
+    async putWebhook(
+      orgId: string,
+      url: string,
+      newSecret: string,
+      now: number,
+    ): Promise<{ webhook: Webhook; created: boolean }> {
       return driver.transaction(async (tx) => {
-        const changed = await tx.run('UPDATE organization_webhooks SET url = $1, updated_at = $2 WHERE org_id = $3', [url, now, orgId])
+        const changed = await tx.run('UPDATE organization_webhooks SET url = $1, updated_at = $2 WHERE org_id = $3', [
+          url,
+          now,
+          orgId,
+        ])
         if (changed === 0) {
-          await tx.run('INSERT INTO organization_webhooks (org_id, url, secret, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)', [orgId, url, newSecret, now])
+          await tx.run(
+            'INSERT INTO organization_webhooks (org_id, url, secret, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)',
+            [orgId, url, newSecret, now],
+          )
         }
         const row = await tx.get('SELECT * FROM organization_webhooks WHERE org_id = $1', [orgId])
         return { webhook: toWebhook(row!), created: changed === 0 }
@@ -427,8 +517,14 @@ export function monitorStore(driver: SqlDriver): MonitorStore {
     },
     /** Records the outcome of a delivery: `error` null for a success. */
     async recordWebhookResult(orgId: string, now: number, error: string | null): Promise<void> {
-      if (error === null) await driver.run('UPDATE organization_webhooks SET last_success_at = $1 WHERE org_id = $2', [now, orgId])
-      else await driver.run('UPDATE organization_webhooks SET last_failure_at = $1, last_error = $2 WHERE org_id = $3', [now, error, orgId])
+      if (error === null)
+        await driver.run('UPDATE organization_webhooks SET last_success_at = $1 WHERE org_id = $2', [now, orgId])
+      else
+        await driver.run('UPDATE organization_webhooks SET last_failure_at = $1, last_error = $2 WHERE org_id = $3', [
+          now,
+          error,
+          orgId,
+        ])
     },
   }
 }

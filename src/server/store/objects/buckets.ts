@@ -84,7 +84,9 @@ export const TABLE_BUCKETS: BucketTable = {
   counters: TABLE_COUNTERS,
   gauges: TABLE_GAUGES,
   latestColumns: [...TABLE_COUNTERS, ...TABLE_GAUGES, ...TABLE_TIMES, 'has_primary_key', 'autovacuum_enabled'],
-  keep: Object.fromEntries(['table_size_bytes', 'index_size_bytes', 'heap_bytes', 'toast_bytes'].map((c) => [c, keepSize('latest_tables', c)])),
+  keep: Object.fromEntries(
+    ['table_size_bytes', 'index_size_bytes', 'heap_bytes', 'toast_bytes'].map((c) => [c, keepSize('latest_tables', c)]),
+  ),
 }
 export const INDEX_BUCKETS: BucketTable = {
   section: 'indexes',
@@ -98,10 +100,12 @@ export const INDEX_BUCKETS: BucketTable = {
   keep: {
     size_bytes: keepSize('latest_indexes', 'size_bytes'),
     // The agent sends an empty definition for an index it could not deparse yet (its table was locked).
-    index_def: { unknown: (v) => v === '', sql: `CASE WHEN excluded.index_def = '' THEN latest_indexes.index_def ELSE excluded.index_def END` },
+    index_def: {
+      unknown: (v) => v === '',
+      sql: `CASE WHEN excluded.index_def = '' THEN latest_indexes.index_def ELSE excluded.index_def END`,
+    },
   },
 }
-
 
 /** metric_gauges rows of this source record, per bucket, that a batch carried an object section (see the header). */
 export const SAMPLED_SOURCE: MetricSource = 'ingest'

@@ -8,7 +8,16 @@
 // row that measured it (a minute row's gauges are already the minute's last measured ones), and
 // sampled_at the latest minute row's. A leaf module (families and window only), so rollups/rollups.ts and
 // objects/reads.ts both import it without an import cycle.
-import { type Field, INDEX_COUNTERS, INDEX_FIELDS, INDEX_GAUGES, TABLE_COUNTERS, TABLE_FIELDS, TABLE_GAUGES, columnType } from '../../../shared/families.ts'
+import {
+  type Field,
+  INDEX_COUNTERS,
+  INDEX_FIELDS,
+  INDEX_GAUGES,
+  TABLE_COUNTERS,
+  TABLE_FIELDS,
+  TABLE_GAUGES,
+  columnType,
+} from '../../../shared/families.ts'
 import type { SqlDialect } from '../dialect.ts'
 import type { SqlStatement } from '../sql.ts'
 import { HOUR_MS } from '../window.ts'
@@ -23,10 +32,23 @@ export interface ObjectHours {
   doubles: ReadonlySet<string>
 }
 
-const doublesOf = (fields: readonly Field[]): ReadonlySet<string> => new Set(fields.filter((f) => columnType(f) === 'double precision').map((f) => f.key))
+const doublesOf = (fields: readonly Field[]): ReadonlySet<string> =>
+  new Set(fields.filter((f) => columnType(f) === 'double precision').map((f) => f.key))
 
-export const TABLE_HOURS: ObjectHours = { table: 'table_stats', name: 'table_name', counters: TABLE_COUNTERS, gauges: TABLE_GAUGES, doubles: doublesOf(TABLE_FIELDS) }
-export const INDEX_HOURS: ObjectHours = { table: 'index_stats', name: 'index_name', counters: INDEX_COUNTERS, gauges: INDEX_GAUGES, doubles: doublesOf(INDEX_FIELDS) }
+export const TABLE_HOURS: ObjectHours = {
+  table: 'table_stats',
+  name: 'table_name',
+  counters: TABLE_COUNTERS,
+  gauges: TABLE_GAUGES,
+  doubles: doublesOf(TABLE_FIELDS),
+}
+export const INDEX_HOURS: ObjectHours = {
+  table: 'index_stats',
+  name: 'index_name',
+  counters: INDEX_COUNTERS,
+  gauges: INDEX_GAUGES,
+  doubles: doublesOf(INDEX_FIELDS),
+}
 export const OBJECT_HOURS = [TABLE_HOURS, INDEX_HOURS] as const
 
 /**
@@ -48,7 +70,8 @@ export function hourlyRowsSql(dialect: SqlDialect, spec: ObjectHours, object = f
   const hour = `(bucket / ${HOUR_MS}) * ${HOUR_MS}`
   const inRange = `database_id = $1${object ? ` AND schema_name = $4 AND ${spec.name} = $5` : ''} AND resolution = 60 AND bucket >= $2 AND bucket < $3`
   /** A counter's sum over the group, of the column `c` of the rows named `from` (none: unqualified). */
-  const sum = (c: string, from = '') => `${spec.doubles.has(c) ? `SUM(${from}${c})` : dialect.saturatingSum(`${from}${c}`)} AS ${c}`
+  const sum = (c: string, from = '') =>
+    `${spec.doubles.has(c) ? `SUM(${from}${c})` : dialect.saturatingSum(`${from}${c}`)} AS ${c}`
   const lastNonNull = dialect.lastNonNull
   if (lastNonNull) {
     return `SELECT CAST($1 AS TEXT) AS database_id, schema_name, ${spec.name}, 3600 AS resolution, ${hour} AS bucket, MAX(sampled_at) AS sampled_at,
@@ -58,7 +81,10 @@ export function hourlyRowsSql(dialect: SqlDialect, spec: ObjectHours, object = f
   }
   const inHour = (t: string) =>
     `${t}.database_id = $1 AND ${t}.schema_name = o.schema_name AND ${t}.${spec.name} = o.${spec.name} AND ${t}.resolution = 60 AND ${t}.bucket >= o.hour AND ${t}.bucket < o.hour + ${HOUR_MS}`
-  const searched = spec.gauges.map((g) => `(SELECT x.${g} FROM ${spec.table} x WHERE ${inHour('x')} AND x.${g} IS NOT NULL ORDER BY x.bucket DESC LIMIT 1) AS ${g}`)
+  const searched = spec.gauges.map(
+    (g) =>
+      `(SELECT x.${g} FROM ${spec.table} x WHERE ${inHour('x')} AND x.${g} IS NOT NULL ORDER BY x.bucket DESC LIMIT 1) AS ${g}`,
+  )
   return `SELECT CAST($1 AS TEXT) AS database_id, o.schema_name, o.${spec.name}, 3600 AS resolution, o.hour AS bucket, MAX(t.sampled_at) AS sampled_at,
        ${[...spec.counters.map((c) => sum(c, 't.')), ...searched].join(', ')}
      FROM (SELECT DISTINCT schema_name, ${spec.name}, ${hour} AS hour FROM ${spec.table} WHERE ${inRange}) o
@@ -70,7 +96,13 @@ export function hourlyRowsSql(dialect: SqlDialect, spec: ObjectHours, object = f
  * The statement replacing the database's hourly rows of `spec` in [from, until) (whole hours) by the
  * rollup of their minute rows (hourlyRowsSql). Idempotent: a rerun writes the same rows.
  */
-export function rollUpObjectHours(dialect: SqlDialect, spec: ObjectHours, databaseId: string, from: number, until: number): SqlStatement {
+export function rollUpObjectHours(
+  dialect: SqlDialect,
+  spec: ObjectHours,
+  databaseId: string,
+  from: number,
+  until: number,
+): SqlStatement {
   const values = ['sampled_at', ...spec.counters, ...spec.gauges]
   return {
     sql: `INSERT INTO ${spec.table} (database_id, schema_name, ${spec.name}, resolution, bucket, ${values.join(', ')})

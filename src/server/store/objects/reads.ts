@@ -55,7 +55,9 @@ function latestRowsSql(spec: BucketTable): string {
 const asOf = (r: Record<string, unknown>) => Math.max(Number(r.ts), numOrNull(r.carried_at) ?? Number.NEGATIVE_INFINITY)
 
 function toTableRow(r: Record<string, unknown>): TableRow {
-  const numbers = Object.fromEntries([...TABLE_COUNTERS, ...TABLE_GAUGES, ...TABLE_TIMES].map((c) => [c, numOrNull(r[c])]))
+  const numbers = Object.fromEntries(
+    [...TABLE_COUNTERS, ...TABLE_GAUGES, ...TABLE_TIMES].map((c) => [c, numOrNull(r[c])]),
+  )
   return {
     schema_name: String(r.schema_name),
     table_name: String(r.table_name),
@@ -98,7 +100,8 @@ async function series<C extends string>(
   const resolution = seriesResolution(window)
   const from = floorTo(window.since, resolution * 1000)
   const object = `database_id = $1 AND schema_name = $2 AND ${spec.keyColumns[1]} = $3`
-  const pointOf = (r: Record<string, unknown>) => ({ ts: Number(r.bucket), ...Object.fromEntries(values.map((v) => [v, numOrNull(r[v])])) }) as Point<C>
+  const pointOf = (r: Record<string, unknown>) =>
+    ({ ts: Number(r.bucket), ...Object.fromEntries(values.map((v) => [v, numOrNull(r[v])])) }) as Point<C>
   const bucketRows = (until: number) =>
     driver.all(
       `SELECT bucket, ${values.join(', ')} FROM ${spec.table}
@@ -114,13 +117,10 @@ async function series<C extends string>(
     const rolled = rolledUntil > from ? await bucketRows(rolledUntil) : []
     if (rolledUntil >= window.until) return { resolution, points: rolled.map(pointOf) }
     // The window's last hour whole, as its hourly row would hold it.
-    const computed = await driver.all(`SELECT bucket, ${values.join(', ')} FROM (${hourlyRowsSql(driver.sqlDialect, spec.hours, true)}) h ORDER BY bucket`, [
-      key.databaseId,
-      rolledUntil,
-      Math.ceil(window.until / HOUR_MS) * HOUR_MS,
-      key.schema,
-      key.name,
-    ])
+    const computed = await driver.all(
+      `SELECT bucket, ${values.join(', ')} FROM (${hourlyRowsSql(driver.sqlDialect, spec.hours, true)}) h ORDER BY bucket`,
+      [key.databaseId, rolledUntil, Math.ceil(window.until / HOUR_MS) * HOUR_MS, key.schema, key.name],
+    )
     return { resolution, points: [...rolled, ...computed].map(pointOf) }
   }
   const rows = await bucketRows(window.until)
@@ -143,7 +143,10 @@ async function series<C extends string>(
     const known = spec.counters.map((c) => r[c] !== null && r[c] !== undefined)
     return known.some(Boolean) ? known : before
   }
-  let known: boolean[] = knownIn(carried ?? {}, spec.counters.map(() => true))
+  let known: boolean[] = knownIn(
+    carried ?? {},
+    spec.counters.map(() => true),
+  )
   const byBucket = new Map(rows.map((r) => [Number(r.bucket), r]))
   const buckets = [...new Set([...byBucket.keys(), ...sampled.map((r) => Number(r.bucket))])].sort((a, b) => a - b)
   const points: Point<C>[] = []
@@ -185,11 +188,10 @@ export function objectReads(driver: SqlDriver): ObjectReads {
     },
 
     async table(databaseId: string, schema: string, name: string): Promise<TableRow | undefined> {
-      const row = await driver.get(`SELECT * FROM ${latestRowsSql(TABLE_BUCKETS)} WHERE database_id = $1 AND schema_name = $2 AND table_name = $3`, [
-        databaseId,
-        schema,
-        name,
-      ])
+      const row = await driver.get(
+        `SELECT * FROM ${latestRowsSql(TABLE_BUCKETS)} WHERE database_id = $1 AND schema_name = $2 AND table_name = $3`,
+        [databaseId, schema, name],
+      )
       return row ? toTableRow(row) : undefined
     },
 
@@ -209,11 +211,10 @@ export function objectReads(driver: SqlDriver): ObjectReads {
     },
 
     async index(databaseId: string, schema: string, name: string): Promise<IndexRow | undefined> {
-      const row = await driver.get(`SELECT * FROM ${latestRowsSql(INDEX_BUCKETS)} WHERE database_id = $1 AND schema_name = $2 AND index_name = $3`, [
-        databaseId,
-        schema,
-        name,
-      ])
+      const row = await driver.get(
+        `SELECT * FROM ${latestRowsSql(INDEX_BUCKETS)} WHERE database_id = $1 AND schema_name = $2 AND index_name = $3`,
+        [databaseId, schema, name],
+      )
       return row ? toIndexRow(row) : undefined
     },
 

@@ -9,7 +9,16 @@ import type { RollupMarks } from '../rollups/rollups.ts'
 import type { Window } from '../window.ts'
 
 // size is pg_table_size (heap, maps and TOAST); total_size pg_total_relation_size (with the indexes).
-export const TABLE_SORTS = ['size', 'dead_tuples', 'seq_scans', 'live_tuples', 'index_size', 'heap_size', 'toast_size', 'total_size'] as const
+export const TABLE_SORTS = [
+  'size',
+  'dead_tuples',
+  'seq_scans',
+  'live_tuples',
+  'index_size',
+  'heap_size',
+  'toast_size',
+  'total_size',
+] as const
 export type TableSort = (typeof TABLE_SORTS)[number]
 export const INDEX_SORTS = ['size', 'scans', 'tuples_read'] as const
 export type IndexSort = (typeof INDEX_SORTS)[number]
@@ -71,5 +80,9 @@ export interface ObjectWrites {
    * The batch's tables and indexes sections: registers the reads they depend on and returns what adds
    * their writes once those are sent, after the batch's rollup with the marks it left.
    */
-  applyObjects(reads: Reads, databaseId: string, batch: IngestBatch): (writes: Writes, marks: RollupMarks | undefined) => void
+  applyObjects(
+    reads: Reads,
+    databaseId: string,
+    batch: IngestBatch,
+  ): (writes: Writes, marks: RollupMarks | undefined) => void
 }

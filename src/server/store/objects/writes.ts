@@ -8,14 +8,23 @@ import type { RollupMarks } from '../rollups/rollups.ts'
 import { ident, sql } from '../sql.ts'
 import { HOUR_MS, MINUTE_MS, floorTo } from '../window.ts'
 import { INGEST_COLUMN_TYPES, type Reads, type Writes } from '../ingest/batch.ts'
-import { type BucketTable, INDEX_BUCKETS, KEY_COLUMNS, LATEST_TABLES, SAMPLED_SOURCE, TABLE_BUCKETS, TABLE_TIMES } from './buckets.ts'
+import {
+  type BucketTable,
+  INDEX_BUCKETS,
+  KEY_COLUMNS,
+  LATEST_TABLES,
+  SAMPLED_SOURCE,
+  TABLE_BUCKETS,
+  TABLE_TIMES,
+} from './buckets.ts'
 import type { ObjectWrites } from './types.ts'
 
 /** Counts are integers in the store; a fractional one from the wire is rounded, not refused by BIGINT. */
 const int = (v: number | null | undefined): number | null => (v === null || v === undefined ? null : Math.round(v))
 
 /** A sum that stays null only while both sides are (a bucket of first samples has no delta), saturating at BIGINT's maximum (sums.ts). */
-const sumSql = (table: string, c: string) => `COALESCE(${saturatingAdd(`${table}.${c}`, `excluded.${c}`)}, ${table}.${c}, excluded.${c})`
+const sumSql = (table: string, c: string) =>
+  `COALESCE(${saturatingAdd(`${table}.${c}`, `excluded.${c}`)}, ${table}.${c}, excluded.${c})`
 /** The newer sample's value, or the other's when the newer one is unknown (e.g. a size not measured that cycle). */
 const lastSql = (table: string, c: string) =>
   `CASE WHEN excluded.sampled_at >= ${table}.sampled_at THEN COALESCE(excluded.${c}, ${table}.${c}) ELSE COALESCE(${table}.${c}, excluded.${c}) END`
@@ -30,7 +39,9 @@ interface BucketRow {
 }
 
 /** One row per object: deltas summed, gauges the last non-null (a batch may repeat an object). */
-function mergeBucketRows(rows: BucketRow[]): (Omit<BucketRow, 'counters'> & { counters: (number | bigint | null)[] })[] {
+function mergeBucketRows(
+  rows: BucketRow[],
+): (Omit<BucketRow, 'counters'> & { counters: (number | bigint | null)[] })[] {
   const merged = new Map<string, BucketRow>()
   const repeated = new Set<BucketRow>()
   for (const row of rows) {
@@ -46,7 +57,9 @@ function mergeBucketRows(rows: BucketRow[]): (Omit<BucketRow, 'counters'> & { co
     seen.gauges = seen.gauges.map((g, i) => row.gauges[i] ?? g)
   }
   // An object named ~1,000 times at the wire's maximum sums past BIGINT in JS: bound as its maximum.
-  return [...merged.values()].map((row) => (repeated.has(row) ? { ...row, counters: row.counters.map((c) => (c === null ? c : int64Counter(c))) } : row))
+  return [...merged.values()].map((row) =>
+    repeated.has(row) ? { ...row, counters: row.counters.map((c) => (c === null ? c : int64Counter(c))) } : row,
+  )
 }
 
 /** A latest column's value as the store gives it back (SQLite's booleans are 0 and 1), for comparing. */
@@ -115,12 +128,20 @@ function storedState(reads: Reads, spec: BucketTable, databaseId: string, collec
  * latest row: a delta that is not zero (a first sample's unknown one included), or a measured gauge that
  * differs from the latest row's (an unmeasured one, null, is not news).
  */
-function isNews(row: { key: string[]; first: boolean; counters: (number | bigint | null)[]; gauges: (number | null)[] }, stored: StoredState, collectedAt: number): boolean {
+function isNews(
+  row: { key: string[]; first: boolean; counters: (number | bigint | null)[]; gauges: (number | null)[] },
+  stored: StoredState,
+  collectedAt: number,
+): boolean {
   const before = stored.latest.get(JSON.stringify(row.key))
   if (!before || floorTo(before.ts, HOUR_MS) < floorTo(collectedAt, HOUR_MS)) return true
   // An unknown counter (null) is not news, or a table without indexes (idx_scan null) or a counter its
   // PostgreSQL lacks would be written every batch.
-  return row.first || row.counters.some((c) => c !== null && c !== 0) || row.gauges.some((g, i) => g !== null && g !== before.gauges[i])
+  return (
+    row.first ||
+    row.counters.some((c) => c !== null && c !== 0) ||
+    row.gauges.some((g, i) => g !== null && g !== before.gauges[i])
+  )
 }
 
 /**
@@ -142,7 +163,9 @@ function addToBuckets(
   const merged = mergeBucketRows(rows)
   if (!stored.newest) pinLaterMinute(writes, databaseId, collectedAt, spec)
   const written = stored.newest ? merged.filter((r) => isNews(r, stored, collectedAt)) : merged
-  const update: Record<string, string> = { sampled_at: writes.sqlDialect.greatest(`${spec.table}.sampled_at`, 'excluded.sampled_at') }
+  const update: Record<string, string> = {
+    sampled_at: writes.sqlDialect.greatest(`${spec.table}.sampled_at`, 'excluded.sampled_at'),
+  }
   for (const c of spec.counters) update[c] = sumSql(spec.table, c)
   for (const g of spec.gauges) update[g] = lastSql(spec.table, g)
   const rowsFor = (resolutionMs: number) => {
@@ -177,7 +200,16 @@ function pinLaterMinute(writes: Writes, databaseId: string, collectedAt: number,
   const [, name] = spec.keyColumns
   const minute = floorTo(collectedAt, MINUTE_MS)
   const hour = floorTo(collectedAt, HOUR_MS)
-  const columns = ['database_id', 'schema_name', name, 'resolution', 'bucket', 'sampled_at', ...spec.counters, ...spec.gauges]
+  const columns = [
+    'database_id',
+    'schema_name',
+    name,
+    'resolution',
+    'bucket',
+    'sampled_at',
+    ...spec.counters,
+    ...spec.gauges,
+  ]
   writes.add(
     `INSERT INTO ${spec.table} (${columns.join(', ')})
      SELECT t.database_id, t.schema_name, t.${name}, 60, n.bucket, t.sampled_at, ${spec.counters.map(() => '0').join(', ')}, ${spec.gauges.map((g) => `t.${g}`).join(', ')}
@@ -204,7 +236,16 @@ function markSampled(writes: Writes, databaseId: string, batch: IngestBatch) {
     'metric_gauges',
     ['database_id', 'resolution', 'bucket', 'source', 'subject', 'metric', 'value', 'sampled_at'],
     sections.flatMap((section) =>
-      [MINUTE_MS, HOUR_MS].map((r) => [databaseId, r / 1000, floorTo(batch.collected_at, r), SAMPLED_SOURCE, '', section, 1, batch.collected_at]),
+      [MINUTE_MS, HOUR_MS].map((r) => [
+        databaseId,
+        r / 1000,
+        floorTo(batch.collected_at, r),
+        SAMPLED_SOURCE,
+        '',
+        section,
+        1,
+        batch.collected_at,
+      ]),
     ),
     {
       key: ['database_id', 'source', 'resolution', 'bucket', 'subject', 'metric'],
@@ -240,12 +281,21 @@ function latestChanged(spec: BucketTable, entry: LatestEntry, before: { values: 
  * each row's "as of" (readers below). The first batch of a newer cycle removes, by key, the stored
  * objects it does not name; later parts of a split cycle (the same collected_at) remove nothing.
  */
-function updateLatest(writes: Writes, spec: BucketTable, databaseId: string, collectedAt: number, stored: StoredState, bucketed: Set<string>, entries: LatestEntry[]) {
+function updateLatest(
+  writes: Writes,
+  spec: BucketTable,
+  databaseId: string,
+  collectedAt: number,
+  stored: StoredState,
+  bucketed: Set<string>,
+  entries: LatestEntry[],
+) {
   const unique = new Map(entries.map((e) => [JSON.stringify(e.key), e]))
   const written: unknown[][] = []
   for (const [id, entry] of unique) {
     const before = stored.latest.get(id)
-    if (!before || bucketed.has(id) || latestChanged(spec, entry, before)) written.push([databaseId, ...entry.key, collectedAt, ...entry.values])
+    if (!before || bucketed.has(id) || latestChanged(spec, entry, before))
+      written.push([databaseId, ...entry.key, collectedAt, ...entry.values])
   }
   const update = Object.fromEntries(['ts', ...spec.latestColumns].map((c) => [c, spec.keep[c]?.sql ?? `excluded.${c}`]))
   const key = ['database_id', ...spec.keyColumns]
@@ -269,7 +319,13 @@ function removeLatest(writes: Writes, spec: BucketTable, databaseId: string, key
 type ObjectSample = (TableStat | IndexStat) & Record<string, unknown>
 
 /** The integer columns of the latest rows (counters, gauges, times); the others are kept as sent (text, booleans). */
-const INTEGER_COLUMNS: ReadonlySet<string> = new Set([...TABLE_COUNTERS, ...TABLE_GAUGES, ...TABLE_TIMES, ...INDEX_COUNTERS, ...INDEX_GAUGES])
+const INTEGER_COLUMNS: ReadonlySet<string> = new Set([
+  ...TABLE_COUNTERS,
+  ...TABLE_GAUGES,
+  ...TABLE_TIMES,
+  ...INDEX_COUNTERS,
+  ...INDEX_GAUGES,
+])
 
 /** One section (tables or indexes): its bucket rows for the objects that moved, then its latest rows. */
 function applySection(
@@ -291,7 +347,12 @@ function applySection(
       stored,
       objects.map((o) => {
         const delta = o.delta as Record<string, number | null | undefined> | null
-        return { key: keyOf(o), first: !delta, counters: spec.counters.map((c) => (delta ? int(delta[c]) : null)), gauges: spec.gauges.map((g) => int(o[g] as number | null)) }
+        return {
+          key: keyOf(o),
+          first: !delta,
+          counters: spec.counters.map((c) => (delta ? int(delta[c]) : null)),
+          gauges: spec.gauges.map((g) => int(o[g] as number | null)),
+        }
       }),
       hoursUntil,
     )
@@ -303,7 +364,10 @@ function applySection(
       collectedAt,
       stored,
       bucketed,
-      objects.map((o) => ({ key: keyOf(o), values: spec.latestColumns.map((c) => (INTEGER_COLUMNS.has(c) ? int(o[c] as number | null) : (o[c] ?? null))) })),
+      objects.map((o) => ({
+        key: keyOf(o),
+        values: spec.latestColumns.map((c) => (INTEGER_COLUMNS.has(c) ? int(o[c] as number | null) : (o[c] ?? null))),
+      })),
     )
   }
 }
@@ -314,9 +378,17 @@ function applySection(
  * sent, after the batch's rollup (planRollup, which runs for every batch carrying either section) with
  * the marks it left.
  */
-export function applyObjects(reads: Reads, databaseId: string, batch: IngestBatch): (writes: Writes, marks: RollupMarks | undefined) => void {
-  const writeTables = batch.tables ? applySection(reads, TABLE_BUCKETS, databaseId, batch.collected_at, batch.tables as ObjectSample[]) : undefined
-  const writeIndexes = batch.indexes ? applySection(reads, INDEX_BUCKETS, databaseId, batch.collected_at, batch.indexes as ObjectSample[]) : undefined
+export function applyObjects(
+  reads: Reads,
+  databaseId: string,
+  batch: IngestBatch,
+): (writes: Writes, marks: RollupMarks | undefined) => void {
+  const writeTables = batch.tables
+    ? applySection(reads, TABLE_BUCKETS, databaseId, batch.collected_at, batch.tables as ObjectSample[])
+    : undefined
+  const writeIndexes = batch.indexes
+    ? applySection(reads, INDEX_BUCKETS, databaseId, batch.collected_at, batch.indexes as ObjectSample[])
+    : undefined
   return (writes, marks) => {
     // Without marks (no section to write) no hour is rolled up.
     const hoursUntil = marks?.hours ?? Number.NEGATIVE_INFINITY

@@ -31,7 +31,13 @@ export interface SentCounts {
 }
 
 /** Runs one exchange with the server, telling `reachability` whether the server answered it. */
-async function observed<T>(reachability: StoreReachability, send: () => Promise<T>, sent?: SentCounts, statements = 1, exchanges = 1): Promise<T> {
+async function observed<T>(
+  reachability: StoreReachability,
+  send: () => Promise<T>,
+  sent?: SentCounts,
+  statements = 1,
+  exchanges = 1,
+): Promise<T> {
   if (sent) {
     sent.statements += statements
     sent.exchanges += exchanges
@@ -113,7 +119,10 @@ function driverOver(sql: Sql, root: PostgresDriver): SqlDriver {
             Promise.all(
               statements.map((s) =>
                 sql.unsafe(s.sql, parameters(s.params ?? []), { prepare: true }).then(
-                  (result): RunResult => ({ changed: result.count, rows: result as unknown as Record<string, unknown>[] }),
+                  (result): RunResult => ({
+                    changed: result.count,
+                    rows: result as unknown as Record<string, unknown>[],
+                  }),
                   (e: unknown) => {
                     failed ??= s.sql
                     throw e
@@ -268,11 +277,16 @@ export class PostgresDriver implements SqlDriver {
           failed ??= text
           throw e
         })
-      const begin = send('BEGIN', connection.unsafe('BEGIN', [], { onexecute: keepSession } as postgres.UnsafeQueryOptions))
+      const begin = send(
+        'BEGIN',
+        connection.unsafe('BEGIN', [], { onexecute: keepSession } as postgres.UnsafeQueryOptions),
+      )
       const lock = lockKey ? send(LOCK_SQL, connection.unsafe(LOCK_SQL, [lockKey], { prepare: true })) : undefined
-      const opened = observed(this.reachability, () => Promise.all([begin, lock]), this.sent, lock ? 2 : 1, 0).catch((e: unknown) => {
-        throw wrap(e, failed ?? 'BEGIN')
-      })
+      const opened = observed(this.reachability, () => Promise.all([begin, lock]), this.sent, lock ? 2 : 1, 0).catch(
+        (e: unknown) => {
+          throw wrap(e, failed ?? 'BEGIN')
+        },
+      )
       opened.catch(() => {}) // thrown below, where fn's outcome is known
       // COMMIT sent behind fn's last statements (runLast), in their exchange: a statement that fails aborts
       // the transaction, and the server answers that COMMIT with a rollback (no error of its own).
@@ -289,7 +303,11 @@ export class PostgresDriver implements SqlDriver {
         return answered
       }
       // A transaction opened inside this one joins it, taking its own lock (held to this one's end).
-      const result = await fn({ ...tx, runLast, transaction: async (f, innerKey) => (innerKey ? (await takeLock(tx, innerKey), f(tx)) : f(tx)) }).catch(async (e: unknown) => {
+      const result = await fn({
+        ...tx,
+        runLast,
+        transaction: async (f, innerKey) => (innerKey ? (await takeLock(tx, innerKey), f(tx)) : f(tx)),
+      }).catch(async (e: unknown) => {
         await opened
         throw e
       })

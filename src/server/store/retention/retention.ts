@@ -16,11 +16,30 @@ import { TEXT_REFRESH_MS } from '../statements/writes.ts'
 import { HOUR_MS, MINUTE_MS, floorTo } from '../window.ts'
 
 /** Tables of 60-second and hourly buckets whose key starts (database_id, resolution, bucket), or has an index that does. */
-const BUCKET_TABLES = ['query_stats', 'wait_stats', 'replication_lag', 'replication_slot_lag', 'table_stats', 'index_stats', 'log_counts'] as const
+const BUCKET_TABLES = [
+  'query_stats',
+  'wait_stats',
+  'replication_lag',
+  'replication_slot_lag',
+  'table_stats',
+  'index_stats',
+  'log_counts',
+] as const
 /** Bucket tables keyed (database_id, source, resolution, bucket, ...): swept source by source to use that key. */
 const METRIC_TABLES = ['metric_counters', 'metric_gauges'] as const
 /** Every metric source (a new source fails to compile until it is listed here). */
-const METRIC_SOURCES: Record<MetricSource, true> = { bgwriter: true, wal: true, database: true, io: true, server: true, disk: true, parts: true, ingest: true, host: true, custom: true }
+const METRIC_SOURCES: Record<MetricSource, true> = {
+  bgwriter: true,
+  wal: true,
+  database: true,
+  io: true,
+  server: true,
+  disk: true,
+  parts: true,
+  ingest: true,
+  host: true,
+  custom: true,
+}
 /** Tables of timestamped rows and their time column: plans, and the latest sections and snapshots (gone when that old). */
 const TIMED_TABLES = {
   explain_plans: 'ts',
@@ -62,7 +81,17 @@ export const RETAINED_TABLES: readonly string[] = [
 ]
 
 /** Per-database state that is not telemetry: one row per database, gone with it (ON DELETE CASCADE). */
-export const KEPT_WITH_DATABASE: readonly string[] = ['query_rollups', 'database_health', 'diagnoses', 'event_baselines', 'database_availability', 'server_settings', 'action_listeners', 'custom_metrics', 'database_thresholds']
+export const KEPT_WITH_DATABASE: readonly string[] = [
+  'query_rollups',
+  'database_health',
+  'diagnoses',
+  'event_baselines',
+  'database_availability',
+  'server_settings',
+  'action_listeners',
+  'custom_metrics',
+  'database_thresholds',
+]
 
 /**
  * The primary key of each table retention deletes from that SQLite stores WITHOUT ROWID (migration 10):
@@ -85,7 +114,6 @@ export const WITHOUT_ROWID_KEYS: Readonly<Record<string, readonly string[]>> = {
   agent_silences: ['database_id', 'started_at'],
 }
 
-
 /**
  * The statement deleting up to `batch` rows of `table` matching `where` (the dialect's deleteSome: by
  * ctid on PostgreSQL, on SQLite by rowid or, in a WITHOUT ROWID table, by primary key).
@@ -95,7 +123,13 @@ export function batchDeleteSql(dialect: SqlDialect, table: string, where: string
 }
 
 /** Deletes the rows of `table` matching `where`, `batch` rows per statement; returns how many went. */
-async function deleteInBatches(driver: SqlDriver, table: string, where: string, params: unknown[], batch: number): Promise<number> {
+async function deleteInBatches(
+  driver: SqlDriver,
+  table: string,
+  where: string,
+  params: unknown[],
+  batch: number,
+): Promise<number> {
   const sql = batchDeleteSql(driver.sqlDialect, table, where, batch)
   let total = 0
   for (;;) {
@@ -121,7 +155,12 @@ export interface SweepCutoffs {
   logEntriesBefore?: number
 }
 
-async function sweepDatabase(driver: SqlDriver, databaseId: string, cutoffs: SweepCutoffs, batch: number): Promise<number> {
+async function sweepDatabase(
+  driver: SqlDriver,
+  databaseId: string,
+  cutoffs: SweepCutoffs,
+  batch: number,
+): Promise<number> {
   await rollUpQuietDatabase(driver, databaseId, Math.max(cutoffs.rollUpTo, cutoffs.minutesBefore))
   const hoursBefore = floorTo(cutoffs.before, HOUR_MS)
   const minutesBefore = Math.max(floorTo(cutoffs.before, MINUTE_MS), cutoffs.minutesBefore)
@@ -131,9 +170,21 @@ async function sweepDatabase(driver: SqlDriver, databaseId: string, cutoffs: Swe
     for (const resolution of table === 'query_stats' ? [60, 600] : [60]) {
       // A bucket goes when it is wholly older than the cutoff (a 10-minute bucket may straddle it).
       const cutoff = resolution === 600 ? floorTo(minutesBefore, 600_000) : minutesBefore
-      deleted += await deleteInBatches(driver, table, 'database_id = $1 AND resolution = $2 AND bucket < $3', [databaseId, resolution, cutoff], batch)
+      deleted += await deleteInBatches(
+        driver,
+        table,
+        'database_id = $1 AND resolution = $2 AND bucket < $3',
+        [databaseId, resolution, cutoff],
+        batch,
+      )
     }
-    deleted += await deleteInBatches(driver, table, 'database_id = $1 AND resolution = 3600 AND bucket < $2', [databaseId, hoursBefore], batch)
+    deleted += await deleteInBatches(
+      driver,
+      table,
+      'database_id = $1 AND resolution = 3600 AND bucket < $2',
+      [databaseId, hoursBefore],
+      batch,
+    )
   }
   for (const table of METRIC_TABLES) {
     for (const source of Object.keys(METRIC_SOURCES)) {
@@ -143,45 +194,84 @@ async function sweepDatabase(driver: SqlDriver, databaseId: string, cutoffs: Swe
     }
   }
   for (const [table, column] of Object.entries(TIMED_TABLES)) {
-    deleted += await deleteInBatches(driver, table, `database_id = $1 AND ${column} < $2`, [databaseId, cutoffs.before], batch)
+    deleted += await deleteInBatches(
+      driver,
+      table,
+      `database_id = $1 AND ${column} < $2`,
+      [databaseId, cutoffs.before],
+      batch,
+    )
   }
   const logBefore = Math.max(cutoffs.before, cutoffs.logEntriesBefore ?? cutoffs.before)
-  deleted += await deleteInBatches(driver, 'log_entries', 'database_id = $1 AND ts < $2', [databaseId, logBefore], batch)
+  deleted += await deleteInBatches(
+    driver,
+    'log_entries',
+    'database_id = $1 AND ts < $2',
+    [databaseId, logBefore],
+    batch,
+  )
   // A statement's text goes with its last bucket: its last_seen is rewritten once in TEXT_REFRESH_MS,
   // so the statement's last batch may be that much later (and its hour kept).
-  deleted += await deleteInBatches(driver, 'query_texts', 'database_id = $1 AND last_seen < $2', [databaseId, hoursBefore - TEXT_REFRESH_MS], batch)
+  deleted += await deleteInBatches(
+    driver,
+    'query_texts',
+    'database_id = $1 AND last_seen < $2',
+    [databaseId, hoursBefore - TEXT_REFRESH_MS],
+    batch,
+  )
   for (const table of RESOLVED_TABLES) {
-    deleted += await deleteInBatches(driver, table, 'database_id = $1 AND resolved_at < $2', [databaseId, cutoffs.before], batch)
+    deleted += await deleteInBatches(
+      driver,
+      table,
+      'database_id = $1 AND resolved_at < $2',
+      [databaseId, cutoffs.before],
+      batch,
+    )
   }
   const actions = sweptActions(databaseId, cutoffs.before)
   deleted += await deleteInBatches(driver, 'actions', actions.where, actions.params, batch)
   for (const table of ENDED_TABLES) {
-    deleted += await deleteInBatches(driver, table, 'database_id = $1 AND ended_at < $2', [databaseId, cutoffs.before], batch)
+    deleted += await deleteInBatches(
+      driver,
+      table,
+      'database_id = $1 AND ended_at < $2',
+      [databaseId, cutoffs.before],
+      batch,
+    )
   }
   for (const table of SILENCE_TABLES) {
-    deleted += await deleteInBatches(driver, table, 'database_id = $1 AND ends_at < $2', [databaseId, cutoffs.before], batch)
+    deleted += await deleteInBatches(
+      driver,
+      table,
+      'database_id = $1 AND ends_at < $2',
+      [databaseId, cutoffs.before],
+      batch,
+    )
   }
-  deleted += await compactSessionHistory(databaseId, { before: cutoffs.before, everyPollBefore: cutoffs.everyPollBefore ?? cutoffs.before }, (table, where, params) =>
-    deleteInBatches(driver, table, where, params, batch),
+  deleted += await compactSessionHistory(
+    databaseId,
+    { before: cutoffs.before, everyPollBefore: cutoffs.everyPollBefore ?? cutoffs.before },
+    (table, where, params) => deleteInBatches(driver, table, where, params, batch),
   )
   return deleted
 }
 
 /** Retention and minute-bucket compaction, for the monitor's retention pass. */
 export interface RetentionStore {
-
   /** Every database with its organization's verification (which decides its retention). */
-  databases(): Promise<{
-    id: string;
-    org_verified: boolean;
-  }[]>;
+  databases(): Promise<
+    {
+      id: string
+      org_verified: boolean
+    }[]
+  >
   /**
    * Rolls up the database's statement statistics, tables and indexes, then deletes its telemetry past the cutoffs;
    * returns the number of rows deleted.
    */
-  sweepDatabase(databaseId: string, cutoffs: SweepCutoffs, batch: number): Promise<number>;
+  sweepDatabase(databaseId: string, cutoffs: SweepCutoffs, batch: number): Promise<number>
   /** Forgets applied batch ids received before `before`. */
-  sweepBatchIds: (before: number, batch: number) => Promise<number>;
+  sweepBatchIds: (before: number, batch: number) => Promise<number>
 }
 
 /** Reads and deletes of retention, for the monitor. `swept` hears of each database swept. */
@@ -206,6 +296,7 @@ export function retentionStore(driver: SqlDriver, swept: (databaseId: string) =>
       }
     },
     /** Forgets applied batch ids received before `before`. */
-    sweepBatchIds: (before: number, batch: number) => deleteInBatches(driver, 'ingest_batches', 'received_at < $1', [before], batch),
+    sweepBatchIds: (before: number, batch: number) =>
+      deleteInBatches(driver, 'ingest_batches', 'received_at < $1', [before], batch),
   }
 }

@@ -84,7 +84,14 @@ function writeMarks(databaseId: string, marks: RollupMarks): SqlStatement {
 }
 
 /** Replaces the buckets of `to` resolution in [from, until) by the sums of the `of` resolution rows they cover. */
-function rollUpLevel(dialect: SqlDialect, databaseId: string, of: 60 | 600, to: 600 | 3600, from: number, until: number): SqlStatement {
+function rollUpLevel(
+  dialect: SqlDialect,
+  databaseId: string,
+  of: 60 | 600,
+  to: 600 | 3600,
+  from: number,
+  until: number,
+): SqlStatement {
   const ms = to * 1000
   const set = [...COUNTERS, 'p99_ms'].map((c) => `${c} = excluded.${c}`).join(', ')
   // The rollup is idempotent (buckets are replaced, not added to), so a rerun never double-counts.
@@ -103,7 +110,12 @@ function rollUpLevel(dialect: SqlDialect, databaseId: string, of: 60 | 600, to: 
  * hourly ones, of statements, tables and indexes, up to its hour), and the marks after them (the same ones, and no statements, when nothing
  * closed); they run under the database's rollup lock (lockRollups).
  */
-export function rollUpStatements(dialect: SqlDialect, databaseId: string, marks: RollupMarks, until: number): { marks: RollupMarks; statements: SqlStatement[] } {
+export function rollUpStatements(
+  dialect: SqlDialect,
+  databaseId: string,
+  marks: RollupMarks,
+  until: number,
+): { marks: RollupMarks; statements: SqlStatement[] } {
   const spans = floorTo(until, SPAN_MS)
   const hours = floorTo(until, HOUR_MS)
   const next = { spans: Math.max(marks.spans, spans), hours: Math.max(marks.hours, hours) }
@@ -113,14 +125,20 @@ export function rollUpStatements(dialect: SqlDialect, databaseId: string, marks:
   // Every span of these hours is before the 10-minute mark now, so the 10-minute rows are complete.
   if (next.hours > marks.hours) {
     statements.push(rollUpLevel(dialect, databaseId, 600, 3600, marks.hours, next.hours))
-    for (const spec of OBJECT_HOURS) statements.push(rollUpObjectHours(dialect, spec, databaseId, marks.hours, next.hours))
+    for (const spec of OBJECT_HOURS)
+      statements.push(rollUpObjectHours(dialect, spec, databaseId, marks.hours, next.hours))
   }
   statements.push(writeMarks(databaseId, next))
   return { marks: next, statements }
 }
 
 /** Rolls the database's statistics up to `until` (rollUpStatements) and returns the marks after it. */
-export async function rollUp(tx: SqlDriver, databaseId: string, marks: RollupMarks, until: number): Promise<RollupMarks> {
+export async function rollUp(
+  tx: SqlDriver,
+  databaseId: string,
+  marks: RollupMarks,
+  until: number,
+): Promise<RollupMarks> {
   const rollup = rollUpStatements(tx.sqlDialect, databaseId, marks, until)
   await tx.runAll(rollup.statements)
   return rollup.marks
@@ -152,7 +170,13 @@ export interface BatchRollup {
  * clock skew, must not close spans that batches of the present would then land in as late ones),
  * first among the batch's writes, and answers the marks.
  */
-export function planRollup(reads: Reads, dialect: SqlDialect, databaseId: string, collectedAt: number, now: number): (writes: Writes) => BatchRollup {
+export function planRollup(
+  reads: Reads,
+  dialect: SqlDialect,
+  databaseId: string,
+  collectedAt: number,
+  now: number,
+): (writes: Writes) => BatchRollup {
   const lock = lockRollupsStatement(dialect, databaseId)
   if (lock) reads.add(lock)
   const stored = reads.add(readMarksStatement(databaseId))

@@ -17,8 +17,13 @@ export class SqlServerSettingsReads implements ServerSettingsReads {
 
   async serverSettings(databaseId: string): Promise<ServerSettings> {
     const [values, details] = await Promise.all([
-      this.driver.get<{ settings: unknown }>('SELECT settings FROM event_baselines WHERE database_id = $1', [databaseId]),
-      this.driver.get<{ collected_at: number | string; details: unknown }>('SELECT collected_at, details FROM server_settings WHERE database_id = $1', [databaseId]),
+      this.driver.get<{ settings: unknown }>('SELECT settings FROM event_baselines WHERE database_id = $1', [
+        databaseId,
+      ]),
+      this.driver.get<{ collected_at: number | string; details: unknown }>(
+        'SELECT collected_at, details FROM server_settings WHERE database_id = $1',
+        [databaseId],
+      ),
     ])
     return {
       values: parsed<Record<string, string>>(values?.settings),

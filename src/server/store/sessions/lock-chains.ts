@@ -24,16 +24,19 @@ export const MAX_CHAINS = 100
 /** Members kept per chain, by pid. */
 export const MAX_MEMBERS = 100
 
-const isPid = (pid: unknown): pid is number => typeof pid === 'number' && Number.isInteger(pid) && pid > 0 && pid <= 2_147_483_647
+const isPid = (pid: unknown): pid is number =>
+  typeof pid === 'number' && Number.isInteger(pid) && pid > 0 && pid <= 2_147_483_647
 
 /**
  * When something that has lasted `duration` ms by `ts` began: never before the epoch nor after `ts`
  * (the wire bounds a duration to 1e15 ms, more than the years since 1970; a stored wait start before
  * the epoch would stay the smallest, so the answer's times would be out of range for good).
  */
-export const startedBefore = (ts: number, duration: number): number => Math.min(ts, Math.max(0, Math.round(ts - Math.max(0, duration))))
+export const startedBefore = (ts: number, duration: number): number =>
+  Math.min(ts, Math.max(0, Math.round(ts - Math.max(0, duration))))
 
-export const clip = (text: string | null | undefined, max = HISTORY_TEXT_MAX): string | null => (text == null ? null : text.length > max ? text.slice(0, max) : text)
+export const clip = (text: string | null | undefined, max = HISTORY_TEXT_MAX): string | null =>
+  text == null ? null : text.length > max ? text.slice(0, max) : text
 
 /** Each waiting pid with the pids it waits for, in the order the agent named them. */
 export function waitsFor(activity: readonly ActiveQuery[], locks: readonly LockEntry[]): Map<number, number[]> {
@@ -59,10 +62,13 @@ export function waitsFor(activity: readonly ActiveQuery[], locks: readonly LockE
 export function compactLocks(activity: readonly ActiveQuery[], locks: readonly LockEntry[]): LockEntry[] {
   const edges = waitsFor(activity, locks)
   const isXid = (type: string) => type === 'transactionid' || type === 'virtualxid'
-  const target = (pid: number, l: LockEntry) => (isXid(l.lock_type) ? `${pid}\u0000${l.lock_type}` : `${pid}\u0000${l.lock_type}\u0000${l.relation_name ?? ''}`)
+  const target = (pid: number, l: LockEntry) =>
+    isXid(l.lock_type) ? `${pid}\u0000${l.lock_type}` : `${pid}\u0000${l.lock_type}\u0000${l.relation_name ?? ''}`
   const wanted = new Set<string>()
   for (const l of locks) if (!l.granted) for (const blocker of edges.get(l.pid) ?? []) wanted.add(target(blocker, l))
-  return locks.filter((l) => !l.granted || wanted.has(target(l.pid, l))).map((l) => ({ ...l, query_text: clip(l.query_text) }))
+  return locks
+    .filter((l) => !l.granted || wanted.has(target(l.pid, l)))
+    .map((l) => ({ ...l, query_text: clip(l.query_text) }))
 }
 
 export interface ChainMember {
@@ -115,7 +121,8 @@ export function lockChains(ts: number, activity: readonly ActiveQuery[], locks: 
   const reach = (root: number): number[] => {
     const seen = new Set<number>([root])
     const queue = [root]
-    while (queue.length > 0) for (const next of holdsUp.get(queue.shift()!) ?? []) if (!seen.has(next)) seen.add(next), queue.push(next)
+    while (queue.length > 0)
+      for (const next of holdsUp.get(queue.shift()!) ?? []) if (!seen.has(next)) seen.add(next), queue.push(next)
     seen.delete(root)
     return [...seen].sort((a, b) => a - b)
   }
@@ -142,7 +149,8 @@ export function lockChains(ts: number, activity: readonly ActiveQuery[], locks: 
     const xact = typeof s?.xact_start === 'number' ? s.xact_start : 0
     const memberList = members.map((pid): ChainMember => {
       const m = sessions.get(pid)
-      const statementStart = typeof m?.duration_ms === 'number' && Number.isFinite(m.duration_ms) ? startedBefore(ts, m.duration_ms) : ts
+      const statementStart =
+        typeof m?.duration_ms === 'number' && Number.isFinite(m.duration_ms) ? startedBefore(ts, m.duration_ms) : ts
       return {
         pid,
         blocked_by: edges.get(pid) ?? [],

@@ -23,7 +23,9 @@ function lockOrder(a: LockEntry, b: LockEntry): number {
 /** The latest snapshot of activity or locks, as `snapshots` keeps it. */
 async function latest<T>(driver: SqlDriver, databaseId: string, kind: 'activity' | 'locks'): Promise<Snapshot<T>> {
   const found = await latestSnapshot(driver, databaseId, kind)
-  return found ? { ts: found.ts, entries: Array.isArray(found.payload) ? (found.payload as T[]) : [] } : { ts: null, entries: [] }
+  return found
+    ? { ts: found.ts, entries: Array.isArray(found.payload) ? (found.payload as T[]) : [] }
+    : { ts: null, entries: [] }
 }
 
 function parseArray<T>(text: unknown): T[] {
@@ -38,7 +40,11 @@ function parseArray<T>(text: unknown): T[] {
 
 /** Reads for the routes: the latest snapshot, a snapshot at a time, the snapshot times of a window, the chains of a window. */
 export function sessionReads(driver: SqlDriver): SessionReads {
-  async function at<T>(databaseId: string, column: 'activity' | 'locks', time: number): Promise<{ ts: number | null; entries: T[] }> {
+  async function at<T>(
+    databaseId: string,
+    column: 'activity' | 'locks',
+    time: number,
+  ): Promise<{ ts: number | null; entries: T[] }> {
     const row = await driver.get<{ ts: number; payload: string }>(
       `SELECT ts, ${column} AS payload FROM session_snapshots WHERE database_id = $1 AND ts <= $2 AND ${column} IS NOT NULL ORDER BY ts DESC LIMIT 1`,
       [databaseId, time],
@@ -66,8 +72,18 @@ export function sessionReads(driver: SqlDriver): SessionReads {
     },
 
     /** The kept snapshots' times in [since, until], the latest `limit` of them, oldest first; `more` when some earlier ones were left out. */
-    async times(databaseId: string, since: number, until: number, limit: number): Promise<{ times: SnapshotTime[]; more: boolean }> {
-      const rows = await driver.all<{ ts: number; blocked: number; longest_wait_ms: number | null; longest_ms: number | null }>(
+    async times(
+      databaseId: string,
+      since: number,
+      until: number,
+      limit: number,
+    ): Promise<{ times: SnapshotTime[]; more: boolean }> {
+      const rows = await driver.all<{
+        ts: number
+        blocked: number
+        longest_wait_ms: number | null
+        longest_ms: number | null
+      }>(
         'SELECT ts, blocked, longest_wait_ms, longest_ms FROM session_snapshots WHERE database_id = $1 AND ts >= $2 AND ts <= $3 ORDER BY ts DESC LIMIT $4',
         [databaseId, since, until, limit + 1],
       )
@@ -88,7 +104,10 @@ export function sessionReads(driver: SqlDriver): SessionReads {
 
     /** The latest kept snapshot's time (null: none). */
     async latestTime(databaseId: string): Promise<number | null> {
-      const row = await driver.get<{ ts: number | null }>('SELECT MAX(ts) AS ts FROM session_snapshots WHERE database_id = $1', [databaseId])
+      const row = await driver.get<{ ts: number | null }>(
+        'SELECT MAX(ts) AS ts FROM session_snapshots WHERE database_id = $1',
+        [databaseId],
+      )
       return row?.ts == null ? null : num(row.ts)
     },
 
@@ -97,8 +116,15 @@ export function sessionReads(driver: SqlDriver): SessionReads {
      * longest first (last seen less started), so that a long chain is never pushed out of the limit by
      * many short ones.
      */
-    async chains(databaseId: string, since: number, until: number, limit: number, order: 'started' | 'longest' = 'started'): Promise<StoredChain[]> {
-      const orderBy = order === 'longest' ? 'last_seen - started_at DESC, started_at DESC, root_pid' : 'started_at DESC, root_pid'
+    async chains(
+      databaseId: string,
+      since: number,
+      until: number,
+      limit: number,
+      order: 'started' | 'longest' = 'started',
+    ): Promise<StoredChain[]> {
+      const orderBy =
+        order === 'longest' ? 'last_seen - started_at DESC, started_at DESC, root_pid' : 'started_at DESC, root_pid'
       const rows = await driver.all<Record<string, unknown>>(
         `SELECT * FROM lock_chains WHERE database_id = $1 AND last_seen >= $2 AND first_seen <= $3
          ORDER BY ${orderBy} LIMIT $4`,

@@ -70,7 +70,12 @@ export interface SessionReads {
   /** The locks (those that wait or block) of the kept snapshot at or before `time`, waiting ones first, then the longest held. */
   locksAt(databaseId: string, time: number, limit: number): Promise<Snapshot<LockEntry>>
   /** The kept snapshots' times in [since, until], the latest `limit` of them, oldest first; `more` when some earlier ones were left out. */
-  times(databaseId: string, since: number, until: number, limit: number): Promise<{ times: SnapshotTime[]; more: boolean }>
+  times(
+    databaseId: string,
+    since: number,
+    until: number,
+    limit: number,
+  ): Promise<{ times: SnapshotTime[]; more: boolean }>
   /** The latest kept snapshot's time (null: none). */
   latestTime(databaseId: string): Promise<number | null>
   /**
@@ -78,7 +83,13 @@ export interface SessionReads {
    * longest first (last seen less started), so that a long chain is never pushed out of the limit by
    * many short ones.
    */
-  chains(databaseId: string, since: number, until: number, limit: number, order?: 'started' | 'longest'): Promise<StoredChain[]>
+  chains(
+    databaseId: string,
+    since: number,
+    until: number,
+    limit: number,
+    order?: 'started' | 'longest',
+  ): Promise<StoredChain[]>
 }
 
 /** Session and lock history at ingest. */

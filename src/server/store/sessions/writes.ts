@@ -31,29 +31,64 @@ export function applySessionHistory(writes: Writes, databaseId: string, batch: I
   const blocked = new Set(members.map((m) => m.pid)).size
   const longestWait = members.length === 0 ? null : Math.max(...members.map((m) => ts - m.wait_started))
   const kept = {
-    activity: batch.activity === undefined ? null : pack(batch.activity.map((s) => ({ ...s, query_text: clip(s.query_text) ?? '' }))),
+    activity:
+      batch.activity === undefined
+        ? null
+        : pack(batch.activity.map((s) => ({ ...s, query_text: clip(s.query_text) ?? '' }))),
     locks: batch.locks === undefined ? null : pack(compactLocks(activity, locks)),
   }
   const { greatest, least } = writes.sqlDialect
   // A batch split into parts carries activity and locks in the same part or in two of one collected_at.
   const columns = ['database_id', 'ts', 'blocked', 'longest_wait_ms', 'longest_ms', 'activity', 'locks']
-  writes.upsert('session_snapshots', columns, [[databaseId, ts, blocked, longestWait, longest(ts, activity), kept.activity, kept.locks]], {
-    key: ['database_id', 'ts'],
-    update: {
-      blocked: greatest('session_snapshots.blocked', 'excluded.blocked'),
-      longest_wait_ms: greatest('session_snapshots.longest_wait_ms', 'excluded.longest_wait_ms'),
-      longest_ms: greatest('session_snapshots.longest_ms', 'excluded.longest_ms'),
-      activity: 'COALESCE(excluded.activity, session_snapshots.activity)',
-      locks: 'COALESCE(excluded.locks, session_snapshots.locks)',
+  writes.upsert(
+    'session_snapshots',
+    columns,
+    [[databaseId, ts, blocked, longestWait, longest(ts, activity), kept.activity, kept.locks]],
+    {
+      key: ['database_id', 'ts'],
+      update: {
+        blocked: greatest('session_snapshots.blocked', 'excluded.blocked'),
+        longest_wait_ms: greatest('session_snapshots.longest_wait_ms', 'excluded.longest_wait_ms'),
+        longest_ms: greatest('session_snapshots.longest_ms', 'excluded.longest_ms'),
+        activity: 'COALESCE(excluded.activity, session_snapshots.activity)',
+        locks: 'COALESCE(excluded.locks, session_snapshots.locks)',
+      },
     },
-  })
+  )
   if (chains.length === 0) return
   const newer = (table: string) => `excluded.last_seen >= ${table}.last_seen`
-  const latest = (table: string, column: string) => `CASE WHEN ${newer(table)} THEN excluded.${column} ELSE ${table}.${column} END`
+  const latest = (table: string, column: string) =>
+    `CASE WHEN ${newer(table)} THEN excluded.${column} ELSE ${table}.${column} END`
   writes.upsert(
     'lock_chains',
-    ['database_id', 'root_pid', 'root_xact_start', 'first_seen', 'last_seen', 'started_at', 'samples', 'max_blocked', 'root_user', 'root_application', 'root_state', 'root_statement'],
-    chains.map((c) => [databaseId, c.root_pid, c.root_xact_start, ts, ts, c.started_at, 1, c.members.length, c.root_user, c.root_application, c.root_state, c.root_statement]),
+    [
+      'database_id',
+      'root_pid',
+      'root_xact_start',
+      'first_seen',
+      'last_seen',
+      'started_at',
+      'samples',
+      'max_blocked',
+      'root_user',
+      'root_application',
+      'root_state',
+      'root_statement',
+    ],
+    chains.map((c) => [
+      databaseId,
+      c.root_pid,
+      c.root_xact_start,
+      ts,
+      ts,
+      c.started_at,
+      1,
+      c.members.length,
+      c.root_user,
+      c.root_application,
+      c.root_state,
+      c.root_statement,
+    ]),
     {
       key: ['database_id', 'root_pid', 'root_xact_start'],
       update: {
@@ -72,9 +107,33 @@ export function applySessionHistory(writes: Writes, databaseId: string, batch: I
   )
   writes.upsert(
     'lock_chain_members',
-    ['database_id', 'root_pid', 'root_xact_start', 'pid', 'first_seen', 'last_seen', 'wait_started', 'blocked_by', 'user_name', 'application', 'statement'],
+    [
+      'database_id',
+      'root_pid',
+      'root_xact_start',
+      'pid',
+      'first_seen',
+      'last_seen',
+      'wait_started',
+      'blocked_by',
+      'user_name',
+      'application',
+      'statement',
+    ],
     chains.flatMap((c: ChainSample) =>
-      c.members.map((m) => [databaseId, c.root_pid, c.root_xact_start, m.pid, ts, ts, m.wait_started, JSON.stringify(m.blocked_by), m.user, m.application, m.statement]),
+      c.members.map((m) => [
+        databaseId,
+        c.root_pid,
+        c.root_xact_start,
+        m.pid,
+        ts,
+        ts,
+        m.wait_started,
+        JSON.stringify(m.blocked_by),
+        m.user,
+        m.application,
+        m.statement,
+      ]),
     ),
     {
       key: ['database_id', 'root_pid', 'root_xact_start', 'pid'],
@@ -121,7 +180,11 @@ export async function compactSessionHistory(
     [databaseId, compactBefore, longWaitMs, longMs],
   )
   deleted += await deleteSome('lock_chains', 'database_id = $1 AND last_seen < $2', [databaseId, cutoffs.before])
-  deleted += await deleteSome('lock_chains', 'database_id = $1 AND last_seen < $2 AND last_seen - started_at < $3', [databaseId, compactBefore, longWaitMs])
+  deleted += await deleteSome('lock_chains', 'database_id = $1 AND last_seen < $2 AND last_seen - started_at < $3', [
+    databaseId,
+    compactBefore,
+    longWaitMs,
+  ])
   // A member goes with its chain (one that left a chain early is kept as long as the chain).
   deleted += await deleteSome(
     'lock_chain_members',

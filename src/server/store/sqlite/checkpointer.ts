@@ -64,7 +64,11 @@ let workerUrl: string | undefined
 /** Starts the checkpoint worker on the database at `path` (already in WAL mode). */
 export async function startCheckpointer(
   path: string,
-  options: { everyMs?: number; onError?: (message: string) => void; onCheckpoint?: (result: CheckpointResult) => void } = {},
+  options: {
+    everyMs?: number
+    onError?: (message: string) => void
+    onCheckpoint?: (result: CheckpointResult) => void
+  } = {},
 ): Promise<Checkpointer> {
   const everyMs = options.everyMs ?? CHECKPOINT_EVERY_MS
   workerUrl ??= URL.createObjectURL(new Blob([WORKER_SOURCE], { type: 'application/javascript' }))

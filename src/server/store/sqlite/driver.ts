@@ -22,7 +22,8 @@ function toSqlite(sql: string): string {
 function bindable(params: unknown[]): any[] {
   for (let i = 0; i < params.length; i++) {
     const p = params[i]
-    if (typeof p === 'boolean' || p === undefined) return params.map((p) => (typeof p === 'boolean' ? (p ? 1 : 0) : p === undefined ? null : p))
+    if (typeof p === 'boolean' || p === undefined)
+      return params.map((p) => (typeof p === 'boolean' ? (p ? 1 : 0) : p === undefined ? null : p))
   }
   return params
 }
@@ -111,7 +112,10 @@ export class SqliteDriver implements SqlDriver {
       )
     }
     // Started after this turn of the event loop (its Worker costs the main thread about 3 ms), or when told.
-    if (!options.checkpointsWhenTold) this.checkpointerStarting = new Promise<void>((resolve) => setImmediate(resolve)).then(() => this.startCheckpoints())
+    if (!options.checkpointsWhenTold)
+      this.checkpointerStarting = new Promise<void>((resolve) => setImmediate(resolve)).then(() =>
+        this.startCheckpoints(),
+      )
     this.directDriver = this.direct()
   }
 
@@ -276,9 +280,11 @@ export class SqliteDriver implements SqlDriver {
         throw e
       }
     })()
-    this.txTail = work.catch(() => undefined).finally(() => {
-      this.txOpen = false
-    })
+    this.txTail = work
+      .catch(() => undefined)
+      .finally(() => {
+        this.txOpen = false
+      })
     return work
   }
 

@@ -5,7 +5,20 @@ import type { SqlDriver } from '../driver.ts'
 import type { Writes } from '../ingest/batch.ts'
 import type { Window } from '../window.ts'
 
-const PLAN_COLUMNS = ['database_id', 'query_hash', 'ts', 'plan_hash', 'source', 'total_cost', 'actual_time_ms', 'seq_scans', 'index_scans', 'rows_estimated', 'rows_actual', 'plan_json'] as const
+const PLAN_COLUMNS = [
+  'database_id',
+  'query_hash',
+  'ts',
+  'plan_hash',
+  'source',
+  'total_cost',
+  'actual_time_ms',
+  'seq_scans',
+  'index_scans',
+  'rows_estimated',
+  'rows_actual',
+  'plan_json',
+] as const
 
 /** The batch's explain_plans section, if any. */
 export function applyExplainPlans(writes: Writes, databaseId: string, batch: IngestBatch): void {
@@ -14,7 +27,20 @@ export function applyExplainPlans(writes: Writes, databaseId: string, batch: Ing
   writes.upsert(
     'explain_plans',
     PLAN_COLUMNS,
-    plans.map((p) => [databaseId, p.query_hash, p.ts, p.plan_hash, p.source, p.total_cost, p.actual_time_ms, p.seq_scans, p.index_scans, p.rows_estimated, p.rows_actual, JSON.stringify(p.plan_json)]),
+    plans.map((p) => [
+      databaseId,
+      p.query_hash,
+      p.ts,
+      p.plan_hash,
+      p.source,
+      p.total_cost,
+      p.actual_time_ms,
+      p.seq_scans,
+      p.index_scans,
+      p.rows_estimated,
+      p.rows_actual,
+      JSON.stringify(p.plan_json),
+    ]),
   )
 }
 
@@ -36,16 +62,25 @@ export interface StoredPlan {
 const nullableNumber = (v: unknown) => (v === null || v === undefined ? null : Number(v))
 
 /** A statement's plans in the window, newest first, each marked when its shape differs from the previous plan. */
-export async function listPlans(driver: SqlDriver, databaseId: string, hash: string, window: Window, limit: number): Promise<StoredPlan[]> {
+export async function listPlans(
+  driver: SqlDriver,
+  databaseId: string,
+  hash: string,
+  window: Window,
+  limit: number,
+): Promise<StoredPlan[]> {
   const rows = await driver.all(
     `SELECT * FROM explain_plans WHERE database_id = $1 AND query_hash = $2 AND ts >= $3 AND ts < $4 ORDER BY ts DESC LIMIT $5`,
     [databaseId, hash, window.since, window.until, limit + 1],
   )
   // The plan just before the oldest returned one decides whether that one changed.
-  const before = rows.length <= limit ? await driver.get<{ plan_hash: string }>(
-    'SELECT plan_hash FROM explain_plans WHERE database_id = $1 AND query_hash = $2 AND ts < $3 ORDER BY ts DESC LIMIT 1',
-    [databaseId, hash, window.since],
-  ) : undefined
+  const before =
+    rows.length <= limit
+      ? await driver.get<{ plan_hash: string }>(
+          'SELECT plan_hash FROM explain_plans WHERE database_id = $1 AND query_hash = $2 AND ts < $3 ORDER BY ts DESC LIMIT 1',
+          [databaseId, hash, window.since],
+        )
+      : undefined
   return rows.slice(0, limit).map((r, i) => {
     const older = rows[i + 1]?.plan_hash ?? before?.plan_hash
     return {

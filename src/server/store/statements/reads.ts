@@ -39,7 +39,9 @@ export type QueryStatsRow = Record<Exclude<StatementCounter, 'calls' | 'rows'>, 
 }
 
 /** A counter's name in a statement's sums: calls and rows are total_calls and total_rows. */
-const SUM_NAMES: readonly string[] = STATEMENT_COUNTERS.map((c) => (c === 'calls' ? 'total_calls' : c === 'rows' ? 'total_rows' : c))
+const SUM_NAMES: readonly string[] = STATEMENT_COUNTERS.map((c) =>
+  c === 'calls' ? 'total_calls' : c === 'rows' ? 'total_rows' : c,
+)
 
 /** Each statement's sums over its rows (readSum: never failing however large the counters). */
 const sumsSql = perDialect((dialect): Fragment => {
@@ -85,7 +87,10 @@ const FIRST = P99 + 1
  */
 export class ClosedHourSums {
   private readonly epochs = new Map<string, number>()
-  private readonly entries = new Map<string, { epoch: number; from: number; to: number; sums: Map<string, StatementSums> }>()
+  private readonly entries = new Map<
+    string,
+    { epoch: number; from: number; to: number; sums: Map<string, StatementSums> }
+  >()
 
   changed(databaseId: string): void {
     this.epochs.set(databaseId, (this.epochs.get(databaseId) ?? 0) + 1)
@@ -93,7 +98,11 @@ export class ClosedHourSums {
   }
 
   /** The sums over [range.from, range.to), from the cache or `load` (whose result is kept). */
-  async sums(databaseId: string, range: StatRange, load: () => Promise<Map<string, StatementSums>>): Promise<Map<string, StatementSums>> {
+  async sums(
+    databaseId: string,
+    range: StatRange,
+    load: () => Promise<Map<string, StatementSums>>,
+  ): Promise<Map<string, StatementSums>> {
     const epoch = this.epochs.get(databaseId) ?? 0
     const entry = this.entries.get(databaseId)
     if (entry && entry.epoch === epoch && entry.from === range.from && entry.to === range.to) return entry.sums
@@ -110,14 +119,20 @@ export class ClosedHourSums {
  * and would read every row of the database: one range scan per range, glued with UNION ALL, reads only
  * the window.
  */
-async function sumRanges(driver: SqlDriver, databaseId: string, ranges: StatRange[]): Promise<Map<string, StatementSums>> {
+async function sumRanges(
+  driver: SqlDriver,
+  databaseId: string,
+  ranges: StatRange[],
+): Promise<Map<string, StatementSums>> {
   const sums = new Map<string, StatementSums>()
   if (ranges.length === 0) return sums
   const source = join(
     ranges.map((r) => sql`SELECT * FROM query_stats WHERE database_id = ${databaseId} AND ${rangeCondition(r)}`),
     sql` UNION ALL `,
   )
-  const columns = join(SUM_COLUMNS.map((c) => sql`${driver.sqlDialect.readSum(ident(c, SUM_COLUMNS))} AS ${ident(c, SUM_COLUMNS)}`))
+  const columns = join(
+    SUM_COLUMNS.map((c) => sql`${driver.sqlDialect.readSum(ident(c, SUM_COLUMNS))} AS ${ident(c, SUM_COLUMNS)}`),
+  )
   const q = sql`SELECT query_hash, ${columns}, MAX(p99_ms) AS p99_ms, MIN(bucket) AS first_bucket
      FROM (${source}) w GROUP BY query_hash`
   const rows = await driver.all<Record<string, number | string | null>>(q.sql, q.params)
@@ -152,7 +167,12 @@ const SORT_KEY: Record<QuerySort, (v: StatementSums) => number> = {
 }
 
 function sumsRow(hash: string, text: string, v: StatementSums): QueryStatsRow {
-  const row: Record<string, unknown> = { query_hash: hash, query_text: text, first_bucket: v[FIRST], p99_ms: Number.isNaN(v[P99]!) ? null : v[P99] }
+  const row: Record<string, unknown> = {
+    query_hash: hash,
+    query_text: text,
+    first_bucket: v[FIRST],
+    p99_ms: Number.isNaN(v[P99]!) ? null : v[P99],
+  }
   SUM_NAMES.forEach((name, i) => {
     row[name] = v[i]
   })
@@ -166,7 +186,13 @@ function sumsRow(hash: string, text: string, v: StatementSums): QueryStatsRow {
  * Only where minute rows are kept (from window.minuteFloor on): before it, retention compacts them away,
  * and the boundary is what the store keeps, the same before and after compaction.
  */
-async function firstMinutes(driver: SqlDriver, databaseId: string, window: Window, ranges: StatRange[], rows: QueryStatsRow[]): Promise<void> {
+async function firstMinutes(
+  driver: SqlDriver,
+  databaseId: string,
+  window: Window,
+  ranges: StatRange[],
+  rows: QueryStatsRow[],
+): Promise<void> {
   const coarse = new Map<string, { from: number; to: number; rows: QueryStatsRow[] }>()
   for (const row of rows) {
     const first = row.first_bucket
@@ -180,7 +206,9 @@ async function firstMinutes(driver: SqlDriver, databaseId: string, window: Windo
   }
   if (coarse.size === 0) return
   const parts = [...coarse.values()].map(
-    (c) => sql`SELECT query_hash, MIN(bucket) AS first_minute FROM query_stats WHERE database_id = ${databaseId} AND ${rangeCondition({ resolution: 60, ...c })}
+    (
+      c,
+    ) => sql`SELECT query_hash, MIN(bucket) AS first_minute FROM query_stats WHERE database_id = ${databaseId} AND ${rangeCondition({ resolution: 60, ...c })}
        AND query_hash IN ${[...new Set(c.rows.map((r) => r.query_hash))]} GROUP BY query_hash`,
   )
   const q = join(parts, sql` UNION ALL `)
@@ -226,7 +254,12 @@ export async function listQueryStats(
   const edges = ranges.filter((r) => r.resolution !== 3600)
   const sums = new Map<string, StatementSums>()
   for (const range of hours) {
-    addSums(sums, closedHours ? await closedHours.sums(databaseId, range, () => sumRanges(driver, databaseId, [range])) : await sumRanges(driver, databaseId, [range]))
+    addSums(
+      sums,
+      closedHours
+        ? await closedHours.sums(databaseId, range, () => sumRanges(driver, databaseId, [range]))
+        : await sumRanges(driver, databaseId, [range]),
+    )
   }
   addSums(sums, await sumRanges(driver, databaseId, edges))
   const key = SORT_KEY[sort]
@@ -234,7 +267,12 @@ export async function listQueryStats(
   const page = ranked.slice(0, limit)
   if (page.length === 0) return []
   const q = sql`SELECT query_hash, query_text FROM query_texts WHERE database_id = ${databaseId} AND query_hash IN ${page.map(([hash]) => hash)}`
-  const texts = new Map((await driver.all<{ query_hash: string; query_text: string }>(q.sql, q.params)).map((t) => [t.query_hash, t.query_text]))
+  const texts = new Map(
+    (await driver.all<{ query_hash: string; query_text: string }>(q.sql, q.params)).map((t) => [
+      t.query_hash,
+      t.query_text,
+    ]),
+  )
   // A statement without its text (never the case for rows ingest wrote) is left out, as a join would.
   const rows = page.filter(([hash]) => texts.has(hash)).map(([hash, v]) => sumsRow(hash, texts.get(hash)!, v))
   await firstMinutes(driver, databaseId, window, ranges, rows)
@@ -290,7 +328,9 @@ export async function queryDetail(
   } else {
     // Hourly points: hourly buckets where they are rolled up, the hours after from finer buckets (3600000: HOUR_MS).
     const hours = rangesClause(statRanges({ ...window, since: floorTo(window.since, HOUR_MS) }, marks))
-    const sums = POINT_COLUMNS.map((c) => (c === 'p99_ms' ? sql`MAX(p99_ms) AS p99_ms` : sql`${driver.sqlDialect.readSum(column(c))} AS ${column(c)}`))
+    const sums = POINT_COLUMNS.map((c) =>
+      c === 'p99_ms' ? sql`MAX(p99_ms) AS p99_ms` : sql`${driver.sqlDialect.readSum(column(c))} AS ${column(c)}`,
+    )
     pointsQuery = sql`SELECT (bucket / 3600000) * 3600000 AS bucket, ${join(sums)}
        FROM query_stats WHERE database_id = ${databaseId} AND query_hash = ${hash} AND ${hours}
        GROUP BY (bucket / 3600000) * 3600000 ORDER BY 1`

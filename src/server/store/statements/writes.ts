@@ -28,7 +28,11 @@ const P99_AT = COUNTERS_AT + QUERY_COUNTERS.length
  * The batch's statements as query_stats rows of the minute bucket (QUERY_STAT_COLUMNS), summed per
  * statement (a batch may carry one statement more than once), with their texts.
  */
-function queryStatRows(databaseId: string, bucket: number, rows: QueryStatDelta[]): Map<string, { text: string; row: unknown[] }> {
+function queryStatRows(
+  databaseId: string,
+  bucket: number,
+  rows: QueryStatDelta[],
+): Map<string, { text: string; row: unknown[] }> {
   const merged = new Map<string, { text: string; row: unknown[] }>()
   const repeated = new Set<{ text: string; row: unknown[] }>()
   for (const delta of rows) {
@@ -45,13 +49,15 @@ function queryStatRows(databaseId: string, bucket: number, rows: QueryStatDelta[
       continue
     }
     const row = entry.row
-    for (let i = 0; i < QUERY_COUNTERS.length; i++) row[COUNTERS_AT + i] = (row[COUNTERS_AT + i] as number) + counterOf(delta, i)
+    for (let i = 0; i < QUERY_COUNTERS.length; i++)
+      row[COUNTERS_AT + i] = (row[COUNTERS_AT + i] as number) + counterOf(delta, i)
     if (delta.p99_ms !== undefined) row[P99_AT] = Math.max((row[P99_AT] as number | null) ?? 0, delta.p99_ms)
     repeated.add(entry)
   }
   // A statement named ~1,000 times at the wire's maximum sums past BIGINT in JS: bound as its maximum.
   for (const { row } of repeated) {
-    for (let i = 0; i < QUERY_COUNTERS.length; i++) if (INTEGER_COUNTER[i]) row[COUNTERS_AT + i] = int64Counter(row[COUNTERS_AT + i] as number)
+    for (let i = 0; i < QUERY_COUNTERS.length; i++)
+      if (INTEGER_COUNTER[i]) row[COUNTERS_AT + i] = int64Counter(row[COUNTERS_AT + i] as number)
   }
   return merged
 }
@@ -128,7 +134,10 @@ export function applyQueryStats(
     if (textRows.length > 0) {
       writes.upsert('query_texts', ['database_id', 'query_hash', 'query_text', 'first_seen', 'last_seen'], textRows, {
         key: ['database_id', 'query_hash'],
-        update: { query_text: 'excluded.query_text', last_seen: dialect.greatest('query_texts.last_seen', 'excluded.last_seen') },
+        update: {
+          query_text: 'excluded.query_text',
+          last_seen: dialect.greatest('query_texts.last_seen', 'excluded.last_seen'),
+        },
       })
       effects.texts = textRows.map((r) => r[1] as string)
       effects.textsAt = collectedAt
@@ -138,19 +147,31 @@ export function applyQueryStats(
     // lands in its minute bucket, and also in the coarser buckets whose level was rolled up past it (a late batch).
     const statRows: unknown[][] = []
     for (const e of merged.values()) statRows.push(e.row)
-    for (const [resolution, mark] of [[SPAN_MS, marks.spans], [HOUR_MS, marks.hours]] as const) {
+    for (const [resolution, mark] of [
+      [SPAN_MS, marks.spans],
+      [HOUR_MS, marks.hours],
+    ] as const) {
       if (floorTo(collectedAt, resolution) >= mark) continue
-      for (const e of merged.values()) statRows.push([databaseId, resolution / 1000, floorTo(collectedAt, resolution), ...e.row.slice(3)])
+      for (const e of merged.values())
+        statRows.push([databaseId, resolution / 1000, floorTo(collectedAt, resolution), ...e.row.slice(3)])
       if (resolution === HOUR_MS) effects.closedHoursChanged = true
     }
-    writes.upsert('query_stats', QUERY_STAT_COLUMNS, statRows, { key: QUERY_STAT_KEY, update: queryStatUpdate(dialect) })
+    writes.upsert('query_stats', QUERY_STAT_COLUMNS, statRows, {
+      key: QUERY_STAT_KEY,
+      update: queryStatUpdate(dialect),
+    })
   }
 }
 
 /** The upsert's update of query_stats: counters add up (BIGINT ones saturating, sums.ts), p99_ms keeps the larger. */
-const queryStatUpdate = perDialect((dialect): Record<string, string> => ({
-  ...Object.fromEntries(
-    QUERY_COUNTERS.map((c, i) => [c, INTEGER_COUNTER[i] ? saturatingAdd(`query_stats.${c}`, `excluded.${c}`) : `query_stats.${c} + excluded.${c}`]),
-  ),
-  p99_ms: dialect.greatest('query_stats.p99_ms', 'excluded.p99_ms'),
-}))
+const queryStatUpdate = perDialect(
+  (dialect): Record<string, string> => ({
+    ...Object.fromEntries(
+      QUERY_COUNTERS.map((c, i) => [
+        c,
+        INTEGER_COUNTER[i] ? saturatingAdd(`query_stats.${c}`, `excluded.${c}`) : `query_stats.${c} + excluded.${c}`,
+      ]),
+    ),
+    p99_ms: dialect.greatest('query_stats.p99_ms', 'excluded.p99_ms'),
+  }),
+)

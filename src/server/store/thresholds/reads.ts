@@ -10,7 +10,12 @@ export function thresholdReads(driver: SqlDriver): ThresholdReads {
         'SELECT rule, key, value, updated_at FROM database_thresholds WHERE database_id = $1 ORDER BY rule, key',
         [databaseId],
       )
-      return rows.map((r) => ({ rule: String(r.rule), key: String(r.key), value: JSON.parse(String(r.value)) as ThresholdValue, updated_at: Number(r.updated_at) }))
+      return rows.map((r) => ({
+        rule: String(r.rule),
+        key: String(r.key),
+        value: JSON.parse(String(r.value)) as ThresholdValue,
+        updated_at: Number(r.updated_at),
+      }))
     },
   }
 }

@@ -10,7 +10,11 @@ export function thresholdWrites(driver: SqlDriver): ThresholdWrites {
       await driver.transaction(async (tx) => {
         for (const c of changes) {
           if (c.value === null) {
-            await tx.run('DELETE FROM database_thresholds WHERE database_id = $1 AND rule = $2 AND key = $3', [databaseId, c.rule, c.key])
+            await tx.run('DELETE FROM database_thresholds WHERE database_id = $1 AND rule = $2 AND key = $3', [
+              databaseId,
+              c.rule,
+              c.key,
+            ])
           } else {
             await tx.run(
               `INSERT INTO database_thresholds (database_id, rule, key, value, updated_at)

@@ -44,13 +44,22 @@ export const reconnectDelay = (failures: number) => Math.min(30_000, 1000 * 2 **
  * with `staleFrom` (the time of the data shown when the agent stopped sending), "Data from 14:02, not live"
  * instead of live or reconnecting: the stream may be up, the data it carries are not.
  */
-export function streamStatus(stream: Stream, interval: number, now = Date.now(), staleFrom?: string | number | null): string {
-  if (staleFrom !== undefined && staleFrom !== null && (stream.state === 'live' || stream.state === 'reconnecting')) return `Data from ${fmtClock(staleFrom, now)}, not live`
+export function streamStatus(
+  stream: Stream,
+  interval: number,
+  now = Date.now(),
+  staleFrom?: string | number | null,
+): string {
+  if (staleFrom !== undefined && staleFrom !== null && (stream.state === 'live' || stream.state === 'reconnecting'))
+    return `Data from ${fmtClock(staleFrom, now)}, not live`
   if (stream.state === 'live') return `Live, every ${interval} s`
   if (stream.state === 'paused') return 'Paused'
   if (stream.state === 'connecting') return 'Connecting…'
   const quiet = Math.max(0, now - (stream.receivedAt ?? now))
-  const last = stream.receivedAt === undefined ? '' : `last data ${quiet < 60_000 ? `${Math.round(quiet / 1000)} s` : fmtDuration(quiet)} ago`
+  const last =
+    stream.receivedAt === undefined
+      ? ''
+      : `last data ${quiet < 60_000 ? `${Math.round(quiet / 1000)} s` : fmtDuration(quiet)} ago`
   const why = [last, stream.message].filter(Boolean).join('; ')
   return `Reconnecting…${why ? ` (${why})` : ''}`
 }
@@ -180,7 +189,16 @@ export function blockingChains(sessions: Session[]): ChainNode[] {
   for (const pid of waitingFor.keys()) {
     const s = byPid.get(pid)
     if (s && blockersOf(s).length > 0) continue
-    const session: Session = s ?? { pid: Number(pid), query_text: '', state: 'not in the snapshot', wait_event_type: null, wait_event: null, duration_ms: null, blocking_pids: [], ts: '' }
+    const session: Session = s ?? {
+      pid: Number(pid),
+      query_text: '',
+      state: 'not in the snapshot',
+      wait_event_type: null,
+      wait_event: null,
+      duration_ms: null,
+      blocking_pids: [],
+      ts: '',
+    }
     roots.push(build(session, undefined))
   }
   // Waiters no root reaches (a cycle): start at the first blocker of the cycle seen.
@@ -201,7 +219,8 @@ export function ChainTree({ nodes }: { nodes: ChainNode[] }) {
           <div class="chain-node">
             <span class="mono">
               pid <DbText text={n.session.pid} />
-            </span> <span class="badge badge-muted">
+            </span>{' '}
+            <span class="badge badge-muted">
               <DbText text={n.session.state ?? '—'} />
             </span>{' '}
             <span class="num">{fmtDuration(n.session.duration_ms)}</span>{' '}
@@ -212,12 +231,19 @@ export function ChainTree({ nodes }: { nodes: ChainNode[] }) {
             )}
             {n.blocks > 0 && <span class="sev-critical small"> blocks {n.blocks}</span>}
             {n.alsoBlockedBy.length > 0 && (
-              <span class="badge badge-warning small also-blocked" title="This session waits for several sessions; it is drawn once, under the first.">
+              <span
+                class="badge badge-warning small also-blocked"
+                title="This session waits for several sessions; it is drawn once, under the first."
+              >
                 also blocked by {n.alsoBlockedBy.map((p) => `pid ${p}`).join(', ')}
               </span>
             )}
             <div class="mono small truncate" title={escapeInvisible(n.session.query_text)}>
-              {n.session.query_text ? <DbText text={n.session.query_text} /> : <span class="muted">(no statement)</span>}
+              {n.session.query_text ? (
+                <DbText text={n.session.query_text} />
+              ) : (
+                <span class="muted">(no statement)</span>
+              )}
             </div>
           </div>
           {n.children.length > 0 && <ChainTree nodes={n.children} />}
@@ -231,7 +257,11 @@ export function ChainTree({ nodes }: { nodes: ChainNode[] }) {
  * The table's columns. `agesAtSnapshot` (a stale or past snapshot): ages are counted to the snapshot's
  * own time (each session's ts) instead of now.
  */
-function columns(db: Database, agesAtSnapshot = false, onKill?: (s: Session, kind: KillKind) => void): Column<Session>[] {
+function columns(
+  db: Database,
+  agesAtSnapshot = false,
+  onKill?: (s: Session, kind: KillKind) => void,
+): Column<Session>[] {
   const pid: Column<Session> = {
     key: 'pid',
     label: db.engine === 'clickhouse' ? 'Query id' : 'PID',
@@ -242,7 +272,13 @@ function columns(db: Database, agesAtSnapshot = false, onKill?: (s: Session, kin
     ),
     sort: (s) => (typeof s.pid === 'number' ? s.pid : String(s.pid)),
   }
-  const duration: Column<Session> = { key: 'duration', label: 'Duration', num: true, render: (s) => fmtDuration(s.duration_ms), sort: (s) => s.duration_ms }
+  const duration: Column<Session> = {
+    key: 'duration',
+    label: 'Duration',
+    num: true,
+    render: (s) => fmtDuration(s.duration_ms),
+    sort: (s) => s.duration_ms,
+  }
   const text: Column<Session> = {
     key: 'query',
     label: 'Statement',
@@ -253,17 +289,39 @@ function columns(db: Database, agesAtSnapshot = false, onKill?: (s: Session, kin
       </span>
     ),
   }
-  const user: Column<Session> = { key: 'user', label: 'User', render: (s) => s.user ?? '—', sort: (s) => s.user ?? null }
-  const client: Column<Session> = { key: 'client', label: 'Client', render: (s) => s.client_addr ?? '—', sort: (s) => s.client_addr ?? null }
+  const user: Column<Session> = {
+    key: 'user',
+    label: 'User',
+    render: (s) => s.user ?? '—',
+    sort: (s) => s.user ?? null,
+  }
+  const client: Column<Session> = {
+    key: 'client',
+    label: 'Client',
+    render: (s) => s.client_addr ?? '—',
+    sort: (s) => s.client_addr ?? null,
+  }
   if (db.engine === 'clickhouse') {
     return [
       pid,
       duration,
       user,
-      { key: 'memory', label: 'Memory', num: true, render: (s) => fmtBytes(s.memory_usage), sort: (s) => s.memory_usage },
+      {
+        key: 'memory',
+        label: 'Memory',
+        num: true,
+        render: (s) => fmtBytes(s.memory_usage),
+        sort: (s) => s.memory_usage,
+      },
       { key: 'read', label: 'Read', num: true, render: (s) => fmtBytes(s.read_bytes), sort: (s) => s.read_bytes },
       { key: 'rows', label: 'Rows read', num: true, render: (s) => fmtNum(s.read_rows), sort: (s) => s.read_rows },
-      { key: 'written', label: 'Written', num: true, render: (s) => fmtBytes(s.written_bytes), sort: (s) => s.written_bytes },
+      {
+        key: 'written',
+        label: 'Written',
+        num: true,
+        render: (s) => fmtBytes(s.written_bytes),
+        sort: (s) => s.written_bytes,
+      },
       client,
       text,
     ]
@@ -285,7 +343,12 @@ function columns(db: Database, agesAtSnapshot = false, onKill?: (s: Session, kin
                       Cancel
                     </button>
                   )}{' '}
-                  <button type="button" class="small danger" onClick={() => onKill(s, 'terminate')} data-kill="terminate">
+                  <button
+                    type="button"
+                    class="small danger"
+                    onClick={() => onKill(s, 'terminate')}
+                    data-kill="terminate"
+                  >
                     Terminate
                   </button>
                 </span>
@@ -301,11 +364,17 @@ function columns(db: Database, agesAtSnapshot = false, onKill?: (s: Session, kin
     {
       key: 'blocked',
       label: 'Blocked by',
-      render: (s) => (s.blocking_pids.length > 0 ? <span class="sev-critical">{s.blocking_pids.join(', ')}</span> : '—'),
+      render: (s) =>
+        s.blocking_pids.length > 0 ? <span class="sev-critical">{s.blocking_pids.join(', ')}</span> : '—',
       sort: (s) => s.blocking_pids.length || null,
     },
     user,
-    { key: 'app', label: 'Application', render: (s) => s.application_name || '—', sort: (s) => s.application_name ?? null },
+    {
+      key: 'app',
+      label: 'Application',
+      render: (s) => s.application_name || '—',
+      sort: (s) => s.application_name ?? null,
+    },
     client,
     {
       key: 'xact',
@@ -313,7 +382,9 @@ function columns(db: Database, agesAtSnapshot = false, onKill?: (s: Session, kin
       render: (s) =>
         s.xact_start ? (
           agesAtSnapshot && s.ts ? (
-            <span title={`${fmtTime(s.xact_start)}: the age it had at the snapshot of ${fmtTime(s.ts)}`}>{ago(s.xact_start, s.ts)}</span>
+            <span title={`${fmtTime(s.xact_start)}: the age it had at the snapshot of ${fmtTime(s.ts)}`}>
+              {ago(s.xact_start, s.ts)}
+            </span>
           ) : (
             <span title={fmtTime(s.xact_start)}>{ago(s.xact_start)}</span>
           )
@@ -332,7 +403,8 @@ export function ActivePage({ db, query, setQuery }: PageProps) {
   const [hideIdle, setHideIdle] = useState(true)
   // A past snapshot (?at=, from the time slider) instead of the live stream.
   const at = atOf(query)
-  const setAt = (value: number | undefined) => setQuery({ at: value === undefined ? undefined : String(value) }, { replace: true })
+  const setAt = (value: number | undefined) =>
+    setQuery({ at: value === undefined ? undefined : String(value) }, { replace: true })
   const stream = useActiveStream(db, interval, paused || !db.last_seen_at || at !== undefined)
   const past = useApi(at !== undefined && db.last_seen_at ? apiPath(db, `/active?at=${at}&limit=200`) : null)
   const shown = at === undefined ? stream.active : past.data
@@ -349,7 +421,7 @@ export function ActivePage({ db, query, setQuery }: PageProps) {
   useTicking(stream.state === 'reconnecting')
   if (!db.last_seen_at) return <NoDataYet db={db} />
   const stale = isStale(db)
-  const snapshotTs = at === undefined ? stream.ts : shown?.[0]?.ts ?? null
+  const snapshotTs = at === undefined ? stream.ts : (shown?.[0]?.ts ?? null)
   const status = streamStatus(stream, interval, Date.now(), stale ? (stream.ts ?? db.last_seen_at) : undefined)
   const notLive = stale && (stream.state === 'live' || stream.state === 'reconnecting')
   return (
@@ -370,10 +442,20 @@ export function ActivePage({ db, query, setQuery }: PageProps) {
           <button type="button" onClick={() => setPaused((p) => !p)} aria-pressed={paused}>
             {paused ? 'Resume' : 'Pause'}
           </button>
-          <SelectField label="Refresh every" value={String(interval)} options={[2, 5, 10, 30, 60].map((s) => [String(s), `${s} s`])} onChange={(v) => setIntervalSeconds(Number(v))} />
+          <SelectField
+            label="Refresh every"
+            value={String(interval)}
+            options={[2, 5, 10, 30, 60].map((s) => [String(s), `${s} s`])}
+            onChange={(v) => setIntervalSeconds(Number(v))}
+          />
           {db.engine === 'postgres' && (
             <label class="check">
-              <input type="checkbox" checked={hideIdle} onChange={(e) => setHideIdle((e.target as HTMLInputElement).checked)} /> Hide idle sessions
+              <input
+                type="checkbox"
+                checked={hideIdle}
+                onChange={(e) => setHideIdle((e.target as HTMLInputElement).checked)}
+              />{' '}
+              Hide idle sessions
             </label>
           )}
           {snapshotTs && (
@@ -387,7 +469,9 @@ export function ActivePage({ db, query, setQuery }: PageProps) {
           <span class="badge badge-muted" data-stream-state="history">
             History
           </span>
-          <span class="muted small">the snapshot the agent took {snapshotTs ? `at ${fmtTime(snapshotTs)}` : 'then'}</span>
+          <span class="muted small">
+            the snapshot the agent took {snapshotTs ? `at ${fmtTime(snapshotTs)}` : 'then'}
+          </span>
         </div>
       )}
       {shown === undefined ? (
@@ -404,15 +488,23 @@ export function ActivePage({ db, query, setQuery }: PageProps) {
             <section class="panel critical chains">
               <h2>Blocking chains</h2>
               <p class="muted small">
-                Each blocker with the sessions waiting on it, and on those in turn. A session waiting for several is drawn once, under the first, and names the
-                others.
+                Each blocker with the sessions waiting on it, and on those in turn. A session waiting for several is
+                drawn once, under the first, and names the others.
               </p>
               <div class="chain-tree">
                 <ChainTree nodes={chains} />
               </div>
             </section>
           )}
-          {target && <KillPanel key={`${target.kind}:${target.session.pid}`} db={db} target={target} allowed={allowed.data?.allowed} onClose={() => setTarget(undefined)} />}
+          {target && (
+            <KillPanel
+              key={`${target.kind}:${target.session.pid}`}
+              db={db}
+              target={target}
+              allowed={allowed.data?.allowed}
+              onClose={() => setTarget(undefined)}
+            />
+          )}
           <h2>
             Sessions <span class="muted small">({sessions.length})</span>
           </h2>
@@ -429,7 +521,11 @@ export function ActivePage({ db, query, setQuery }: PageProps) {
           ) : (
             <DataTable
               caption="Active sessions"
-              columns={columns(db, stale || at !== undefined, mayKill ? (session, kind) => setTarget({ session, kind }) : undefined)}
+              columns={columns(
+                db,
+                stale || at !== undefined,
+                mayKill ? (session, kind) => setTarget({ session, kind }) : undefined,
+              )}
               rows={sessions}
               rowKey={(s) => String(s.pid)}
               initialSort={{ key: 'duration' }}

@@ -13,10 +13,12 @@ import type { Static } from '@sinclair/typebox'
 import type { AgentNote as AgentNoteSchema } from '../../../shared/api/doctor.ts'
 
 /** `#/databases/<id>/<rest>` */
-export const dbHref = (db: Pick<Database, 'id'>, rest = '') => `#/databases/${encodeURIComponent(db.id)}${rest ? `/${rest}` : ''}`
+export const dbHref = (db: Pick<Database, 'id'>, rest = '') =>
+  `#/databases/${encodeURIComponent(db.id)}${rest ? `/${rest}` : ''}`
 
 /** The Issues page, opened at the cause of finding `key` (a finding's or a cause's key) when one is named. */
-export const issuesHref = (db: Pick<Database, 'id'>, key?: string) => `${dbHref(db, 'issues')}${key ? `?finding=${encodeURIComponent(key)}` : ''}`
+export const issuesHref = (db: Pick<Database, 'id'>, key?: string) =>
+  `${dbHref(db, 'issues')}${key ? `?finding=${encodeURIComponent(key)}` : ''}`
 
 /**
  * An event's link as the page opens it: links stored before the Issues page (…/alerts, …/doctor,
@@ -31,12 +33,23 @@ export function eventHref(link: string, object?: string | null): string {
 
 /** `/databases/<id><rest>`: an API path of the database. */
 /** A database's API path, typed as a template (`/databases/${string}/rest`) so that its route is checked (web/api-routes.ts). */
-export const apiPath = <const R extends string>(db: Pick<Database, 'id'>, rest: R): `/databases/${string}${R}` => `/databases/${encodeURIComponent(db.id)}${rest}`
+export const apiPath = <const R extends string>(db: Pick<Database, 'id'>, rest: R): `/databases/${string}${R}` =>
+  `/databases/${encodeURIComponent(db.id)}${rest}`
 
 export const engineName = (engine: string) => (engine === 'clickhouse' ? 'ClickHouse' : 'PostgreSQL')
 
 /** A labelled select of `[value, label]` options. */
-export function SelectField({ label, value, options, onChange }: { label: string; value: string; options: [string, string][]; onChange(value: string): void }) {
+export function SelectField({
+  label,
+  value,
+  options,
+  onChange,
+}: {
+  label: string
+  value: string
+  options: [string, string][]
+  onChange(value: string): void
+}) {
   return (
     <Field label={label}>
       {(id) => (
@@ -136,7 +149,15 @@ export function useWindow(query: URLSearchParams, fallback = DEFAULT_RANGE): Tim
     const s = new Date(from).toISOString()
     const u = new Date(to).toISOString()
     const spanMs = Math.max(60_000, to - from)
-    return { range, since: s, until: u, spanMs, params: `since=${encodeURIComponent(s)}&until=${encodeURIComponent(u)}`, bucket: bucketFor(spanMs), bounds: [from, to] as [number, number] }
+    return {
+      range,
+      since: s,
+      until: u,
+      spanMs,
+      params: `since=${encodeURIComponent(s)}&until=${encodeURIComponent(u)}`,
+      bucket: bucketFor(spanMs),
+      bounds: [from, to] as [number, number],
+    }
   }, [range, since, until, tick])
   return { ...tw, refresh: () => setTick((t) => t + 1) }
 }
@@ -148,7 +169,13 @@ function localInput(iso: string): string {
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`
 }
 
-export function TimeRangePicker({ tw, setQuery }: { tw: TimeWindow & { refresh(): void }; setQuery(patch: Record<string, string | undefined>): void }) {
+export function TimeRangePicker({
+  tw,
+  setQuery,
+}: {
+  tw: TimeWindow & { refresh(): void }
+  setQuery(patch: Record<string, string | undefined>): void
+}) {
   const [custom, setCustom] = useState(tw.range === 'custom')
   const [from, setFrom] = useState(localInput(tw.since))
   const [to, setTo] = useState(localInput(tw.until))
@@ -174,14 +201,35 @@ export function TimeRangePicker({ tw, setQuery }: { tw: TimeWindow & { refresh()
   }
   return (
     <form class="time-range" onSubmit={apply}>
-      <SelectField label="Time range" value={custom ? 'custom' : tw.range} options={[...RANGES.map((r): [string, string] => [r.key, r.label]), ['custom', 'Custom…']]} onChange={choose} />
+      <SelectField
+        label="Time range"
+        value={custom ? 'custom' : tw.range}
+        options={[...RANGES.map((r): [string, string] => [r.key, r.label]), ['custom', 'Custom…']]}
+        onChange={choose}
+      />
       {custom && (
         <>
           <Field label="From">
-            {(id) => <input id={id} type="datetime-local" value={from} onInput={(e) => setFrom((e.target as HTMLInputElement).value)} required />}
+            {(id) => (
+              <input
+                id={id}
+                type="datetime-local"
+                value={from}
+                onInput={(e) => setFrom((e.target as HTMLInputElement).value)}
+                required
+              />
+            )}
           </Field>
           <Field label="To">
-            {(id) => <input id={id} type="datetime-local" value={to} onInput={(e) => setTo((e.target as HTMLInputElement).value)} required />}
+            {(id) => (
+              <input
+                id={id}
+                type="datetime-local"
+                value={to}
+                onInput={(e) => setTo((e.target as HTMLInputElement).value)}
+                required
+              />
+            )}
           </Field>
           <button type="submit">Apply</button>
         </>
@@ -218,22 +266,43 @@ export function useEvery(ms: number, fn: () => void): void {
  * The agent stopped sending: the database had data and is disconnected now (no batch within
  * max(3 × poll interval, 60 s), the server's rule). Its pages then show data from that time, not now.
  */
-export const isStale = (db: Pick<Database, 'status' | 'last_seen_at'>) => db.status === 'disconnected' && db.last_seen_at !== null
+export const isStale = (db: Pick<Database, 'status' | 'last_seen_at'>) =>
+  db.status === 'disconnected' && db.last_seen_at !== null
 
 export function SeverityBadge({ severity }: { severity: Severity | string }) {
-  const cls = severity === 'critical' || severity === 'warning' || severity === 'info' ? `badge-${severity}` : 'badge-muted'
+  const cls =
+    severity === 'critical' || severity === 'warning' || severity === 'info' ? `badge-${severity}` : 'badge-muted'
   return <span class={`badge ${cls}`}>{severity}</span>
 }
 
 /** Connected, or disconnected: red when `stale` (the agent sent data and stopped), grey when it never sent any. */
 export function StatusBadge({ status, stale = false }: { status: string; stale?: boolean }) {
-  return <span class={`badge ${status === 'connected' ? 'badge-ok' : stale ? 'badge-critical' : 'badge-muted'}`}>{status}</span>
+  return (
+    <span class={`badge ${status === 'connected' ? 'badge-ok' : stale ? 'badge-critical' : 'badge-muted'}`}>
+      {status}
+    </span>
+  )
 }
 
 /** The doctor's status as a colour class: healthy ok, degraded warning, unhealthy critical. */
-export const statusClass = (status: string | undefined) => (status === 'unhealthy' ? 'critical' : status === 'degraded' ? 'warning' : status === 'healthy' ? 'ok' : '')
+export const statusClass = (status: string | undefined) =>
+  status === 'unhealthy' ? 'critical' : status === 'degraded' ? 'warning' : status === 'healthy' ? 'ok' : ''
 
-export function Card({ label, value, sub, tone, href, name }: { label: string; value: ComponentChildren; sub?: ComponentChildren; tone?: string; href?: string; name?: string }) {
+export function Card({
+  label,
+  value,
+  sub,
+  tone,
+  href,
+  name,
+}: {
+  label: string
+  value: ComponentChildren
+  sub?: ComponentChildren
+  tone?: string
+  href?: string
+  name?: string
+}) {
   return (
     <div class="card" data-card={name}>
       <div class="label">{href ? <a href={href}>{label}</a> : label}</div>
@@ -244,13 +313,30 @@ export function Card({ label, value, sub, tone, href, name }: { label: string; v
 }
 
 /** A percentage bar (0–100) coloured by thresholds in percent. */
-export function Meter({ pct, warn = 70, crit = 90, label }: { pct: number | null | undefined; warn?: number; crit?: number; label: string }) {
+export function Meter({
+  pct,
+  warn = 70,
+  crit = 90,
+  label,
+}: {
+  pct: number | null | undefined
+  warn?: number
+  crit?: number
+  label: string
+}) {
   if (pct === null || pct === undefined) return <span class="muted">—</span>
   const tone = pct >= crit ? ' critical' : pct >= warn ? ' warning' : ''
   const shown = Math.max(0, Math.min(100, pct))
   return (
     <div class="meter-row">
-      <div class={`meter${tone}`} role="meter" aria-label={escapeInvisible(label)} aria-valuemin={0} aria-valuemax={100} aria-valuenow={Math.round(shown)}>
+      <div
+        class={`meter${tone}`}
+        role="meter"
+        aria-label={escapeInvisible(label)}
+        aria-valuemin={0}
+        aria-valuemax={100}
+        aria-valuenow={Math.round(shown)}
+      >
         <span style={{ width: `${shown}%` }} />
       </div>
       <span class="num small">{pct.toFixed(pct < 10 ? 1 : 0)} %</span>
@@ -258,7 +344,8 @@ export function Meter({ pct, warn = 70, crit = 90, label }: { pct: number | null
   )
 }
 
-export const fmtRatio = (r: number | null | undefined, digits = 1) => (r === null || r === undefined ? '—' : `${(r * 100).toFixed(digits)} %`)
+export const fmtRatio = (r: number | null | undefined, digits = 1) =>
+  r === null || r === undefined ? '—' : `${(r * 100).toFixed(digits)} %`
 
 /** A duration: milliseconds below a minute, then "4 min 3 s", "2 h 5 min", "3 d 4 h". */
 export function fmtDuration(ms: number | null | undefined): string {
@@ -315,8 +402,8 @@ export function NoDataYet({ db }: { db: Database }) {
           <strong>
             <DbText text={db.name} />
           </strong>{' '}
-          yet. Its agent connects at start and keeps retrying a database that does not answer: the terminal where dbm local runs says why, one line per
-          database. Data show here within a poll once it answers.
+          yet. Its agent connects at start and keeps retrying a database that does not answer: the terminal where dbm
+          local runs says why, one line per database. Data show here within a poll once it answers.
         </p>
       </Empty>
     )
@@ -352,7 +439,17 @@ export const narrowScreen = () => typeof matchMedia === 'function' && matchMedia
  * adds items of the page's own (`count` of them). A disclosure: open on a wide screen, folded to its
  * title and count on a phone, where it would push the page's content down.
  */
-export function AgentNotes({ notes, extra, count = 0, title = 'The agent reports' }: { notes: AgentNote[]; extra?: ComponentChildren; count?: number; title?: string }) {
+export function AgentNotes({
+  notes,
+  extra,
+  count = 0,
+  title = 'The agent reports',
+}: {
+  notes: AgentNote[]
+  extra?: ComponentChildren
+  count?: number
+  title?: string
+}) {
   const [open] = useState(() => !narrowScreen())
   if (notes.length === 0 && !extra) return null
   const total = notes.length + count
@@ -380,7 +477,11 @@ export function AgentNotes({ notes, extra, count = 0, title = 'The agent reports
 
 /** An error from the API; a 400 that names an engine or version limit reads as a note, not a failure. */
 export function ApiProblem({ error }: { error: Error }) {
-  if (error instanceof ApiError && error.status === 400 && /needs PostgreSQL|this endpoint serves/.test(error.message)) {
+  if (
+    error instanceof ApiError &&
+    error.status === 400 &&
+    /needs PostgreSQL|this endpoint serves/.test(error.message)
+  ) {
     return <p class="muted">Not available: {error.message}.</p>
   }
   return <ErrorBox error={error} />

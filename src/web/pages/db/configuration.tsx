@@ -57,11 +57,32 @@ function columns(db: Database, details: boolean): Column<Setting>[] {
   if (!details) return [...all, adviceColumn(db)]
   return [
     ...all,
-    { key: 'default', label: 'Default', render: (s) => (s.default === null ? muted('—') : s.default === '' ? muted('(empty)') : <span class="mono"><DbText text={s.default} /></span>), sort: (s) => s.default },
+    {
+      key: 'default',
+      label: 'Default',
+      render: (s) =>
+        s.default === null ? (
+          muted('—')
+        ) : s.default === '' ? (
+          muted('(empty)')
+        ) : (
+          <span class="mono">
+            <DbText text={s.default} />
+          </span>
+        ),
+      sort: (s) => s.default,
+    },
     {
       key: 'source',
       label: 'Set by',
-      render: (s) => (s.source_label === null ? muted('—') : s.source === 'default' ? muted('default') : <DbText text={s.source_label} />),
+      render: (s) =>
+        s.source_label === null ? (
+          muted('—')
+        ) : s.source === 'default' ? (
+          muted('default')
+        ) : (
+          <DbText text={s.source_label} />
+        ),
       sort: (s) => s.source_label,
     },
     { key: 'applies', label: 'A change needs', render: (s) => s.applies ?? muted('—'), sort: (s) => s.applies },
@@ -109,27 +130,58 @@ export function ConfigurationPage({ db, query, setQuery }: PageProps) {
           if (c.total === 0)
             return (
               <Empty title="No settings yet">
-                <p>The agent sends the server's settings with its first batch and whenever they change; an agent older than this server sends none.</p>
+                <p>
+                  The agent sends the server's settings with its first batch and whenever they change; an agent older
+                  than this server sends none.
+                </p>
               </Empty>
             )
-          const rows = c.settings.filter((s) => (all || s.changed) && (needle === '' || s.name.toLowerCase().includes(needle) || (s.description ?? '').toLowerCase().includes(needle)))
+          const rows = c.settings.filter(
+            (s) =>
+              (all || s.changed) &&
+              (needle === '' ||
+                s.name.toLowerCase().includes(needle) ||
+                (s.description ?? '').toLowerCase().includes(needle)),
+          )
           const advised = c.settings.filter((s) => s.findings.length > 0).length
           return (
             <>
               <div class="cards">
-                <Card label="Settings" value={fmtNum(c.total)} sub={c.engine === 'clickhouse' ? 'changed from their defaults' : 'of the server'} />
+                <Card
+                  label="Settings"
+                  value={fmtNum(c.total)}
+                  sub={c.engine === 'clickhouse' ? 'changed from their defaults' : 'of the server'}
+                />
                 {c.engine === 'postgres' ? <Card label="Changed from default" value={fmtNum(c.changed)} /> : null}
-                <Card label="Pending restart" value={fmtNum(c.pending_restart)} tone={c.pending_restart > 0 ? 'warning' : undefined} />
-                <Card label="With findings" value={fmtNum(advised)} tone={advised > 0 ? 'warning' : undefined} href={advised > 0 ? issuesHref(db) : undefined} />
+                <Card
+                  label="Pending restart"
+                  value={fmtNum(c.pending_restart)}
+                  tone={c.pending_restart > 0 ? 'warning' : undefined}
+                />
+                <Card
+                  label="With findings"
+                  value={fmtNum(advised)}
+                  tone={advised > 0 ? 'warning' : undefined}
+                  href={advised > 0 ? issuesHref(db) : undefined}
+                />
               </div>
               {!c.details ? (
-                <p class="muted small">The agent sends values only (it is older than this server): upgrade it for each setting's source, default and context.</p>
+                <p class="muted small">
+                  The agent sends values only (it is older than this server): upgrade it for each setting's source,
+                  default and context.
+                </p>
               ) : null}
               <div class="toolbar">
                 {c.engine === 'postgres' ? (
                   <label class="check">
-                    <input type="checkbox" checked={!all} onChange={(e) => setQuery({ all: (e.target as HTMLInputElement).checked ? undefined : '1' }, { replace: true })} /> Only
-                    settings changed from their default
+                    <input
+                      type="checkbox"
+                      checked={!all}
+                      onChange={(e) =>
+                        setQuery({ all: (e.target as HTMLInputElement).checked ? undefined : '1' }, { replace: true })
+                      }
+                    />{' '}
+                    Only settings changed from their default
                   </label>
                 ) : null}
                 <div class="filter-field">
@@ -143,20 +195,33 @@ export function ConfigurationPage({ db, query, setQuery }: PageProps) {
                         autoComplete="off"
                         spellcheck={false}
                         onInput={(e) => setText((e.target as HTMLInputElement).value)}
-                        onChange={(e) => setQuery({ q: (e.target as HTMLInputElement).value.trim() || undefined }, { replace: true })}
+                        onChange={(e) =>
+                          setQuery({ q: (e.target as HTMLInputElement).value.trim() || undefined }, { replace: true })
+                        }
                       />
                     )}
                   </Field>
                 </div>
               </div>
               {rows.length === 0 ? (
-                <p class="muted">No setting matches{all || c.engine === 'clickhouse' ? '' : ' among the changed ones'}.</p>
+                <p class="muted">
+                  No setting matches{all || c.engine === 'clickhouse' ? '' : ' among the changed ones'}.
+                </p>
               ) : (
-                <DataTable caption="Server settings" columns={columns(db, c.details)} rows={rows} rowKey={(s) => s.name} initialSort={{ key: 'name', dir: 'asc' }} compact />
+                <DataTable
+                  caption="Server settings"
+                  columns={columns(db, c.details)}
+                  rows={rows}
+                  rowKey={(s) => s.name}
+                  initialSort={{ key: 'name', dir: 'asc' }}
+                  compact
+                />
               )}
               <p class="muted small">
                 {fmtNum(rows.length)} of {fmtNum(c.total)} shown.
-                {c.collected_at ? ` As the agent read them at ${fmtTime(c.collected_at)} (it sends them again when they change).` : ''}
+                {c.collected_at
+                  ? ` As the agent read them at ${fmtTime(c.collected_at)} (it sends them again when they change).`
+                  : ''}
                 {c.findings_unavailable ? ' The doctor was busy: findings are left out this time.' : ''}
               </p>
             </>

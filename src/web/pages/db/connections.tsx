@@ -15,7 +15,8 @@ export type Connections = Static<typeof ConnectionsSchema>
 type Count = Connections['by_state'][number]
 type Group = Connections['groups'][number]
 
-const show = (value: string | null, none: string) => (value === null ? <span class="muted">{none}</span> : value === '' ? <span class="muted">(empty)</span> : value)
+const show = (value: string | null, none: string) =>
+  value === null ? <span class="muted">{none}</span> : value === '' ? <span class="muted">(empty)</span> : value
 
 const countColumns = (label: string, none: string): Column<Count>[] => [
   { key: 'value', label, render: (c) => show(c.value, none), sort: (c) => c.value },
@@ -24,7 +25,12 @@ const countColumns = (label: string, none: string): Column<Count>[] => [
 
 const GROUPS: Column<Group>[] = [
   { key: 'user', label: 'User', render: (g) => show(g.user, 'unknown'), sort: (g) => g.user },
-  { key: 'app', label: 'Application', render: (g) => show(g.application_name, 'unknown'), sort: (g) => g.application_name },
+  {
+    key: 'app',
+    label: 'Application',
+    render: (g) => show(g.application_name, 'unknown'),
+    sort: (g) => g.application_name,
+  },
   { key: 'client', label: 'Client', render: (g) => show(g.client_addr, 'local socket'), sort: (g) => g.client_addr },
   { key: 'state', label: 'State', render: (g) => show(g.state, 'not visible to the agent'), sort: (g) => g.state },
   { key: 'db', label: 'Database', render: (g) => show(g.database, '—'), sort: (g) => g.database },
@@ -40,7 +46,10 @@ export const slotsTone = (ratio: number) => (ratio >= 0.95 ? 'critical' : ratio 
 
 /** "97 usable of max_connections 100 (3 for superusers)". */
 export function slotsWords(s: Slots): string {
-  const reserved = [s.superuser_reserved_connections > 0 ? `${s.superuser_reserved_connections} for superusers` : '', s.reserved_connections > 0 ? `${s.reserved_connections} reserved_connections` : '']
+  const reserved = [
+    s.superuser_reserved_connections > 0 ? `${s.superuser_reserved_connections} for superusers` : '',
+    s.reserved_connections > 0 ? `${s.reserved_connections} reserved_connections` : '',
+  ]
     .filter(Boolean)
     .join(', ')
   return `${fmtNum(s.usable)} usable of max_connections ${fmtNum(s.max_connections)}${reserved ? ` (${reserved})` : ''}`
@@ -48,7 +57,13 @@ export function slotsWords(s: Slots): string {
 
 const slotColumns = (label: string, none: string, slots: Slots): Column<Count>[] => [
   ...countColumns(label, none),
-  { key: 'share', label: 'Of usable slots', num: true, render: (c) => fmtRatio(c.count / slots.usable), sort: (c) => c.count },
+  {
+    key: 'share',
+    label: 'Of usable slots',
+    num: true,
+    render: (c) => fmtRatio(c.count / slots.usable),
+    sort: (c) => c.count,
+  },
 ]
 
 /** Connections by source, as tables; reloaded every 15 s. */
@@ -70,10 +85,20 @@ export function ConnectionsPage({ db }: PageProps) {
               <div class="cards">
                 <Card label="Connections" value={fmtNum(c.total)} sub="client backends, every database" />
                 {c.slots ? (
-                  <Card label="Of max_connections" value={fmtRatio(c.slots.used_ratio, 0)} sub={slotsWords(c.slots)} tone={slotsTone(c.slots.used_ratio)} />
+                  <Card
+                    label="Of max_connections"
+                    value={fmtRatio(c.slots.used_ratio, 0)}
+                    sub={slotsWords(c.slots)}
+                    tone={slotsTone(c.slots.used_ratio)}
+                  />
                 ) : null}
                 {c.slots ? (
-                  <Card label="Headroom" value={fmtNum(c.slots.headroom)} sub="connections ordinary roles may still open" tone={slotsTone(c.slots.used_ratio)} />
+                  <Card
+                    label="Headroom"
+                    value={fmtNum(c.slots.headroom)}
+                    sub="connections ordinary roles may still open"
+                    tone={slotsTone(c.slots.used_ratio)}
+                  />
                 ) : null}
                 <Card label="Active" value={fmtNum(stateCount(c, 'active'))} />
                 <Card label="Idle" value={fmtNum(stateCount(c, 'idle'))} />
@@ -87,19 +112,51 @@ export function ConnectionsPage({ db }: PageProps) {
               <div class="chart-grid">
                 <div>
                   <h2>By state</h2>
-                  <DataTable caption="Connections by state" columns={c.slots ? slotColumns('State', 'not visible to the agent', c.slots) : countColumns('State', 'not visible to the agent')} rows={c.by_state} rowKey={(r) => String(r.value)} initialSort={{ key: 'count' }} compact />
+                  <DataTable
+                    caption="Connections by state"
+                    columns={
+                      c.slots
+                        ? slotColumns('State', 'not visible to the agent', c.slots)
+                        : countColumns('State', 'not visible to the agent')
+                    }
+                    rows={c.by_state}
+                    rowKey={(r) => String(r.value)}
+                    initialSort={{ key: 'count' }}
+                    compact
+                  />
                 </div>
                 <div>
                   <h2>By user</h2>
-                  <DataTable caption="Connections by user" columns={countColumns('User', 'unknown')} rows={c.by_user} rowKey={(r) => String(r.value)} initialSort={{ key: 'count' }} compact />
+                  <DataTable
+                    caption="Connections by user"
+                    columns={countColumns('User', 'unknown')}
+                    rows={c.by_user}
+                    rowKey={(r) => String(r.value)}
+                    initialSort={{ key: 'count' }}
+                    compact
+                  />
                 </div>
                 <div>
                   <h2>By application</h2>
-                  <DataTable caption="Connections by application" columns={countColumns('Application', 'unknown')} rows={c.by_application} rowKey={(r) => String(r.value)} initialSort={{ key: 'count' }} compact />
+                  <DataTable
+                    caption="Connections by application"
+                    columns={countColumns('Application', 'unknown')}
+                    rows={c.by_application}
+                    rowKey={(r) => String(r.value)}
+                    initialSort={{ key: 'count' }}
+                    compact
+                  />
                 </div>
                 <div>
                   <h2>By client</h2>
-                  <DataTable caption="Connections by client address" columns={countColumns('Client', 'local socket')} rows={c.by_client} rowKey={(r) => String(r.value)} initialSort={{ key: 'count' }} compact />
+                  <DataTable
+                    caption="Connections by client address"
+                    columns={countColumns('Client', 'local socket')}
+                    rows={c.by_client}
+                    rowKey={(r) => String(r.value)}
+                    initialSort={{ key: 'count' }}
+                    compact
+                  />
                 </div>
               </div>
               <h2>Every source</h2>

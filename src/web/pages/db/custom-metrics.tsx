@@ -52,7 +52,11 @@ export function fmtExact(n: number | null | undefined): string {
 }
 
 /** The name of one series: its label set (`state=open, queue=mail`), with the value column when the metric has several. */
-function seriesName(metric: Pick<CustomMetric, 'name' | 'values'>, column: string, labels: Record<string, string>): string {
+function seriesName(
+  metric: Pick<CustomMetric, 'name' | 'values'>,
+  column: string,
+  labels: Record<string, string>,
+): string {
   const parts = Object.entries(labels).map(([k, v]) => `${k}=${v}`)
   if (metric.values.length > 1) parts.unshift(column)
   return parts.length ? parts.join(', ') : metric.name
@@ -76,7 +80,9 @@ function latestColumns(metric: CustomMetric): Column<Latest>[] {
   // The definition's label columns, and any other a stored value carries (a definition changed since).
   const labels = [...new Set([...metric.labels, ...metric.latest.flatMap((r) => Object.keys(r.labels))])]
   return [
-    ...(metric.values.length > 1 ? [{ key: 'column', label: 'Column', render: (r: Latest) => r.column, sort: (r: Latest) => r.column }] : []),
+    ...(metric.values.length > 1
+      ? [{ key: 'column', label: 'Column', render: (r: Latest) => r.column, sort: (r: Latest) => r.column }]
+      : []),
     ...labels.map((name) => ({
       key: `label:${name}`,
       label: name,
@@ -91,10 +97,24 @@ function latestColumns(metric: CustomMetric): Column<Latest>[] {
       key: 'value',
       label: counter ? 'Rate per second' : 'Value',
       num: true,
-      render: (r: Latest) => <span data-value>{counter ? (r.value === null ? 'after the next reading' : `${fmtNum(r.value)}/s`) : fmtExact(r.value)}</span>,
+      render: (r: Latest) => (
+        <span data-value>
+          {counter ? (r.value === null ? 'after the next reading' : `${fmtNum(r.value)}/s`) : fmtExact(r.value)}
+        </span>
+      ),
       sort: (r: Latest) => r.value,
     },
-    ...(counter ? [{ key: 'raw', label: 'Last reading', num: true, render: (r: Latest) => fmtExact(r.raw_value), sort: (r: Latest) => r.raw_value }] : []),
+    ...(counter
+      ? [
+          {
+            key: 'raw',
+            label: 'Last reading',
+            num: true,
+            render: (r: Latest) => fmtExact(r.raw_value),
+            sort: (r: Latest) => r.raw_value,
+          },
+        ]
+      : []),
     {
       key: 'ts',
       label: 'Collected',
@@ -105,7 +125,10 @@ function latestColumns(metric: CustomMetric): Column<Latest>[] {
 }
 
 /** One metric's series over the window, on one time axis; the series with the largest latest values when there are many. */
-function chartData(metric: CustomMetric, answer: CustomMetricSeries): { times: number[]; series: ChartSeries[]; left: number } {
+function chartData(
+  metric: CustomMetric,
+  answer: CustomMetricSeries,
+): { times: number[]; series: ChartSeries[]; left: number } {
   const drawn = answer.series.filter((s) => s.points.length > 0)
   const last = (s: CustomMetricSeries['series'][number]) => s.points[s.points.length - 1]?.value ?? -Infinity
   const shown = [...drawn].sort((a, b) => last(b) - last(a)).slice(0, MAX_SERIES)
@@ -120,7 +143,9 @@ function chartData(metric: CustomMetric, answer: CustomMetricSeries): { times: n
 }
 
 function MetricChart({ db, metric, tw }: { db: Database; metric: CustomMetric; tw: TimeWindow }) {
-  const answer = useApi(apiPath(db, `/custom-metrics/${encodeURIComponent(metric.name)}?${tw.params}&bucket=${tw.bucket}`))
+  const answer = useApi(
+    apiPath(db, `/custom-metrics/${encodeURIComponent(metric.name)}?${tw.params}&bucket=${tw.bucket}`),
+  )
   const data = useMemo(() => (answer.data ? chartData(metric, answer.data) : undefined), [answer.data, metric])
   const counter = metric.kind === 'counter'
   return (
@@ -142,7 +167,9 @@ function MetricChart({ db, metric, tw }: { db: Database; metric: CustomMetric; t
             />
             <p class="muted small">
               Each interval's latest value{counter ? ', as a rate per second between two readings' : ''}.
-              {data!.left > 0 ? ` ${data!.left} more label ${data!.left === 1 ? 'set is' : 'sets are'} not drawn (the largest values are).` : ''}
+              {data!.left > 0
+                ? ` ${data!.left} more label ${data!.left === 1 ? 'set is' : 'sets are'} not drawn (the largest values are).`
+                : ''}
             </p>
           </>
         )
@@ -152,7 +179,10 @@ function MetricChart({ db, metric, tw }: { db: Database; metric: CustomMetric; t
 }
 
 function MetricPanel({ db, metric, tw }: { db: Database; metric: CustomMetric; tw: TimeWindow }) {
-  const rows = useMemo(() => [...metric.latest].sort((a, b) => (b.value ?? -Infinity) - (a.value ?? -Infinity)).slice(0, MAX_ROWS), [metric])
+  const rows = useMemo(
+    () => [...metric.latest].sort((a, b) => (b.value ?? -Infinity) - (a.value ?? -Infinity)).slice(0, MAX_ROWS),
+    [metric],
+  )
   const columns = useMemo(() => latestColumns(metric), [metric])
   return (
     <article class="panel custom-metric" data-metric={metric.name}>
@@ -174,8 +204,13 @@ function MetricPanel({ db, metric, tw }: { db: Database; metric: CustomMetric; t
       {metric.last_error && (
         <div class="banner banner-warning" role="status" data-error>
           <p>
-            <strong>Last error</strong> {metric.last_error_at ? <span title={fmtTime(metric.last_error_at)}>at {fmtClock(metric.last_error_at)}</span> : ''} (
-            {fmtNum(metric.error_count)} {metric.error_count === 1 ? 'error' : 'errors'} since it was defined):{' '}
+            <strong>Last error</strong>{' '}
+            {metric.last_error_at ? (
+              <span title={fmtTime(metric.last_error_at)}>at {fmtClock(metric.last_error_at)}</span>
+            ) : (
+              ''
+            )}{' '}
+            ({fmtNum(metric.error_count)} {metric.error_count === 1 ? 'error' : 'errors'} since it was defined):{' '}
             <span class="custom-error">
               <DbText text={metric.last_error} />
             </span>
@@ -183,10 +218,20 @@ function MetricPanel({ db, metric, tw }: { db: Database; metric: CustomMetric; t
         </div>
       )}
       {metric.latest.length === 0 ? (
-        <p class="muted small">{metric.last_error ? 'No value: its query has not succeeded yet.' : 'No value yet: the agent sends one after its first run.'}</p>
+        <p class="muted small">
+          {metric.last_error
+            ? 'No value: its query has not succeeded yet.'
+            : 'No value yet: the agent sends one after its first run.'}
+        </p>
       ) : (
         <>
-          <DataTable caption={`Latest values of ${metric.name}`} columns={columns} rows={rows} rowKey={(r) => `${r.column}\u0000${JSON.stringify(r.labels)}`} compact />
+          <DataTable
+            caption={`Latest values of ${metric.name}`}
+            columns={columns}
+            rows={rows}
+            rowKey={(r) => `${r.column}\u0000${JSON.stringify(r.labels)}`}
+            compact
+          />
           {metric.latest.length > rows.length && (
             <p class="muted small">
               The {rows.length} largest of {fmtNum(metric.latest.length)} label sets.
@@ -203,9 +248,10 @@ function NoCustomMetrics() {
   return (
     <Empty title="No custom metric yet">
       <p>
-        Add SQL checks of your own to this database's entry in the agent config, under <code>custom_metrics</code>: each runs at its interval, its values
-        are kept like the built-in ones, charted here, exported on <code>/metrics</code> and may raise an alert. docs/custom-metrics.md
-        says what each key does; the <a href="#/settings/agent">agent setup page</a> gives the config to start from.
+        Add SQL checks of your own to this database's entry in the agent config, under <code>custom_metrics</code>: each
+        runs at its interval, its values are kept like the built-in ones, charted here, exported on{' '}
+        <code>/metrics</code> and may raise an alert. docs/custom-metrics.md says what each key does; the{' '}
+        <a href="#/settings/agent">agent setup page</a> gives the config to start from.
       </p>
       <Code text={EXAMPLE} />
     </Empty>

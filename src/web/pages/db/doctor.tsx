@@ -15,7 +15,13 @@ import type { Finding } from './types.ts'
  * The key figures that describe the moment they were read (sessions running, blocked, the longest one,
  * merges in progress): once the agent stopped sending they are no longer true, and read "—".
  */
-export const MOMENT_FIGURES: ReadonlySet<string> = new Set(['active_queries', 'blocked_queries', 'longest_query_ms', 'active_merges', 'merge_progress_pct'])
+export const MOMENT_FIGURES: ReadonlySet<string> = new Set([
+  'active_queries',
+  'blocked_queries',
+  'longest_query_ms',
+  'active_merges',
+  'merge_progress_pct',
+])
 
 /** Figures as a definition list, each labelled without its unit and shown with it; `hidden` ones as "—". */
 export function Figures({ figures, hidden }: { figures: Record<string, unknown>; hidden?: ReadonlySet<string> }) {
@@ -28,7 +34,13 @@ export function Figures({ figures, hidden }: { figures: Record<string, unknown>;
           <dt title={escapeInvisible(k)}>
             <DbText text={figureLabel(k)} />
           </dt>
-          <dd>{hidden?.has(k) ? <span title="The agent stopped sending: this figure of the moment is not known now.">—</span> : <DbText text={formatFigure(k, v)} />}</dd>
+          <dd>
+            {hidden?.has(k) ? (
+              <span title="The agent stopped sending: this figure of the moment is not known now.">—</span>
+            ) : (
+              <DbText text={formatFigure(k, v)} />
+            )}
+          </dd>
         </Fragment>
       ))}
     </dl>
@@ -50,7 +62,8 @@ export function FindingPanel({ f, open, stale }: { f: Finding; open: boolean; st
     <article id={`finding-${f.key}`} class={`panel finding ${f.severity}`}>
       <details open={open}>
         <summary>
-          <SeverityBadge severity={f.severity} /> <DbText text={f.title} /> <span class="muted small">{f.category}</span> <AsOf at={f.as_of} stale={stale} />
+          <SeverityBadge severity={f.severity} /> <DbText text={f.title} />{' '}
+          <span class="muted small">{f.category}</span> <AsOf at={f.as_of} stale={stale} />
         </summary>
         <div class="finding-body">
           <p>

@@ -42,13 +42,21 @@ export const GROUPS: { key: string; label: string; kinds: string[] }[] = [
   { key: 'all', label: 'All changes', kinds: [] },
   { key: 'outages', label: 'Outages', kinds: ['database_down', 'database_up'] },
   { key: 'server', label: 'Restarts and versions', kinds: ['restart', 'version_change'] },
-  { key: 'objects', label: 'Tables and indexes', kinds: ['table_created', 'table_dropped', 'index_created', 'index_valid', 'index_invalid', 'index_dropped'] },
+  {
+    key: 'objects',
+    label: 'Tables and indexes',
+    kinds: ['table_created', 'table_dropped', 'index_created', 'index_valid', 'index_invalid', 'index_dropped'],
+  },
   { key: 'settings', label: 'Settings', kinds: ['setting_change'] },
   { key: 'alerts', label: 'Alerts', kinds: ['alert_opened', 'alert_resolved'] },
   { key: 'plans', label: 'Plan changes', kinds: ['plan_change'] },
   { key: 'log', label: 'Crashes and faults in the server log', kinds: ['log_event'] },
   { key: 'actions', label: 'Cancels and terminations', kinds: ['session_action'] },
-  { key: 'agent', label: 'Agent and statistics resets', kinds: ['agent_connected', 'agent_disconnected', 'stats_reset'] },
+  {
+    key: 'agent',
+    label: 'Agent and statistics resets',
+    kinds: ['agent_connected', 'agent_disconnected', 'stats_reset'],
+  },
 ]
 
 /** The kinds drawn on the time charts, and their mark's label. */
@@ -70,13 +78,20 @@ const kindLabel = (kind: string) => KIND_LABELS[kind] ?? kind.replaceAll('_', ' 
 export function useEventMarks(db: Pick<Database, 'id'>, bounds: [number, number]): ChartMark[] {
   const [since, until] = bounds
   const events = useApi(
-    apiPath(db, `/events?since=${encodeURIComponent(new Date(since).toISOString())}&until=${encodeURIComponent(new Date(until).toISOString())}&limit=500`),
+    apiPath(
+      db,
+      `/events?since=${encodeURIComponent(new Date(since).toISOString())}&until=${encodeURIComponent(new Date(until).toISOString())}&limit=500`,
+    ),
   )
   return useMemo(
     () =>
       (events.data ?? [])
         .filter((e) => MARKED[e.kind])
-        .map((e) => ({ ts: Date.parse(e.ts), label: MARKED[e.kind]!, detail: e.detail ? `${e.title}\n${e.detail}` : e.title })),
+        .map((e) => ({
+          ts: Date.parse(e.ts),
+          label: MARKED[e.kind]!,
+          detail: e.detail ? `${e.title}\n${e.detail}` : e.title,
+        })),
     [events.data],
   )
 }
@@ -88,7 +103,8 @@ function EventRow({ e }: { e: DbEvent }) {
         <time dateTime={e.ts}>{fmtTime(e.ts)}</time>
       </td>
       <td class="event-kind">
-        {e.severity && e.severity !== 'info' ? <SeverityBadge severity={e.severity} /> : null} <span class="badge badge-muted">{kindLabel(e.kind)}</span>
+        {e.severity && e.severity !== 'info' ? <SeverityBadge severity={e.severity} /> : null}{' '}
+        <span class="badge badge-muted">{kindLabel(e.kind)}</span>
       </td>
       <td>
         <div class="event-title">
@@ -114,8 +130,14 @@ export function EventsPage({ db, query, setQuery }: PageProps) {
   const tw = useWindow(query)
   const group = GROUPS.find((g) => g.key === query.get('kind')) ?? GROUPS[0]!
   const events = useApi(apiPath(db, `/events?${tw.params}&limit=2000`))
-  useEvery(60_000, useCallback(() => tw.range !== 'custom' && tw.refresh(), [tw.range]))
-  const shown = useMemo(() => (events.data ?? []).filter((e) => group.kinds.length === 0 || group.kinds.includes(e.kind)), [events.data, group])
+  useEvery(
+    60_000,
+    useCallback(() => tw.range !== 'custom' && tw.refresh(), [tw.range]),
+  )
+  const shown = useMemo(
+    () => (events.data ?? []).filter((e) => group.kinds.length === 0 || group.kinds.includes(e.kind)),
+    [events.data, group],
+  )
   return (
     <section>
       <div class="toolbar">
@@ -132,8 +154,9 @@ export function EventsPage({ db, query, setQuery }: PageProps) {
           shown.length === 0 ? (
             <Empty title="No changes in this time range">
               <p>
-                Restarts, version and setting changes, tables and indexes created or dropped, statistics resets, the agent connecting or going away, alerts and
-                plan changes show here as the agent reports them. Pick a longer range, or another kind of change.
+                Restarts, version and setting changes, tables and indexes created or dropped, statistics resets, the
+                agent connecting or going away, alerts and plan changes show here as the agent reports them. Pick a
+                longer range, or another kind of change.
               </p>
             </Empty>
           ) : (

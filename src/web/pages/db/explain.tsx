@@ -62,7 +62,8 @@ export function ExplainForm({ db, hash, text }: { db: Database; hash: string; te
     <section class="explain-form" aria-label="Explain with parameters">
       <h2>Explain with parameters</h2>
       <p class="muted small">
-        The agent plans this statement with the values below (EXPLAIN, never ANALYZE: nothing runs). An empty field is the empty string; tick NULL for NULL.
+        The agent plans this statement with the values below (EXPLAIN, never ANALYZE: nothing runs). An empty field is
+        the empty string; tick NULL for NULL.
       </p>
       <form onSubmit={explain}>
         {values.map((v, i) => (
@@ -78,7 +79,14 @@ export function ExplainForm({ db, hash, text }: { db: Database; hash: string; te
               />
             </label>{' '}
             <label class="check small">
-              <input type="checkbox" checked={v === null} onChange={(e) => setValues(values.map((x, j) => (j === i ? ((e.target as HTMLInputElement).checked ? null : '') : x)))} /> NULL
+              <input
+                type="checkbox"
+                checked={v === null}
+                onChange={(e) =>
+                  setValues(values.map((x, j) => (j === i ? ((e.target as HTMLInputElement).checked ? null : '') : x)))
+                }
+              />{' '}
+              NULL
             </label>
           </div>
         ))}
@@ -90,7 +98,13 @@ export function ExplainForm({ db, hash, text }: { db: Database; hash: string; te
       {action && action.state !== 'done' && (
         <div data-explain-outcome={action.state}>
           <p role="status">
-            {action.state === 'pending' ? 'Waiting for the agent…' : action.state === 'running' ? 'The agent is planning it…' : action.state === 'expired' ? 'Expired: no agent took it in time.' : `Not explained (${action.state}).`}
+            {action.state === 'pending'
+              ? 'Waiting for the agent…'
+              : action.state === 'running'
+                ? 'The agent is planning it…'
+                : action.state === 'expired'
+                  ? 'Expired: no agent took it in time.'
+                  : `Not explained (${action.state}).`}
           </p>
           {action.reason && (
             <p class="small">

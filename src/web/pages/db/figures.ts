@@ -65,7 +65,18 @@ const LABELS: Record<string, string> = {
  * Points in time named after a catalog column rather than with `_at`: a number under one of these keys is
  * epoch milliseconds (the doctor's metrics carry pg_stat_user_tables' times so), never a count.
  */
-const TIMES = new Set(['last_vacuum', 'last_autovacuum', 'last_analyze', 'last_autoanalyze', 'stats_reset', 'xact_start', 'query_start', 'backend_start', 'state_change', 'as_of'])
+const TIMES = new Set([
+  'last_vacuum',
+  'last_autovacuum',
+  'last_analyze',
+  'last_autoanalyze',
+  'stats_reset',
+  'xact_start',
+  'query_start',
+  'backend_start',
+  'state_change',
+  'as_of',
+])
 
 /** True when `key` names a point in time (`_at`, `_since` as in holder_since, or a catalog time column). */
 export const isTimeKey = (key: string) => /_(at|since)$/.test(key) || TIMES.has(key)

@@ -5,7 +5,7 @@
 // or a long statement (the README's Session history), so older windows have gaps.
 import type { Static } from '@sinclair/typebox'
 import { useEffect, useMemo, useState } from 'preact/hooks'
-import type { LockChain, SnapshotTime as SnapshotTimeSchema, } from '../../../shared/api/session-history.ts'
+import type { LockChain, SnapshotTime as SnapshotTimeSchema } from '../../../shared/api/session-history.ts'
 import { Collapsible } from '../../components/collapsible.tsx'
 import { DbText, escapeInvisible } from '../../components/invisible.tsx'
 import { Async, Empty, fmtClock, fmtTime, useApi } from '../../components/ui.tsx'
@@ -41,7 +41,15 @@ export function snapshotIndex(times: readonly { at: number }[], at: number): num
  * live. Snapshots with a blocked session are marked on the strip above it, and can be stepped through.
  * Once the agent stopped sending, "live" is the latest data, and says from when (the page's red banner).
  */
-export function TimeSlider({ db, at, onChange }: { db: Database; at: number | undefined; onChange(at: number | undefined): void }) {
+export function TimeSlider({
+  db,
+  at,
+  onChange,
+}: {
+  db: Database
+  at: number | undefined
+  onChange(at: number | undefined): void
+}) {
   const [span, setSpan] = useState('3600000')
   const [until, setUntil] = useState(() => Date.now())
   // While live, the list follows now; a chosen snapshot keeps the list it was chosen from.
@@ -51,7 +59,12 @@ export function TimeSlider({ db, at, onChange }: { db: Database; at: number | un
     return () => clearInterval(timer)
   }, [at])
   const since = new Date(until - Number(span)).toISOString()
-  const loaded = useApi(apiPath(db, `/active/history?since=${encodeURIComponent(since)}&until=${encodeURIComponent(new Date(until + 60_000).toISOString())}&limit=10000`))
+  const loaded = useApi(
+    apiPath(
+      db,
+      `/active/history?since=${encodeURIComponent(since)}&until=${encodeURIComponent(new Date(until + 60_000).toISOString())}&limit=10000`,
+    ),
+  )
   const times = loaded.data?.snapshots ?? []
   const index = at === undefined ? times.length - 1 : snapshotIndex(times, at)
   const blockedMarks = useMemo(() => times.map((t, i) => [t, i] as const).filter(([t]) => t.blocked > 0), [times])
@@ -69,7 +82,10 @@ export function TimeSlider({ db, at, onChange }: { db: Database; at: number | un
   return (
     <section class="panel time-slider" aria-label="Session history">
       <div class="toolbar">
-        <strong class={at === undefined && stale ? 'sev-critical' : undefined} data-slider-state={at === undefined ? (stale ? 'stale' : 'live') : 'snapshot'}>
+        <strong
+          class={at === undefined && stale ? 'sev-critical' : undefined}
+          data-slider-state={at === undefined ? (stale ? 'stale' : 'live') : 'snapshot'}
+        >
           {at === undefined ? latest : current ? `Snapshot of ${fmtTime(current.ts)}` : 'No snapshot kept at that time'}
         </strong>
         {current && (
@@ -77,26 +93,59 @@ export function TimeSlider({ db, at, onChange }: { db: Database; at: number | un
             {current.blocked > 0 ? `${current.blocked} waiting for a lock` : 'nobody waiting for a lock'}
           </span>
         )}
-        <SelectField label="History of" value={span} options={SPANS} onChange={(v) => (setSpan(v), setUntil(Date.now()))} />
-        <button type="button" onClick={() => go(index - 1)} disabled={times.length === 0 || index <= 0} aria-label="Earlier snapshot">
+        <SelectField
+          label="History of"
+          value={span}
+          options={SPANS}
+          onChange={(v) => (setSpan(v), setUntil(Date.now()))}
+        />
+        <button
+          type="button"
+          onClick={() => go(index - 1)}
+          disabled={times.length === 0 || index <= 0}
+          aria-label="Earlier snapshot"
+        >
           ◀ Earlier
         </button>
-        <button type="button" onClick={() => go(index + 1)} disabled={at === undefined || index >= times.length - 1} aria-label="Later snapshot">
+        <button
+          type="button"
+          onClick={() => go(index + 1)}
+          disabled={at === undefined || index >= times.length - 1}
+          aria-label="Later snapshot"
+        >
           Later ▶
         </button>
-        <button type="button" onClick={() => previousBlocked !== undefined && go(previousBlocked)} disabled={previousBlocked === undefined}>
+        <button
+          type="button"
+          onClick={() => previousBlocked !== undefined && go(previousBlocked)}
+          disabled={previousBlocked === undefined}
+        >
           Previous with a blocked session
         </button>
-        <button type="button" onClick={() => nextBlocked !== undefined && go(nextBlocked)} disabled={nextBlocked === undefined}>
+        <button
+          type="button"
+          onClick={() => nextBlocked !== undefined && go(nextBlocked)}
+          disabled={nextBlocked === undefined}
+        >
           Next with a blocked session
         </button>
-        <button type="button" onClick={() => onChange(undefined)} disabled={at === undefined} aria-pressed={at === undefined}>
+        <button
+          type="button"
+          onClick={() => onChange(undefined)}
+          disabled={at === undefined}
+          aria-pressed={at === undefined}
+        >
           {stale ? 'Latest' : 'Live'}
         </button>
       </div>
       {times.length > 0 ? (
         <div class="slider-track">
-          <svg class="slider-marks" viewBox={`0 0 ${Math.max(1, times.length - 1)} 1`} preserveAspectRatio="none" aria-hidden="true">
+          <svg
+            class="slider-marks"
+            viewBox={`0 0 ${Math.max(1, times.length - 1)} 1`}
+            preserveAspectRatio="none"
+            aria-hidden="true"
+          >
             {blockedMarks.map(([t, i]) => (
               <rect key={t.at} x={i - 0.5} y={0} width={1} height={1} class="mark-blocked" />
             ))}
@@ -120,7 +169,9 @@ export function TimeSlider({ db, at, onChange }: { db: Database; at: number | un
           </div>
         </div>
       ) : (
-        <p class="muted small">{loaded.loading ? 'Loading the kept snapshots…' : 'No snapshot kept in this span yet.'}</p>
+        <p class="muted small">
+          {loaded.loading ? 'Loading the kept snapshots…' : 'No snapshot kept in this span yet.'}
+        </p>
       )}
     </section>
   )
@@ -128,27 +179,33 @@ export function TimeSlider({ db, at, onChange }: { db: Database; at: number | un
 
 export type PastChain = Static<typeof LockChain>
 
-const who = (user: string | null, application: string | null) => [user, application && `“${application}”`].filter(Boolean).join(' · ') || '—'
+const who = (user: string | null, application: string | null) =>
+  [user, application && `“${application}”`].filter(Boolean).join(' · ') || '—'
 
 /** Chains shorter than this are folded under one line: a busy database has many, and they hide the long ones. */
 export const SHORT_CHAIN_MS = 1000
 
 /** Chains in the server's order (longest first) split into those shown and the short ones folded. */
 export function foldShortChains<T extends { duration_ms: number }>(chains: readonly T[]): { long: T[]; short: T[] } {
-  return { long: chains.filter((c) => c.duration_ms >= SHORT_CHAIN_MS), short: chains.filter((c) => c.duration_ms < SHORT_CHAIN_MS) }
+  return {
+    long: chains.filter((c) => c.duration_ms >= SHORT_CHAIN_MS),
+    short: chains.filter((c) => c.duration_ms < SHORT_CHAIN_MS),
+  }
 }
 
 function ChainItem({ c, onShow }: { c: PastChain; onShow(at: number): void }) {
   return (
     <li class="chain-item">
       <div>
-        <span class="mono">root pid {c.root.pid}</span> <span class="muted small">
+        <span class="mono">root pid {c.root.pid}</span>{' '}
+        <span class="muted small">
           <DbText text={who(c.root.user, c.root.application)} />
         </span>{' '}
         {c.ongoing ? <span class="badge badge-critical">ongoing</span> : <span class="badge badge-muted">ended</span>}{' '}
         <span class="num">{fmtDuration(c.duration_ms)}</span>{' '}
         <span class="muted small">
-          from {fmtTime(c.started_at)} to {fmtTime(c.last_seen)} · blocked {c.members.length} session{c.members.length === 1 ? '' : 's'} · seen in {c.samples} snapshot
+          from {fmtTime(c.started_at)} to {fmtTime(c.last_seen)} · blocked {c.members.length} session
+          {c.members.length === 1 ? '' : 's'} · seen in {c.samples} snapshot
           {c.samples === 1 ? '' : 's'}
         </span>{' '}
         <button type="button" class="link" onClick={() => onShow(Date.parse(c.last_seen))}>
@@ -163,7 +220,8 @@ function ChainItem({ c, onShow }: { c: PastChain; onShow(at: number): void }) {
         <ul>
           {c.members.map((m) => (
             <li key={m.pid}>
-              <span class="mono">pid {m.pid}</span> <span class="muted small">
+              <span class="mono">pid {m.pid}</span>{' '}
+              <span class="muted small">
                 <DbText text={who(m.user, m.application)} />
               </span>{' '}
               <span class="sev-critical small">blocked by {m.blocked_by.map((p) => `pid ${p}`).join(', ')}</span>{' '}
@@ -190,7 +248,9 @@ const CHAIN_LIMIT = 100
  */
 export function PastLockChains({ db, onShow }: { db: Database; onShow(at: number): void }) {
   const [since] = useState(() => new Date(Date.now() - 86_400_000).toISOString())
-  const chains = useApi(apiPath(db, `/locks/chains?since=${encodeURIComponent(since)}&order=longest&limit=${CHAIN_LIMIT}`))
+  const chains = useApi(
+    apiPath(db, `/locks/chains?since=${encodeURIComponent(since)}&order=longest&limit=${CHAIN_LIMIT}`),
+  )
   return (
     <section class="panel past-chains">
       <h2>Lock chains of the last 24 hours</h2>
@@ -199,7 +259,10 @@ export function PastLockChains({ db, onShow }: { db: Database; onShow(at: number
           if (list.length === 0) {
             return (
               <Empty title="No lock chain in the last 24 hours">
-                <p>A chain is recorded when a session waits for a lock another holds; it stays readable after it ends, for the retention.</p>
+                <p>
+                  A chain is recorded when a session waits for a lock another holds; it stays readable after it ends,
+                  for the retention.
+                </p>
               </Empty>
             )
           }

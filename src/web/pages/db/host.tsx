@@ -16,8 +16,26 @@ type Host = Static<typeof HostSchema>
 type Filesystem = Host['filesystems'][number]
 
 const CHARTS: SeriesSpec[] = [
-  { name: 'host-cpu', title: 'CPU', unit: 'pct', keys: [['cpu_user', 'user'], ['cpu_system', 'system'], ['cpu_iowait', 'iowait'], ['cpu_steal', 'steal']] },
-  { name: 'host-memory', title: 'Memory', unit: 'bytes', keys: [['memory_available_bytes', 'available'], ['swap_used_bytes', 'swap used']] },
+  {
+    name: 'host-cpu',
+    title: 'CPU',
+    unit: 'pct',
+    keys: [
+      ['cpu_user', 'user'],
+      ['cpu_system', 'system'],
+      ['cpu_iowait', 'iowait'],
+      ['cpu_steal', 'steal'],
+    ],
+  },
+  {
+    name: 'host-memory',
+    title: 'Memory',
+    unit: 'bytes',
+    keys: [
+      ['memory_available_bytes', 'available'],
+      ['swap_used_bytes', 'swap used'],
+    ],
+  },
   { name: 'host-load', title: 'Load (1 min)', unit: 'count', keys: [['load1', 'load']] },
 ]
 
@@ -39,7 +57,8 @@ export function forecastLine(
   const free = fs.series.map((p) => p.available_bytes)
   const fills = fs.forecast.fills_at === null ? null : Date.parse(fs.forecast.fills_at)
   const lastIndex = free.findLastIndex((v) => v !== null)
-  if (fills === null || lastIndex < 0 || fills <= times[lastIndex]!) return { times, series: [{ label: 'free', values: free }], range }
+  if (fills === null || lastIndex < 0 || fills <= times[lastIndex]!)
+    return { times, series: [{ label: 'free', values: free }], range }
   const lastAt = times[lastIndex]!
   const lastFree = free[lastIndex]!
   const known = free.slice(0, lastIndex + 1)
@@ -66,14 +85,25 @@ export function trendWords(fs: Pick<Filesystem, 'forecast'>): string {
   const trend = fs.forecast.trend
   if (trend === null) return 'Too little history for a forecast (it needs 10 minutes).'
   const over = `fitted over ${fmtDuration(trend.basis_seconds * 1000)}`
-  if (fs.forecast.fills_at !== null) return `Fills ${fmtTime(fs.forecast.fills_at)}: free space shrinks by ${formatValue('bytes/s', -trend.rate_bytes_per_s)} (${over}).`
-  if (trend.rate_bytes_per_s > 0) return `Free space grows by ${formatValue('bytes/s', trend.rate_bytes_per_s)} (${over}): no fill date.`
-  if (trend.rate_bytes_per_s < 0) return `Free space shrinks by ${formatValue('bytes/s', -trend.rate_bytes_per_s)} (${over}), too slowly for a fill date.`
+  if (fs.forecast.fills_at !== null)
+    return `Fills ${fmtTime(fs.forecast.fills_at)}: free space shrinks by ${formatValue('bytes/s', -trend.rate_bytes_per_s)} (${over}).`
+  if (trend.rate_bytes_per_s > 0)
+    return `Free space grows by ${formatValue('bytes/s', trend.rate_bytes_per_s)} (${over}): no fill date.`
+  if (trend.rate_bytes_per_s < 0)
+    return `Free space shrinks by ${formatValue('bytes/s', -trend.rate_bytes_per_s)} (${over}), too slowly for a fill date.`
   return `Free space is steady (${over}).`
 }
 
 /** The roles as words: data, WAL, log, tablespace "x", disk "y". */
-const roleWords = (roles: string[]) => roles.map((r) => r.replace(/^tablespace:(.*)$/s, 'tablespace $1').replace(/^disk:(.*)$/s, 'disk $1').replace(/^wal$/, 'WAL')).join(', ')
+const roleWords = (roles: string[]) =>
+  roles
+    .map((r) =>
+      r
+        .replace(/^tablespace:(.*)$/s, 'tablespace $1')
+        .replace(/^disk:(.*)$/s, 'disk $1')
+        .replace(/^wal$/, 'WAL'),
+    )
+    .join(', ')
 
 function FilesystemCard({ fs, range }: { fs: Filesystem; range: [number, number] }) {
   const used = fs.total_bytes > 0 ? 100 * (1 - fs.available_bytes / fs.total_bytes) : null
@@ -87,15 +117,27 @@ function FilesystemCard({ fs, range }: { fs: Filesystem; range: [number, number]
       <Meter pct={used} warn={90} crit={95} label="Space used" />
       <div class="sub">
         {fmtBytes(fs.available_bytes)} free of {fmtBytes(fs.total_bytes)}
-        {fs.inodes_available !== null && fs.inodes_total ? `; ${fmtNum(fs.inodes_available)} of ${fmtNum(fs.inodes_total)} inodes free` : ''}
+        {fs.inodes_available !== null && fs.inodes_total
+          ? `; ${fmtNum(fs.inodes_available)} of ${fmtNum(fs.inodes_total)} inodes free`
+          : ''}
         {fs.device ? (
           <>
-            {' '}on <DbText text={fs.device} />
+            {' '}
+            on <DbText text={fs.device} />
           </>
         ) : null}
       </div>
       <p class="host-fs-trend">{trendWords(fs)}</p>
-      {line.times.length > 1 ? <Chart name="host-filesystem" title="Free space" unit="bytes" times={line.times} series={line.series} range={line.range} /> : null}
+      {line.times.length > 1 ? (
+        <Chart
+          name="host-filesystem"
+          title="Free space"
+          unit="bytes"
+          times={line.times}
+          series={line.series}
+          range={line.range}
+        />
+      ) : null}
     </div>
   )
 }
@@ -111,19 +153,46 @@ export function HostPage({ db, query, setQuery }: PageProps) {
           {!h.on_host ? (
             <Empty title="No host figures">
               <p>
-                {h.note ? <DbText text={h.note} /> : 'The host collector sends CPU, memory and free disk space only when the agent runs on the database host (or for ClickHouse, which reports its own host).'}
+                {h.note ? (
+                  <DbText text={h.note} />
+                ) : (
+                  'The host collector sends CPU, memory and free disk space only when the agent runs on the database host (or for ClickHouse, which reports its own host).'
+                )}
               </p>
-              <p>Run the agent on the database host, with read access to the data directory, to see free space and the day the disk fills.</p>
+              <p>
+                Run the agent on the database host, with read access to the data directory, to see free space and the
+                day the disk fills.
+              </p>
             </Empty>
           ) : (
             <>
               <div class="cards">
-                <Card label="CPU busy" value={h.cpu ? formatValue('pct', 100 - h.cpu.idle) : '—'} sub={h.cpu ? `iowait ${formatValue('pct', h.cpu.iowait)}, steal ${formatValue('pct', h.cpu.steal)}` : 'from the second poll on'} />
-                <Card label="Load" value={h.load ? h.load.load1.toFixed(2) : '—'} sub={h.load ? `${h.load.load5.toFixed(2)} (5 min), ${h.load.load15.toFixed(2)} (15 min); ${fmtNum(h.cpu_count)} CPUs` : ''} />
+                <Card
+                  label="CPU busy"
+                  value={h.cpu ? formatValue('pct', 100 - h.cpu.idle) : '—'}
+                  sub={
+                    h.cpu
+                      ? `iowait ${formatValue('pct', h.cpu.iowait)}, steal ${formatValue('pct', h.cpu.steal)}`
+                      : 'from the second poll on'
+                  }
+                />
+                <Card
+                  label="Load"
+                  value={h.load ? h.load.load1.toFixed(2) : '—'}
+                  sub={
+                    h.load
+                      ? `${h.load.load5.toFixed(2)} (5 min), ${h.load.load15.toFixed(2)} (15 min); ${fmtNum(h.cpu_count)} CPUs`
+                      : ''
+                  }
+                />
                 <Card
                   label="Memory available"
                   value={h.memory ? fmtBytes(h.memory.available_bytes) : '—'}
-                  sub={h.memory ? `of ${fmtBytes(h.memory.total_bytes)}; swap ${h.memory.swap_used_bytes === null ? 'not reported' : `${fmtBytes(h.memory.swap_used_bytes)} used of ${fmtBytes(h.memory.swap_total_bytes)}`}` : ''}
+                  sub={
+                    h.memory
+                      ? `of ${fmtBytes(h.memory.total_bytes)}; swap ${h.memory.swap_used_bytes === null ? 'not reported' : `${fmtBytes(h.memory.swap_used_bytes)} used of ${fmtBytes(h.memory.swap_total_bytes)}`}`
+                      : ''
+                  }
                 />
               </div>
               <p class="muted small">
@@ -181,7 +250,9 @@ export function HostPage({ db, query, setQuery }: PageProps) {
           )}
           {h.database_size?.trend ? (
             <p class="muted small">
-              Database size {fmtBytes(h.database_size.latest_bytes)}, growing {formatValue('bytes/s', h.database_size.trend.rate_bytes_per_s)} (over {fmtDuration(h.database_size.trend.basis_seconds * 1000)}).
+              Database size {fmtBytes(h.database_size.latest_bytes)}, growing{' '}
+              {formatValue('bytes/s', h.database_size.trend.rate_bytes_per_s)} (over{' '}
+              {fmtDuration(h.database_size.trend.basis_seconds * 1000)}).
             </p>
           ) : null}
         </section>

@@ -13,7 +13,17 @@ import type { Loaded } from '../../components/ui.tsx'
 import type { ChartMark } from '../../components/chart.tsx'
 import { DbText } from '../../components/invisible.tsx'
 import { useEventMarks } from './events.tsx'
-import { ApiProblem, Card, Meter, NoDataYet, TimeRangePicker, apiPath, fmtDuration, fmtRatio, useWindow } from './common.tsx'
+import {
+  ApiProblem,
+  Card,
+  Meter,
+  NoDataYet,
+  TimeRangePicker,
+  apiPath,
+  fmtDuration,
+  fmtRatio,
+  useWindow,
+} from './common.tsx'
 import { SeriesChart, type SeriesSpec } from './series-chart.tsx'
 import type { PageProps } from './types.ts'
 import { BGWRITER_METRICS, DATABASE_METRICS, IO_METRICS, WAL_METRICS, legends } from '../../../shared/metrics.ts'
@@ -43,15 +53,50 @@ type ChartPoint = { ts: string }
 type IoTotal = { ts: string; reads: number; writes: number; extends: number }
 
 const DATABASE_CHARTS: SeriesSpec[] = [
-  { name: 'db-transactions', title: 'Transactions per second', unit: 'per_s', rate: true, keys: legends(DATABASE_METRICS, 'xact_commit', 'xact_rollback') },
-  { name: 'db-blocks', title: 'Blocks per second', unit: 'per_s', rate: true, keys: legends(DATABASE_METRICS, 'blks_hit', 'blks_read') },
-  { name: 'db-connections', title: 'Connections', unit: 'count', keys: legends(DATABASE_METRICS, 'numbackends', 'max_connections') },
-  { name: 'db-tuples', title: 'Rows per second', unit: 'per_s', rate: true, keys: legends(DATABASE_METRICS, 'tup_returned', 'tup_fetched', 'tup_inserted', 'tup_updated', 'tup_deleted') },
+  {
+    name: 'db-transactions',
+    title: 'Transactions per second',
+    unit: 'per_s',
+    rate: true,
+    keys: legends(DATABASE_METRICS, 'xact_commit', 'xact_rollback'),
+  },
+  {
+    name: 'db-blocks',
+    title: 'Blocks per second',
+    unit: 'per_s',
+    rate: true,
+    keys: legends(DATABASE_METRICS, 'blks_hit', 'blks_read'),
+  },
+  {
+    name: 'db-connections',
+    title: 'Connections',
+    unit: 'count',
+    keys: legends(DATABASE_METRICS, 'numbackends', 'max_connections'),
+  },
+  {
+    name: 'db-tuples',
+    title: 'Rows per second',
+    unit: 'per_s',
+    rate: true,
+    keys: legends(DATABASE_METRICS, 'tup_returned', 'tup_fetched', 'tup_inserted', 'tup_updated', 'tup_deleted'),
+  },
 ]
 
 const BGWRITER_CHARTS: SeriesSpec[] = [
-  { name: 'bgwriter-checkpoints', title: 'Checkpoints', unit: 'count', total: true, keys: legends(BGWRITER_METRICS, 'checkpoints_timed', 'checkpoints_req') },
-  { name: 'bgwriter-buffers', title: 'Buffers written per second', unit: 'per_s', rate: true, keys: legends(BGWRITER_METRICS, 'buffers_checkpoint', 'buffers_clean', 'buffers_backend') },
+  {
+    name: 'bgwriter-checkpoints',
+    title: 'Checkpoints',
+    unit: 'count',
+    total: true,
+    keys: legends(BGWRITER_METRICS, 'checkpoints_timed', 'checkpoints_req'),
+  },
+  {
+    name: 'bgwriter-buffers',
+    title: 'Buffers written per second',
+    unit: 'per_s',
+    rate: true,
+    keys: legends(BGWRITER_METRICS, 'buffers_checkpoint', 'buffers_clean', 'buffers_backend'),
+  },
   {
     name: 'bgwriter-checkpoint-time',
     title: 'Checkpoint write and sync time (spread over the minutes each checkpoint ran)',
@@ -114,12 +159,36 @@ export function spreadCheckpoints(points: BgwriterPoint[], stepMs: number): Bgwr
 
 const WAL_CHARTS: SeriesSpec[] = [
   { name: 'wal-bytes', title: 'WAL generated', unit: 'bytes/s', rate: true, keys: legends(WAL_METRICS, 'wal_bytes') },
-  { name: 'wal-records', title: 'WAL records per second', unit: 'per_s', rate: true, keys: legends(WAL_METRICS, 'wal_records', 'wal_fpi') },
+  {
+    name: 'wal-records',
+    title: 'WAL records per second',
+    unit: 'per_s',
+    rate: true,
+    keys: legends(WAL_METRICS, 'wal_records', 'wal_fpi'),
+  },
 ]
 
-const IO_CHART: SeriesSpec = { name: 'io-ops', title: 'I/O per second (all backends)', unit: 'per_s', rate: true, keys: legends(IO_METRICS, 'reads', 'writes', 'extends') }
+const IO_CHART: SeriesSpec = {
+  name: 'io-ops',
+  title: 'I/O per second (all backends)',
+  unit: 'per_s',
+  rate: true,
+  keys: legends(IO_METRICS, 'reads', 'writes', 'extends'),
+}
 
-function Charts({ loaded, specs, bucket, range, marks }: { loaded: Loaded<ChartPoint[]>; specs: SeriesSpec[]; bucket: number; range: [number, number]; marks: ChartMark[] }) {
+function Charts({
+  loaded,
+  specs,
+  bucket,
+  range,
+  marks,
+}: {
+  loaded: Loaded<ChartPoint[]>
+  specs: SeriesSpec[]
+  bucket: number
+  range: [number, number]
+  marks: ChartMark[]
+}) {
   if (loaded.error) return <ApiProblem error={loaded.error} />
   if (!loaded.data) return <Loading />
   return (
@@ -132,7 +201,8 @@ function Charts({ loaded, specs, bucket, range, marks }: { loaded: Loaded<ChartP
 }
 
 function DatabaseFigures({ v }: { v: DatabaseStats }) {
-  if (v.ts === null) return <p class="muted">No database statistics yet: the database_stats collector sends them every poll.</p>
+  if (v.ts === null)
+    return <p class="muted">No database statistics yet: the database_stats collector sends them every poll.</p>
   const connections = v.numbackends ?? null
   const max = v.max_connections ?? null
   const hit = v.blks_hit ?? 0
@@ -147,24 +217,52 @@ function DatabaseFigures({ v }: { v: DatabaseStats }) {
             {fmtNum(connections)}
             <span class="small muted"> / {fmtNum(max)}</span>
           </div>
-          <Meter pct={connections !== null && max ? (100 * connections) / max : null} warn={80} crit={95} label="Connections used" />
+          <Meter
+            pct={connections !== null && max ? (100 * connections) / max : null}
+            warn={80}
+            crit={95}
+            label="Connections used"
+          />
         </div>
         <Card label="Database size" value={fmtBytes(v.database_size_bytes)} />
-        <Card label="Commits" value={formatValue('per_s', v.xact_commit_per_s)} sub={`${formatValue('per_s', v.xact_rollback_per_s)} rolled back`} />
+        <Card
+          label="Commits"
+          value={formatValue('per_s', v.xact_commit_per_s)}
+          sub={`${formatValue('per_s', v.xact_rollback_per_s)} rolled back`}
+        />
         <Card label="Cache hits" value={fmtRatio(hit + read > 0 ? hit / (hit + read) : null, 2)} sub="latest poll" />
         <div class="card">
           <div class="label">Transaction ID age</div>
           <div class="value" title={fmtNum(v.xid_age)}>
             {formatValue('count', v.xid_age)}
           </div>
-          <Meter pct={v.xid_age === null || v.xid_age === undefined ? null : (100 * v.xid_age) / 2_147_483_648} warn={25} crit={70} label="Share of the XID space before wraparound" />
+          <Meter
+            pct={v.xid_age === null || v.xid_age === undefined ? null : (100 * v.xid_age) / 2_147_483_648}
+            warn={25}
+            crit={70}
+            label="Share of the XID space before wraparound"
+          />
           <div class="sub">of 2.1G before wraparound; freeze max age {formatValue('count', freezeMax)}</div>
         </div>
-        <Card label="Oldest transaction" value={v.oldest_xact_age_s === null || v.oldest_xact_age_s === undefined ? '—' : fmtDuration(v.oldest_xact_age_s * 1000)} />
-        <Card label="Deadlocks" value={fmtNum(v.deadlocks)} sub="latest poll" tone={(v.deadlocks ?? 0) > 0 ? 'warning' : undefined} />
+        <Card
+          label="Oldest transaction"
+          value={
+            v.oldest_xact_age_s === null || v.oldest_xact_age_s === undefined
+              ? '—'
+              : fmtDuration(v.oldest_xact_age_s * 1000)
+          }
+        />
+        <Card
+          label="Deadlocks"
+          value={fmtNum(v.deadlocks)}
+          sub="latest poll"
+          tone={(v.deadlocks ?? 0) > 0 ? 'warning' : undefined}
+        />
         <Card label="Temp files" value={fmtNum(v.temp_files)} sub={fmtBytes(v.temp_bytes)} />
       </div>
-      <p class="muted small">Collected {fmtTime(v.ts)}; counters are over the latest poll ({v.interval_seconds ?? '?'} s).</p>
+      <p class="muted small">
+        Collected {fmtTime(v.ts)}; counters are over the latest poll ({v.interval_seconds ?? '?'} s).
+      </p>
     </>
   )
 }
@@ -176,9 +274,21 @@ function WalFigures({ loaded }: { loaded: Loaded<WalStats> }) {
   if (v.ts === null) return <p class="muted">No WAL statistics yet.</p>
   return (
     <div class="cards">
-      <Card label="WAL written" value={`${fmtBytes(v.wal_bytes_per_s)}/s`} sub={`${fmtBytes(v.wal_bytes)} in the latest poll`} />
-      <Card label="Records" value={formatValue('per_s', v.wal_records_per_s)} sub={`${formatValue('per_s', v.wal_fpi_per_s)} full-page images`} />
-      <Card label="WAL buffers full" value={fmtNum(v.wal_buffers_full)} tone={(v.wal_buffers_full ?? 0) > 0 ? 'warning' : undefined} />
+      <Card
+        label="WAL written"
+        value={`${fmtBytes(v.wal_bytes_per_s)}/s`}
+        sub={`${fmtBytes(v.wal_bytes)} in the latest poll`}
+      />
+      <Card
+        label="Records"
+        value={formatValue('per_s', v.wal_records_per_s)}
+        sub={`${formatValue('per_s', v.wal_fpi_per_s)} full-page images`}
+      />
+      <Card
+        label="WAL buffers full"
+        value={fmtNum(v.wal_buffers_full)}
+        tone={(v.wal_buffers_full ?? 0) > 0 ? 'warning' : undefined}
+      />
       <Card label="Sync time" value={fmtMs(v.wal_sync_time_ms)} sub={`${fmtNum(v.wal_sync)} syncs`} />
     </div>
   )
@@ -190,24 +300,49 @@ function ArchiverFigures({ loaded }: { loaded: Loaded<Archiver> }) {
   if (!loaded.data) return <Loading />
   const v = loaded.data
   if (v.ts === null) return <p class="muted">No archiver state yet: the archiver collector sends pg_stat_archiver.</p>
-  if (v.archive_mode === 'off') return <p class="muted" data-archiver="off">WAL archiving is off (archive_mode).</p>
+  if (v.archive_mode === 'off')
+    return (
+      <p class="muted" data-archiver="off">
+        WAL archiving is off (archive_mode).
+      </p>
+    )
   return (
     <div class="cards" data-archiver={v.failing ? 'failing' : 'ok'}>
       <Card
         label="Archived"
         value={fmtNum(v.archived_count)}
-        sub={v.last_archived_wal ? <>last <DbText text={v.last_archived_wal} /> {fmtTime(v.last_archived_time)}</> : 'nothing archived yet'}
+        sub={
+          v.last_archived_wal ? (
+            <>
+              last <DbText text={v.last_archived_wal} /> {fmtTime(v.last_archived_time)}
+            </>
+          ) : (
+            'nothing archived yet'
+          )
+        }
       />
       <Card
         label="Failed"
         value={fmtNum(v.failed_count)}
         tone={v.failing ? 'critical' : undefined}
-        sub={v.last_failed_wal ? <>{v.failing ? 'failing on' : 'last'} <DbText text={v.last_failed_wal} /> {fmtTime(v.last_failed_time)}</> : 'no failures'}
+        sub={
+          v.last_failed_wal ? (
+            <>
+              {v.failing ? 'failing on' : 'last'} <DbText text={v.last_failed_wal} /> {fmtTime(v.last_failed_time)}
+            </>
+          ) : (
+            'no failures'
+          )
+        }
       />
       <Card
         label="Waiting to archive"
         value={v.ready_count === null ? 'unknown' : fmtNum(v.ready_count)}
-        sub={v.ready_count === null ? 'the role may not list them (pg_monitor)' : `${fmtBytes(v.ready_bytes)}${v.oldest_ready_time ? `, oldest since ${fmtTime(v.oldest_ready_time)}` : ''}`}
+        sub={
+          v.ready_count === null
+            ? 'the role may not list them (pg_monitor)'
+            : `${fmtBytes(v.ready_bytes)}${v.oldest_ready_time ? `, oldest since ${fmtTime(v.oldest_ready_time)}` : ''}`
+        }
       />
     </div>
   )
@@ -216,10 +351,26 @@ function ArchiverFigures({ loaded }: { loaded: Loaded<Archiver> }) {
 const BACKUP_COLUMNS: Column<BackupRow>[] = [
   { key: 'label', label: 'Backup', render: (r) => <DbText text={r.label} />, sort: (r) => r.label },
   { key: 'type', label: 'Type', render: (r) => r.type, sort: (r) => r.type },
-  { key: 'finished', label: 'Finished', render: (r) => fmtTime(r.finished_at ?? r.started_at), sort: (r) => r.finished_at ?? r.started_at ?? '' },
+  {
+    key: 'finished',
+    label: 'Finished',
+    render: (r) => fmtTime(r.finished_at ?? r.started_at),
+    sort: (r) => r.finished_at ?? r.started_at ?? '',
+  },
   { key: 'size', label: 'Size', num: true, render: (r) => fmtBytes(r.size_bytes), sort: (r) => r.size_bytes ?? 0 },
-  { key: 'stored', label: 'Stored', num: true, render: (r) => fmtBytes(r.stored_bytes), sort: (r) => r.stored_bytes ?? 0 },
-  { key: 'ok', label: 'Status', render: (r) => (r.ok ? 'ok' : <span class="critical">failed</span>), sort: (r) => (r.ok ? 1 : 0) },
+  {
+    key: 'stored',
+    label: 'Stored',
+    num: true,
+    render: (r) => fmtBytes(r.stored_bytes),
+    sort: (r) => r.stored_bytes ?? 0,
+  },
+  {
+    key: 'ok',
+    label: 'Status',
+    render: (r) => (r.ok ? 'ok' : <span class="critical">failed</span>),
+    sort: (r) => (r.ok ? 1 : 0),
+  },
 ]
 
 /** Backups as pgBackRest or WAL-G lists them: the last successful and last full, the command's error, the latest backups. */
@@ -227,16 +378,60 @@ function BackupFigures({ loaded }: { loaded: Loaded<Backups> }) {
   if (loaded.error) return <ApiProblem error={loaded.error} />
   if (!loaded.data) return <Loading />
   const v = loaded.data
-  if (v.tool === null) return <p class="muted" data-backups="none">No backup status: name the backup tool's listing command in the agent config (backup_command) to see backups here.</p>
+  if (v.tool === null)
+    return (
+      <p class="muted" data-backups="none">
+        No backup status: name the backup tool's listing command in the agent config (backup_command) to see backups
+        here.
+      </p>
+    )
   const when = (b: BackupRow | null) => (b ? fmtTime(b.finished_at ?? b.started_at) : 'none')
   return (
     <>
       <div class="cards" data-backups={v.error ? 'error' : 'ok'}>
-        <Card label="Last successful" value={when(v.last_successful)} tone={v.last_successful ? undefined : 'critical'} sub={v.last_successful ? <><DbText text={v.last_successful.label} /> ({v.last_successful.type})</> : 'no successful backup listed'} />
-        <Card label="Last full" value={when(v.last_full)} sub={v.last_full ? <><DbText text={v.last_full.label} />, {fmtBytes(v.last_full.size_bytes)}</> : 'no full backup listed'} />
-        <Card label={v.tool === 'walg' ? 'WAL-G' : 'pgBackRest'} value={v.error ? 'failing' : 'ok'} tone={v.error ? 'warning' : undefined} sub={v.error ? <DbText text={v.error} /> : `checked ${fmtTime(v.checked_at)}`} />
+        <Card
+          label="Last successful"
+          value={when(v.last_successful)}
+          tone={v.last_successful ? undefined : 'critical'}
+          sub={
+            v.last_successful ? (
+              <>
+                <DbText text={v.last_successful.label} /> ({v.last_successful.type})
+              </>
+            ) : (
+              'no successful backup listed'
+            )
+          }
+        />
+        <Card
+          label="Last full"
+          value={when(v.last_full)}
+          sub={
+            v.last_full ? (
+              <>
+                <DbText text={v.last_full.label} />, {fmtBytes(v.last_full.size_bytes)}
+              </>
+            ) : (
+              'no full backup listed'
+            )
+          }
+        />
+        <Card
+          label={v.tool === 'walg' ? 'WAL-G' : 'pgBackRest'}
+          value={v.error ? 'failing' : 'ok'}
+          tone={v.error ? 'warning' : undefined}
+          sub={v.error ? <DbText text={v.error} /> : `checked ${fmtTime(v.checked_at)}`}
+        />
       </div>
-      {v.backups.length > 0 && <DataTable caption="Latest backups" columns={BACKUP_COLUMNS} rows={v.backups.slice(0, 20)} rowKey={(r) => `${r.stanza ?? ''}/${r.label}`} compact />}
+      {v.backups.length > 0 && (
+        <DataTable
+          caption="Latest backups"
+          columns={BACKUP_COLUMNS}
+          rows={v.backups.slice(0, 20)}
+          rowKey={(r) => `${r.stanza ?? ''}/${r.label}`}
+          compact
+        />
+      )}
     </>
   )
 }
@@ -248,8 +443,20 @@ const IO_COLUMNS: Column<IoRow>[] = [
   ...(['reads', 'writes', 'extends', 'hits', 'evictions', 'reuses', 'fsyncs'] as const).map(
     (k): Column<IoRow> => ({ key: k, label: k, num: true, render: (r) => fmtNum(r[k]), sort: (r) => r[k] }),
   ),
-  { key: 'read_time', label: 'read time', num: true, render: (r) => fmtMs(r.read_time_ms), sort: (r) => r.read_time_ms },
-  { key: 'write_time', label: 'write time', num: true, render: (r) => fmtMs(r.write_time_ms), sort: (r) => r.write_time_ms },
+  {
+    key: 'read_time',
+    label: 'read time',
+    num: true,
+    render: (r) => fmtMs(r.read_time_ms),
+    sort: (r) => r.read_time_ms,
+  },
+  {
+    key: 'write_time',
+    label: 'write time',
+    num: true,
+    render: (r) => fmtMs(r.write_time_ms),
+    sort: (r) => r.write_time_ms,
+  },
 ]
 
 /** I/O points per subject summed per interval, for one chart of all backends. */
@@ -268,11 +475,15 @@ export function InternalsPage({ db, query, setQuery }: PageProps) {
   const tw = useWindow(query)
   const marks = useEventMarks(db, tw.bounds)
   const on = db.last_seen_at !== null
-  const series = <const S extends string>(path: S) => (on ? apiPath(db, `${path}?${tw.params}&bucket=${tw.bucket}`) : null)
+  const series = <const S extends string>(path: S) =>
+    on ? apiPath(db, `${path}?${tw.params}&bucket=${tw.bucket}`) : null
   const stats = useApi(on ? apiPath(db, '/database-stats') : null)
   const statsSeries = useApi(series('/database-stats/timeseries'))
   const bgwriterRaw = useApi(series('/bgwriter'))
-  const bgwriterSpread = useMemo(() => (bgwriterRaw.data ? spreadCheckpoints(bgwriterRaw.data, tw.bucket * 1000) : undefined), [bgwriterRaw.data, tw.bucket])
+  const bgwriterSpread = useMemo(
+    () => (bgwriterRaw.data ? spreadCheckpoints(bgwriterRaw.data, tw.bucket * 1000) : undefined),
+    [bgwriterRaw.data, tw.bucket],
+  )
   const bgwriter: Loaded<BgwriterPoint[]> = { ...bgwriterRaw, data: bgwriterSpread }
   const wal = useApi(on ? apiPath(db, '/wal-stats') : null)
   const walSeries = useApi(series('/wal-stats/timeseries'))
@@ -309,7 +520,9 @@ export function InternalsPage({ db, query, setQuery }: PageProps) {
       <Charts loaded={bgwriter} specs={BGWRITER_CHARTS} bucket={tw.bucket} range={tw.bounds} marks={marks} />
       <h2 id="internals-wal">WAL</h2>
       <WalFigures loaded={wal} />
-      {!wal.error && <Charts loaded={walSeries} specs={WAL_CHARTS} bucket={tw.bucket} range={tw.bounds} marks={marks} />}
+      {!wal.error && (
+        <Charts loaded={walSeries} specs={WAL_CHARTS} bucket={tw.bucket} range={tw.bounds} marks={marks} />
+      )}
       <h3 id="internals-archiver">WAL archiver</h3>
       <ArchiverFigures loaded={archiver} />
       <h3 id="internals-backups">Backups</h3>
@@ -324,8 +537,17 @@ export function InternalsPage({ db, query, setQuery }: PageProps) {
       ) : (
         <>
           <Charts loaded={ioLoaded} specs={[IO_CHART]} bucket={tw.bucket} range={tw.bounds} marks={marks} />
-          <p class="muted small">Latest poll ({io.data.interval_seconds ?? '?'} s), collected {fmtTime(io.data.ts)}.</p>
-          <DataTable caption="I/O by backend type, object and context" columns={IO_COLUMNS} rows={io.data.stats} rowKey={(r) => `${r.backend_type}/${r.object}/${r.context}`} initialSort={{ key: 'reads' }} compact />
+          <p class="muted small">
+            Latest poll ({io.data.interval_seconds ?? '?'} s), collected {fmtTime(io.data.ts)}.
+          </p>
+          <DataTable
+            caption="I/O by backend type, object and context"
+            columns={IO_COLUMNS}
+            rows={io.data.stats}
+            rowKey={(r) => `${r.backend_type}/${r.object}/${r.context}`}
+            initialSort={{ key: 'reads' }}
+            compact
+          />
         </>
       )}
     </section>

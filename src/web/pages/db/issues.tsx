@@ -14,7 +14,16 @@ import { Async, Code, ErrorBox, type Loaded, Loading, fmtTime, useApi } from '..
 import type { Static } from '@sinclair/typebox'
 import { useSession } from '../../session.ts'
 import type { Alert as AlertSchema } from '../../../shared/api/alerts.ts'
-import { NoDataYet, SeverityBadge, VerifyNote, apiPath, fmtDuration, isStale, narrowScreen, statusClass } from './common.tsx'
+import {
+  NoDataYet,
+  SeverityBadge,
+  VerifyNote,
+  apiPath,
+  fmtDuration,
+  isStale,
+  narrowScreen,
+  statusClass,
+} from './common.tsx'
 import { AsOf, Figures, FindingPanel, MOMENT_FIGURES } from './doctor.tsx'
 import type { Finding, FindingGroup, PageProps, Severity } from './types.ts'
 
@@ -61,7 +70,8 @@ export function openFor(a: Pick<Alert, 'opened_at' | 'resolved_at'>): number | n
 }
 
 /** The cause a finding key named in a link (`?finding=pg_dead_tuples:public.t`) belongs to. */
-export const groupOfFinding = (groups: FindingGroup[], key: string | null) => (key === null ? undefined : groups.find((g) => g.key === key || g.findings.includes(key)))
+export const groupOfFinding = (groups: FindingGroup[], key: string | null) =>
+  key === null ? undefined : groups.find((g) => g.key === key || g.findings.includes(key))
 
 /** When each notification went out; without a mail server (DBM_SMTP_URL) a "mail" only reached the server's log, and says so. */
 export function Notified({ label, sent }: { label: string; sent: Sent }) {
@@ -70,7 +80,13 @@ export function Notified({ label, sent }: { label: string; sent: Sent }) {
   if (!wasNotified(sent)) return null
   return (
     <span>
-      {label}:{sent.email && <> {mail === 'log' ? "the server's log (no mail server is set)" : 'mail'} {fmtTime(sent.email)}</>}
+      {label}:
+      {sent.email && (
+        <>
+          {' '}
+          {mail === 'log' ? "the server's log (no mail server is set)" : 'mail'} {fmtTime(sent.email)}
+        </>
+      )}
       {sent.webhook && <> webhook {fmtTime(sent.webhook)}</>}
       {destinations.map((d) => (
         <span key={d.id}>
@@ -83,18 +99,28 @@ export function Notified({ label, sent }: { label: string; sent: Sent }) {
 }
 
 /** Whether a state change went out on any channel: mail, the webhook or an alert destination. */
-export const wasNotified = (sent: Sent) => Boolean(sent.email || sent.webhook || (sent.destinations ?? []).some((d) => d.sent_at !== null))
+export const wasNotified = (sent: Sent) =>
+  Boolean(sent.email || sent.webhook || (sent.destinations ?? []).some((d) => d.sent_at !== null))
 
 function AlertLine({ alert }: { alert: Alert }) {
   const told = wasNotified(alert.notified.opened)
   return (
     <p class="small">
       <span class="badge badge-critical">alert open</span> since {fmtTime(alert.opened_at)}.{' '}
-      <span class="muted notified">{told ? <Notified label="Notified by" sent={alert.notified.opened} /> : alert.silenced ? 'Not notified: held by a silence.' : 'Not notified yet.'}</span>
+      <span class="muted notified">
+        {told ? (
+          <Notified label="Notified by" sent={alert.notified.opened} />
+        ) : alert.silenced ? (
+          'Not notified: held by a silence.'
+        ) : (
+          'Not notified yet.'
+        )}
+      </span>
       {alert.silenced && (
         <>
           {' '}
-          <span class="badge silenced">silenced</span> until {fmtTime(alert.silenced.ends_at)}: <DbText text={alert.silenced.comment} />
+          <span class="badge silenced">silenced</span> until {fmtTime(alert.silenced.ends_at)}:{' '}
+          <DbText text={alert.silenced.comment} />
           {alert.silenced.by.name !== null && (
             <span class="muted">
               {' '}
@@ -107,7 +133,17 @@ function AlertLine({ alert }: { alert: Alert }) {
   )
 }
 
-function IssuePanel({ issue, open, stale, alert }: { issue: Issue; open: boolean; stale: boolean; alert: Alert | undefined }) {
+function IssuePanel({
+  issue,
+  open,
+  stale,
+  alert,
+}: {
+  issue: Issue
+  open: boolean
+  stale: boolean
+  alert: Alert | undefined
+}) {
   const { group, lead, consequences } = issue
   return (
     <article id={`issue-${group.key}`} class={`panel finding ${group.severity}`} data-cause={group.kind}>
@@ -121,7 +157,8 @@ function IssuePanel({ issue, open, stale, alert }: { issue: Issue; open: boolean
         }
         summary={
           <>
-            {consequences.length > 0 && `and ${consequences.length} consequence${consequences.length === 1 ? '' : 's'} `}
+            {consequences.length > 0 &&
+              `and ${consequences.length} consequence${consequences.length === 1 ? '' : 's'} `}
             <AsOf at={lead.as_of} stale={stale} />
           </>
         }
@@ -182,7 +219,10 @@ function History({ loaded }: { loaded: Loaded<Alert[]> }) {
       <Async loaded={loaded}>
         {(rows) =>
           rows.length === 0 ? (
-            <p class="muted small">No alert has been resolved yet. An alert opens when a cause has a critical finding, and resolves when it has none.</p>
+            <p class="muted small">
+              No alert has been resolved yet. An alert opens when a cause has a critical finding, and resolves when it
+              has none.
+            </p>
           ) : (
             <div class="table-scroll">
               <table class="data">
@@ -198,7 +238,9 @@ function History({ loaded }: { loaded: Loaded<Alert[]> }) {
                     <tr key={a.id}>
                       <td>
                         <DbText text={a.title} />
-                        {a.consequences.length > 1 && <span class="muted small"> and {a.consequences.length - 1} more</span>}
+                        {a.consequences.length > 1 && (
+                          <span class="muted small"> and {a.consequences.length - 1} more</span>
+                        )}
                       </td>
                       <td>{fmtTime(a.opened_at)}</td>
                       <td>{fmtDuration(openFor(a))}</td>
@@ -240,9 +282,9 @@ export function IssuesPage({ db, doctor, query }: PageProps) {
           <div class="sub">{d.status}</div>
         </div>
         <p class="muted small">
-          {rules_evaluated ?? 'All'} rules evaluated at {fmtTime(d.evaluated_at)}: {d.top_issues.length} finding{d.top_issues.length === 1 ? '' : 's'} from{' '}
-          {d.groups.length} cause{d.groups.length === 1 ? '' : 's'}. One alert is raised, and one notification sent, per cause with a critical
-          finding.{' '}
+          {rules_evaluated ?? 'All'} rules evaluated at {fmtTime(d.evaluated_at)}: {d.top_issues.length} finding
+          {d.top_issues.length === 1 ? '' : 's'} from {d.groups.length} cause{d.groups.length === 1 ? '' : 's'}. One
+          alert is raised, and one notification sent, per cause with a critical finding.{' '}
           <button type="button" class="link" onClick={doctor.reload} disabled={doctor.loading}>
             {doctor.loading ? 'Running…' : 'Run again'}
           </button>
@@ -265,7 +307,11 @@ export function IssuesPage({ db, doctor, query }: PageProps) {
                   issue={issue}
                   stale={stale}
                   alert={alertOf.get(issue.group.key)}
-                  open={target ? target.key === issue.group.key : key === 'critical' && (!phone || issue === bySeverity.critical[0])}
+                  open={
+                    target
+                      ? target.key === issue.group.key
+                      : key === 'critical' && (!phone || issue === bySeverity.critical[0])
+                  }
                 />
               ))}
             </div>

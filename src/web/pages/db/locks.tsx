@@ -17,21 +17,34 @@ const COLUMNS: Column<Lock>[] = [
   {
     key: 'granted',
     label: 'State',
-    render: (l) => <span class={`badge ${l.granted ? 'badge-muted' : 'badge-critical'}`}>{l.granted ? 'granted' : 'waiting'}</span>,
+    render: (l) => (
+      <span class={`badge ${l.granted ? 'badge-muted' : 'badge-critical'}`}>{l.granted ? 'granted' : 'waiting'}</span>
+    ),
     sort: (l) => (l.granted ? 1 : 0),
   },
   { key: 'pid', label: 'PID', num: true, render: (l) => l.pid, sort: (l) => l.pid },
-  { key: 'blocked', label: 'Blocked by', num: true, render: (l) => (l.blocked_by_pid === null ? '—' : <span class="sev-critical">{l.blocked_by_pid}</span>), sort: (l) => l.blocked_by_pid },
+  {
+    key: 'blocked',
+    label: 'Blocked by',
+    num: true,
+    render: (l) => (l.blocked_by_pid === null ? '—' : <span class="sev-critical">{l.blocked_by_pid}</span>),
+    sort: (l) => l.blocked_by_pid,
+  },
   { key: 'type', label: 'Lock type', render: (l) => l.lock_type, sort: (l) => l.lock_type },
   { key: 'mode', label: 'Mode', render: (l) => l.mode, sort: (l) => l.mode },
-  { key: 'relation', label: 'Relation', render: (l) =>
+  {
+    key: 'relation',
+    label: 'Relation',
+    render: (l) =>
       l.relation_name ? (
         <code>
           <DbText text={l.relation_name} />
         </code>
       ) : (
         '—'
-      ), sort: (l) => l.relation_name },
+      ),
+    sort: (l) => l.relation_name,
+  },
   {
     key: 'duration',
     label: 'Held / waiting',
@@ -41,7 +54,8 @@ const COLUMNS: Column<Lock>[] = [
     // PostgreSQL 14).
     render: (l) => (
       <span title={l.granted ? 'held since its transaction began' : 'waiting for this long'}>
-        {fmtDuration(l.duration_ms)} {l.granted ? <span class="muted small">held</span> : <span class="sev-critical small">waiting</span>}
+        {fmtDuration(l.duration_ms)}{' '}
+        {l.granted ? <span class="muted small">held</span> : <span class="sev-critical small">waiting</span>}
       </span>
     ),
     sort: (l) => l.duration_ms,
@@ -61,8 +75,11 @@ const COLUMNS: Column<Lock>[] = [
 export function LocksPage({ db, query, setQuery }: PageProps) {
   // A past snapshot (?at=, from the time slider): its locks are those that waited or blocked.
   const at = atOf(query)
-  const setAt = (value: number | undefined) => setQuery({ at: value === undefined ? undefined : String(value) }, { replace: true })
-  const locks = useApi(db.last_seen_at ? apiPath(db, at === undefined ? '/locks?limit=500' : `/locks?at=${at}&limit=500`) : null)
+  const setAt = (value: number | undefined) =>
+    setQuery({ at: value === undefined ? undefined : String(value) }, { replace: true })
+  const locks = useApi(
+    db.last_seen_at ? apiPath(db, at === undefined ? '/locks?limit=500' : `/locks?at=${at}&limit=500`) : null,
+  )
   const reloadLive = useCallback(() => {
     if (at === undefined) locks.reload()
   }, [at, locks.reload])
@@ -75,7 +92,11 @@ export function LocksPage({ db, query, setQuery }: PageProps) {
         {(rows) => {
           const waiting = rows.filter((l) => !l.granted).length
           return rows.length === 0 ? (
-            <Empty title={at === undefined ? 'No locks in the latest snapshot' : 'No session waited for a lock in this snapshot'}>
+            <Empty
+              title={
+                at === undefined ? 'No locks in the latest snapshot' : 'No session waited for a lock in this snapshot'
+              }
+            >
               <p>
                 {at === undefined
                   ? 'The locks collector sends pg_locks every poll; nothing was held or awaited then.'
@@ -86,10 +107,18 @@ export function LocksPage({ db, query, setQuery }: PageProps) {
             <section>
               <p class={waiting > 0 ? 'sev-warning' : 'muted'}>
                 {waiting > 0 ? `${waiting} waiting for a lock` : 'No session waits for a lock'} · {rows.length} locks
-                {at === undefined ? '' : ' that waited or blocked'} · collected {new Date(rows[0]!.ts).toLocaleTimeString()}.{' '}
+                {at === undefined ? '' : ' that waited or blocked'} · collected{' '}
+                {new Date(rows[0]!.ts).toLocaleTimeString()}.{' '}
                 <a href={dbHref(db, 'active') + (at === undefined ? '' : `?at=${at}`)}>See the blocking chains</a>
               </p>
-              <DataTable caption="Locks" columns={COLUMNS} rows={rows} rowKey={(l, i) => `${l.pid}-${i}`} rowClass={(l) => (l.granted ? undefined : 'blocked-row')} compact />
+              <DataTable
+                caption="Locks"
+                columns={COLUMNS}
+                rows={rows}
+                rowKey={(l, i) => `${l.pid}-${i}`}
+                rowClass={(l) => (l.granted ? undefined : 'blocked-row')}
+                compact
+              />
             </section>
           )
         }}

@@ -6,13 +6,27 @@
 import type { Static } from '@sinclair/typebox'
 import { Fragment } from 'preact'
 import { useCallback, useEffect, useMemo, useState } from 'preact/hooks'
-import type { LogEventEntry as LogEventEntrySchema, LogEventSummary as LogEventSummarySchema } from '../../../shared/api/log-events.ts'
+import type {
+  LogEventEntry as LogEventEntrySchema,
+  LogEventSummary as LogEventSummarySchema,
+} from '../../../shared/api/log-events.ts'
 import { LOG_CATEGORIES, LOG_KINDS } from '../../../shared/log-kinds.ts'
 import { get } from '../../api.ts'
 import { Chart, type ChartSeries } from '../../components/chart.tsx'
 import { DbText } from '../../components/invisible.tsx'
 import { Async, Empty, fmtBytes, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
-import { Field, NoDataYet, SelectField, TimeRangePicker, apiPath, dbHref, fmtDuration, useEvery, useWindow, withWindow } from './common.tsx'
+import {
+  Field,
+  NoDataYet,
+  SelectField,
+  TimeRangePicker,
+  apiPath,
+  dbHref,
+  fmtDuration,
+  useEvery,
+  useWindow,
+  withWindow,
+} from './common.tsx'
 import type { PageProps } from './types.ts'
 
 type LogEventEntry = Static<typeof LogEventEntrySchema>
@@ -42,9 +56,15 @@ const SEVERITIES: [string, string][] = [
   ['fatal', 'Fatal and panic'],
 ]
 
-const kindLabel = (kind: string) => (LOG_KINDS as Record<string, { label: string }>)[kind]?.label ?? kind.replaceAll('_', ' ')
+const kindLabel = (kind: string) =>
+  (LOG_KINDS as Record<string, { label: string }>)[kind]?.label ?? kind.replaceAll('_', ' ')
 
-const SEVERITY_TONE: Record<string, string> = { panic: 'critical', fatal: 'critical', error: 'critical', warning: 'warning' }
+const SEVERITY_TONE: Record<string, string> = {
+  panic: 'critical',
+  fatal: 'critical',
+  error: 'critical',
+  warning: 'warning',
+}
 
 /** Counts per bucket as stacked series: the most frequent kinds, the rest as "other kinds". */
 function histogram(summary: LogEventSummary): { times: number[]; series: ChartSeries[] } {
@@ -99,11 +119,18 @@ export function lockMomentAt(e: Pick<LogEventEntry, 'kind' | 'ts'>, snapshots: r
 function LockMoment({ db, e }: { db: PageProps['db']; e: LogEventEntry }) {
   const ts = Date.parse(e.ts)
   const history = useApi(
-    e.kind !== 'lock_wait' ? null : apiPath(db, `/active/history?since=${encodeURIComponent(new Date(ts).toISOString())}&until=${encodeURIComponent(new Date(ts + SNAPSHOT_AFTER_MS).toISOString())}&limit=1000`),
+    e.kind !== 'lock_wait'
+      ? null
+      : apiPath(
+          db,
+          `/active/history?since=${encodeURIComponent(new Date(ts).toISOString())}&until=${encodeURIComponent(new Date(ts + SNAPSHOT_AFTER_MS).toISOString())}&limit=1000`,
+        ),
   )
   const at = history.data ? lockMomentAt(e, history.data.snapshots) : ts
   const found = e.kind === 'lock_wait' && history.data?.snapshots.some((s) => s.at === at)
-  const locks = useApi(found && e.pid !== null && typeof e.fields.relation === 'number' ? apiPath(db, `/locks?at=${at}&limit=500`) : null)
+  const locks = useApi(
+    found && e.pid !== null && typeof e.fields.relation === 'number' ? apiPath(db, `/locks?at=${at}&limit=500`) : null,
+  )
   const name = locks.data?.find((l) => l.pid === e.pid && !l.granted && l.relation_name)?.relation_name ?? null
   // The link once the snapshots are known (or could not be read: the entry's own time).
   if (e.kind === 'lock_wait' && !history.data && !history.error) return <span class="muted">Locks at that moment…</span>
@@ -115,7 +142,8 @@ function LockMoment({ db, e }: { db: PageProps['db']; e: LogEventEntry }) {
       {name && (
         <span data-relation-name>
           {' '}
-          (relation {String(e.fields.relation)} is <DbText text={name} />, as the session snapshot of {fmtTime(new Date(at).toISOString())} shows)
+          (relation {String(e.fields.relation)} is <DbText text={name} />, as the session snapshot of{' '}
+          {fmtTime(new Date(at).toISOString())} shows)
         </span>
       )}
     </>
@@ -125,14 +153,21 @@ function LockMoment({ db, e }: { db: PageProps['db']; e: LogEventEntry }) {
 /** Where an entry leads on the dashboard, when anywhere (the Locks page: LockMoment). */
 function entryLinks(db: PageProps['db'], e: LogEventEntry, query: URLSearchParams): { href: string; label: string }[] {
   const links: { href: string; label: string }[] = []
-  if (e.query_hash) links.push({ href: withWindow(dbHref(db, `queries/${encodeURIComponent(e.query_hash)}`), query), label: 'Statement' })
+  if (e.query_hash)
+    links.push({
+      href: withWindow(dbHref(db, `queries/${encodeURIComponent(e.query_hash)}`), query),
+      label: 'Statement',
+    })
   const table = e.fields.table
   if (typeof table === 'string' && /^(autovacuum|autoanalyze|autovacuum_cancelled)$/.test(e.kind)) {
     // `db.schema.table` as PostgreSQL logs it: the last two parts name the table.
     const parts = table.split('.')
     if (parts.length >= 2) {
       const [schema, name] = parts.slice(-2) as [string, string]
-      links.push({ href: withWindow(dbHref(db, `tables/${encodeURIComponent(`${schema}/${name}`)}`), query), label: 'Table' })
+      links.push({
+        href: withWindow(dbHref(db, `tables/${encodeURIComponent(`${schema}/${name}`)}`), query),
+        label: 'Table',
+      })
     }
   }
   return links
@@ -141,7 +176,13 @@ function entryLinks(db: PageProps['db'], e: LogEventEntry, query: URLSearchParam
 function EntryRow({ db, e, query }: { db: PageProps['db']; e: LogEventEntry; query: URLSearchParams }) {
   const [open, setOpen] = useState(false)
   const fields = Object.entries(e.fields)
-  const who = [e.user && `user ${e.user}`, e.database && `database ${e.database}`, e.client && `from ${e.client}`, e.application && `app ${e.application}`, e.pid !== null && `pid ${e.pid}`]
+  const who = [
+    e.user && `user ${e.user}`,
+    e.database && `database ${e.database}`,
+    e.client && `from ${e.client}`,
+    e.application && `app ${e.application}`,
+    e.pid !== null && `pid ${e.pid}`,
+  ]
     .filter(Boolean)
     .join(' · ')
   const links = entryLinks(db, e, query)
@@ -152,7 +193,12 @@ function EntryRow({ db, e, query }: { db: PageProps['db']; e: LogEventEntry; que
         <time dateTime={e.ts}>{fmtTime(e.ts)}</time>
       </td>
       <td class="nowrap">
-        <span class={`badge badge-${SEVERITY_TONE[e.importance] ?? 'muted'}`} title={e.importance !== e.severity ? `logged at ${e.severity.toUpperCase()}; counts as ${e.importance}` : undefined}>
+        <span
+          class={`badge badge-${SEVERITY_TONE[e.importance] ?? 'muted'}`}
+          title={
+            e.importance !== e.severity ? `logged at ${e.severity.toUpperCase()}; counts as ${e.importance}` : undefined
+          }
+        >
           {e.importance}
         </span>
         {e.importance !== e.severity && <span class="muted small"> (logged as {e.severity})</span>}{' '}
@@ -228,25 +274,55 @@ export function LogsPage({ db, query, setQuery }: PageProps) {
   const q = query.get('q') ?? ''
   const [text, setText] = useState(q)
   useEffect(() => setText(q), [q])
-  const filters = [kind && `kind=${encodeURIComponent(kind)}`, category && `category=${encodeURIComponent(category)}`, severity && `severity=${encodeURIComponent(severity)}`, q && `q=${encodeURIComponent(q)}`]
+  const filters = [
+    kind && `kind=${encodeURIComponent(kind)}`,
+    category && `category=${encodeURIComponent(category)}`,
+    severity && `severity=${encodeURIComponent(severity)}`,
+    q && `q=${encodeURIComponent(q)}`,
+  ]
     .filter(Boolean)
     .join('&')
   // The counts take the same kind, category and severity filters as the list (not q: counts keep no text).
   const countFilters = filters.replace(/(^|&)q=[^&]*/, '').replace(/^&/, '')
-  const summary = useApi(db.last_seen_at ? apiPath(db, `/log-events/summary?${tw.params}${countFilters ? `&${countFilters}` : ''}`) : null)
-  const filteredCounts = [kind && kindLabel(kind), category && (CATEGORY_LABELS[category] ?? category), severity && (SEVERITIES.find(([v]) => v === severity)?.[1] ?? severity).toLowerCase()].filter(Boolean)
-  const first = useApi(db.last_seen_at ? apiPath(db, `/log-events?${tw.params}&limit=${PAGE}${filters ? `&${filters}` : ''}`) : null)
-  const [older, setOlder] = useState<{ entries: LogEventEntry[]; cursor: string | null; loading: boolean; error?: string }>({ entries: [], cursor: null, loading: false })
+  const summary = useApi(
+    db.last_seen_at ? apiPath(db, `/log-events/summary?${tw.params}${countFilters ? `&${countFilters}` : ''}`) : null,
+  )
+  const filteredCounts = [
+    kind && kindLabel(kind),
+    category && (CATEGORY_LABELS[category] ?? category),
+    severity && (SEVERITIES.find(([v]) => v === severity)?.[1] ?? severity).toLowerCase(),
+  ].filter(Boolean)
+  const first = useApi(
+    db.last_seen_at ? apiPath(db, `/log-events?${tw.params}&limit=${PAGE}${filters ? `&${filters}` : ''}`) : null,
+  )
+  const [older, setOlder] = useState<{
+    entries: LogEventEntry[]
+    cursor: string | null
+    loading: boolean
+    error?: string
+  }>({ entries: [], cursor: null, loading: false })
   useEffect(() => setOlder({ entries: [], cursor: first.data?.next_cursor ?? null, loading: false }), [first.data])
-  useEvery(60_000, useCallback(() => {
-    if (tw.range !== 'custom') tw.refresh()
-  }, [tw.range]))
-  const chart = useMemo(() => (summary.data && summary.data.buckets.length > 0 ? histogram(summary.data) : undefined), [summary.data])
+  useEvery(
+    60_000,
+    useCallback(() => {
+      if (tw.range !== 'custom') tw.refresh()
+    }, [tw.range]),
+  )
+  const chart = useMemo(
+    () => (summary.data && summary.data.buckets.length > 0 ? histogram(summary.data) : undefined),
+    [summary.data],
+  )
   const loadOlder = () => {
     if (!older.cursor) return
     setOlder((o) => ({ ...o, loading: true }))
-    get(apiPath(db, `/log-events?${tw.params}&limit=${PAGE}${filters ? `&${filters}` : ''}&cursor=${encodeURIComponent(older.cursor)}`)).then(
-      (page) => setOlder((o) => ({ entries: [...o.entries, ...page.entries], cursor: page.next_cursor, loading: false })),
+    get(
+      apiPath(
+        db,
+        `/log-events?${tw.params}&limit=${PAGE}${filters ? `&${filters}` : ''}&cursor=${encodeURIComponent(older.cursor)}`,
+      ),
+    ).then(
+      (page) =>
+        setOlder((o) => ({ entries: [...o.entries, ...page.entries], cursor: page.next_cursor, loading: false })),
       (e: Error) => setOlder((o) => ({ ...o, loading: false, error: e.message })),
     )
   }
@@ -258,10 +334,18 @@ export function LogsPage({ db, query, setQuery }: PageProps) {
         <SelectField
           label="Category"
           value={category}
-          options={[['', 'All categories'], ...LOG_CATEGORIES.map((c): [string, string] => [c, CATEGORY_LABELS[c] ?? c])]}
+          options={[
+            ['', 'All categories'],
+            ...LOG_CATEGORIES.map((c): [string, string] => [c, CATEGORY_LABELS[c] ?? c]),
+          ]}
           onChange={(v) => setQuery({ category: v || undefined, kind: undefined })}
         />
-        <SelectField label="Severity" value={severity} options={SEVERITIES} onChange={(v) => setQuery({ severity: v || undefined })} />
+        <SelectField
+          label="Severity"
+          value={severity}
+          options={SEVERITIES}
+          onChange={(v) => setQuery({ severity: v || undefined })}
+        />
         <div class="filter-field">
           <Field label="Search messages">
             {(id) => (
@@ -271,7 +355,15 @@ export function LogsPage({ db, query, setQuery }: PageProps) {
                   setQuery({ q: text.trim() || undefined })
                 }}
               >
-                <input id={id} type="search" value={text} placeholder="e.g. duplicate key" autoComplete="off" spellcheck={false} onInput={(e) => setText((e.target as HTMLInputElement).value)} />
+                <input
+                  id={id}
+                  type="search"
+                  value={text}
+                  placeholder="e.g. duplicate key"
+                  autoComplete="off"
+                  spellcheck={false}
+                  onInput={(e) => setText((e.target as HTMLInputElement).value)}
+                />
               </form>
             )}
           </Field>
@@ -300,13 +392,14 @@ export function LogsPage({ db, query, setQuery }: PageProps) {
                 The agent reads the server log when it can:{' '}
                 {db.engine === 'postgres' ? (
                   <>
-                    from the files in <code>pg_log_dir</code> when it runs beside the server, or over SQL with <code>pg_read_binary_file</code> when its role
-                    is granted it (docs/server-log.md). <code>dbm agent --check</code> says which, and what the server's <code>log_line_prefix</code>{' '}
-                    lacks.
+                    from the files in <code>pg_log_dir</code> when it runs beside the server, or over SQL with{' '}
+                    <code>pg_read_binary_file</code> when its role is granted it (docs/server-log.md).{' '}
+                    <code>dbm agent --check</code> says which, and what the server's <code>log_line_prefix</code> lacks.
                   </>
                 ) : (
                   <>
-                    from <code>system.errors</code>, <code>system.crash_log</code> and, when enabled, <code>system.text_log</code>.
+                    from <code>system.errors</code>, <code>system.crash_log</code> and, when enabled,{' '}
+                    <code>system.text_log</code>.
                   </>
                 )}{' '}
                 Pick a longer time range.
@@ -316,11 +409,23 @@ export function LogsPage({ db, query, setQuery }: PageProps) {
             <>
               {filteredCounts.length > 0 && (
                 <p class="small muted log-counts-filtered" data-filtered-counts>
-                  Counts of the filtered view ({filteredCounts.join(', ')}){q ? '; the search text filters the entries below only' : ''}.
+                  Counts of the filtered view ({filteredCounts.join(', ')})
+                  {q ? '; the search text filters the entries below only' : ''}.
                 </p>
               )}
               {chart && (
-                <Chart name="log-events" title="Log entries by kind" times={chart.times} series={chart.series} stacked stepMs={s.bucket_seconds * 1000} range={tw.bounds} perBucket partialStarts="none" sparse />
+                <Chart
+                  name="log-events"
+                  title="Log entries by kind"
+                  times={chart.times}
+                  series={chart.series}
+                  stacked
+                  stepMs={s.bucket_seconds * 1000}
+                  range={tw.bounds}
+                  perBucket
+                  partialStarts="none"
+                  sparse
+                />
               )}
               <div class="table-wrap">
                 <table class="compact log-kinds">
@@ -382,13 +487,14 @@ export function LogsPage({ db, query, setQuery }: PageProps) {
       <Async loaded={first}>
         {(list) => {
           const entries = [...list.entries, ...older.entries]
-          if (entries.length === 0) return summary.data && summary.data.total > 0 ? <Empty title="No entries match these filters" /> : null
+          if (entries.length === 0)
+            return summary.data && summary.data.total > 0 ? <Empty title="No entries match these filters" /> : null
           return (
             <>
               {list.dropped > 0 && (
                 <p class="small muted">
-                  {fmtNum(list.dropped)} entries of this range were counted by the agent but not sent whole (too many in one cycle): the counts above include
-                  them.
+                  {fmtNum(list.dropped)} entries of this range were counted by the agent but not sent whole (too many in
+                  one cycle): the counts above include them.
                 </p>
               )}
               <div class="table-wrap">

@@ -10,7 +10,11 @@ import { Async, Code, fmtBytes, fmtNum, fmtTime, useApi } from '../../components
 import { Meter, NoDataYet, apiPath, fmtDuration, fmtRatio, useEvery } from './common.tsx'
 import type { PageProps } from './types.ts'
 import type { Static } from '@sinclair/typebox'
-import type { Bloat as BloatSchema, InvalidConstraints as InvalidConstraintsSchema, Progress as ProgressSchema } from '../../../shared/api/pg-checks.ts'
+import type {
+  Bloat as BloatSchema,
+  InvalidConstraints as InvalidConstraintsSchema,
+  Progress as ProgressSchema,
+} from '../../../shared/api/pg-checks.ts'
 
 type Progress = Static<typeof ProgressSchema>
 type Operation = Progress['operations'][number]
@@ -18,7 +22,8 @@ type Bloat = Static<typeof BloatSchema>
 type Estimate = Bloat['entries'][number]
 type InvalidConstraints = Static<typeof InvalidConstraintsSchema>
 
-const qualified = (schema: string | null, name: string | null) => (name === null ? '—' : schema === null ? name : `${schema}.${name}`)
+const qualified = (schema: string | null, name: string | null) =>
+  name === null ? '—' : schema === null ? name : `${schema}.${name}`
 
 const OPERATIONS: Column<Operation>[] = [
   { key: 'pid', label: 'PID', num: true, render: (o) => o.pid, sort: (o) => o.pid },
@@ -42,14 +47,26 @@ const OPERATIONS: Column<Operation>[] = [
       ),
     sort: (o) => o.percent,
   },
-  { key: 'running', label: 'Running for', num: true, render: (o) => (o.started_at ? fmtDuration(Date.now() - Date.parse(o.started_at)) : '—'), sort: (o) => o.started_at },
+  {
+    key: 'running',
+    label: 'Running for',
+    num: true,
+    render: (o) => (o.started_at ? fmtDuration(Date.now() - Date.parse(o.started_at)) : '—'),
+    sort: (o) => o.started_at,
+  },
   { key: 'waits', label: 'Waits on', render: (o) => <WaitsOn o={o} />, sort: (o) => o.blocker?.pid ?? null },
 ]
 
 /** "idle in transaction for 11 min", "active for 3 s": the blocker's state (the database's words) and how long it has been in it. */
 function BlockerState({ b }: { b: NonNullable<Operation['blocker']> }) {
   const state = b.state === null ? 'state not visible to the agent' : <DbText text={b.state} />
-  return b.state_age_ms === null ? state : <>{state} for {fmtDuration(b.state_age_ms)}</>
+  return b.state_age_ms === null ? (
+    state
+  ) : (
+    <>
+      {state} for {fmtDuration(b.state_age_ms)}
+    </>
+  )
 }
 
 /**
@@ -58,7 +75,10 @@ function BlockerState({ b }: { b: NonNullable<Operation['blocker']> }) {
  */
 function WaitsOn({ o }: { o: Operation }) {
   const b = o.blocker
-  const lockers = o.lockers_total !== null && o.lockers_total > 0 ? `${fmtNum(o.lockers_done)} of ${fmtNum(o.lockers_total)} lockers waited for` : null
+  const lockers =
+    o.lockers_total !== null && o.lockers_total > 0
+      ? `${fmtNum(o.lockers_done)} of ${fmtNum(o.lockers_total)} lockers waited for`
+      : null
   // the wait event's names are the database's: shown through DbText like every other text of it
   const event =
     o.wait_event === null ? null : (
@@ -76,8 +96,11 @@ function WaitsOn({ o }: { o: Operation }) {
     <div class="waits-on">
       {b ? (
         <div>
-          pid <strong>{b.pid}</strong> (<DbText text={b.application_name || 'no application name'} />, <BlockerState b={b} />) holds it
-          {b.transaction_age_ms !== null ? <span class="muted small"> · its transaction is {fmtDuration(b.transaction_age_ms)} old</span> : null}
+          pid <strong>{b.pid}</strong> (<DbText text={b.application_name || 'no application name'} />,{' '}
+          <BlockerState b={b} />) holds it
+          {b.transaction_age_ms !== null ? (
+            <span class="muted small"> · its transaction is {fmtDuration(b.transaction_age_ms)} old</span>
+          ) : null}
         </div>
       ) : null}
       {b?.query_text ? (
@@ -100,17 +123,34 @@ function WaitsOn({ o }: { o: Operation }) {
 }
 
 const BLOAT: Column<Estimate>[] = [
-  { key: 'name', label: 'Relation', render: (b) => qualified(b.schema_name, b.index_name ?? b.table_name), sort: (b) => b.index_name ?? b.table_name },
-  { key: 'kind', label: 'Kind', render: (b) => (b.kind === 'index' ? `index on ${b.table_name}` : 'table'), sort: (b) => b.kind },
+  {
+    key: 'name',
+    label: 'Relation',
+    render: (b) => qualified(b.schema_name, b.index_name ?? b.table_name),
+    sort: (b) => b.index_name ?? b.table_name,
+  },
+  {
+    key: 'kind',
+    label: 'Kind',
+    render: (b) => (b.kind === 'index' ? `index on ${b.table_name}` : 'table'),
+    sort: (b) => b.kind,
+  },
   {
     key: 'size',
     label: 'Pages at last ANALYZE',
-    title: "pg_class.relpages × 8 kB of the heap (or index) alone, as of its last VACUUM, ANALYZE or build: the estimate's basis, not the Tables page's size (pg_table_size, sampled now)",
+    title:
+      "pg_class.relpages × 8 kB of the heap (or index) alone, as of its last VACUUM, ANALYZE or build: the estimate's basis, not the Tables page's size (pg_table_size, sampled now)",
     num: true,
     render: (b) => fmtBytes(b.size_bytes),
     sort: (b) => b.size_bytes,
   },
-  { key: 'bloat', label: 'Estimated bloat', num: true, render: (b) => fmtBytes(b.bloat_bytes), sort: (b) => b.bloat_bytes },
+  {
+    key: 'bloat',
+    label: 'Estimated bloat',
+    num: true,
+    render: (b) => fmtBytes(b.bloat_bytes),
+    sort: (b) => b.bloat_bytes,
+  },
   { key: 'ratio', label: 'Share', num: true, render: (b) => fmtRatio(b.bloat_ratio, 0), sort: (b) => b.bloat_ratio },
   { key: 'rows', label: 'Live rows', num: true, render: (b) => fmtNum(b.live_rows), sort: (b) => b.live_rows },
   { key: 'ff', label: 'Fillfactor', num: true, render: (b) => b.fillfactor, sort: (b) => b.fillfactor },
@@ -124,10 +164,20 @@ function Progress({ db }: { db: PageProps['db'] }) {
     <Async loaded={found}>
       {(p) =>
         p.operations.length === 0 ? (
-          <p class="muted">{p.collected_at === null ? 'No progress reported yet (an agent older than this server does not send it).' : `Nothing running at ${fmtTime(p.collected_at)}.`}</p>
+          <p class="muted">
+            {p.collected_at === null
+              ? 'No progress reported yet (an agent older than this server does not send it).'
+              : `Nothing running at ${fmtTime(p.collected_at)}.`}
+          </p>
         ) : (
           <>
-            <DataTable caption="Maintenance running now" columns={OPERATIONS} rows={p.operations} rowKey={(o) => `${o.pid}-${o.command}`} compact />
+            <DataTable
+              caption="Maintenance running now"
+              columns={OPERATIONS}
+              rows={p.operations}
+              rowKey={(o) => `${o.pid}-${o.command}`}
+              compact
+            />
             <p class="muted small">From pg_stat_progress_* at {fmtTime(p.collected_at)}.</p>
           </>
         )
@@ -147,7 +197,11 @@ function Bloat({ db }: { db: PageProps['db'] }) {
             {b.estimated_at ? ` Estimated ${fmtTime(b.estimated_at)}.` : ''}
           </p>
           {b.entries.length === 0 ? (
-            <p class="muted">{b.estimated_at === null ? 'No estimate yet (an agent older than this server does not send it).' : 'No table or index with estimated bloat.'}</p>
+            <p class="muted">
+              {b.estimated_at === null
+                ? 'No estimate yet (an agent older than this server does not send it).'
+                : 'No table or index with estimated bloat.'}
+            </p>
           ) : (
             <DataTable
               caption="Estimated bloat of tables and indexes"
@@ -171,7 +225,11 @@ function Constraints({ db }: { db: PageProps['db'] }) {
     <Async loaded={found}>
       {(c) =>
         c.constraints.length === 0 ? (
-          <p class="muted">{c.collected_at === null ? 'Not checked yet (an agent older than this server does not send it).' : 'Every constraint is validated.'}</p>
+          <p class="muted">
+            {c.collected_at === null
+              ? 'Not checked yet (an agent older than this server does not send it).'
+              : 'Every constraint is validated.'}
+          </p>
         ) : (
           <ul class="issue-list">
             {c.constraints.map((x) => (

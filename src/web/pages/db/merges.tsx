@@ -24,11 +24,33 @@ function Progress({ pct, label }: { pct: number; label: string }) {
 }
 
 const MERGES: Column<Merge>[] = [
-  { key: 'table', label: 'Table', render: (m) => <TableName database={m.database} table={m.table} />, sort: (m) => `${m.database}.${m.table}` },
-  { key: 'progress', label: 'Progress', render: (m) => <Progress pct={m.progress_pct} label={`Progress of ${m.result_part_name}`} />, sort: (m) => m.progress },
-  { key: 'elapsed', label: 'Elapsed', num: true, render: (m) => fmtDuration(m.elapsed_s * 1000), sort: (m) => m.elapsed_s },
+  {
+    key: 'table',
+    label: 'Table',
+    render: (m) => <TableName database={m.database} table={m.table} />,
+    sort: (m) => `${m.database}.${m.table}`,
+  },
+  {
+    key: 'progress',
+    label: 'Progress',
+    render: (m) => <Progress pct={m.progress_pct} label={`Progress of ${m.result_part_name}`} />,
+    sort: (m) => m.progress,
+  },
+  {
+    key: 'elapsed',
+    label: 'Elapsed',
+    num: true,
+    render: (m) => fmtDuration(m.elapsed_s * 1000),
+    sort: (m) => m.elapsed_s,
+  },
   { key: 'parts', label: 'Parts', num: true, render: (m) => fmtNum(m.num_parts), sort: (m) => m.num_parts },
-  { key: 'size', label: 'Size', num: true, render: (m) => fmtBytes(m.total_size_bytes_compressed), sort: (m) => m.total_size_bytes_compressed },
+  {
+    key: 'size',
+    label: 'Size',
+    num: true,
+    render: (m) => fmtBytes(m.total_size_bytes_compressed),
+    sort: (m) => m.total_size_bytes_compressed,
+  },
   {
     key: 'result',
     label: 'Result part',
@@ -38,7 +60,11 @@ const MERGES: Column<Merge>[] = [
       </code>
     ),
   },
-  { key: 'kind', label: 'Kind', render: (m) => (m.is_mutation ? <span class="badge badge-info">mutation</span> : 'merge') },
+  {
+    key: 'kind',
+    label: 'Kind',
+    render: (m) => (m.is_mutation ? <span class="badge badge-info">mutation</span> : 'merge'),
+  },
 ]
 
 export function MergesPage({ db }: PageProps) {
@@ -64,7 +90,14 @@ export function MergesPage({ db }: PageProps) {
                 <p>Merges appear here while ClickHouse combines parts.</p>
               </Empty>
             ) : (
-              <DataTable caption="Running merges" columns={MERGES} rows={m.merges} rowKey={(x) => `${x.database}.${x.table}.${x.result_part_name}`} initialSort={{ key: 'elapsed' }} compact />
+              <DataTable
+                caption="Running merges"
+                columns={MERGES}
+                rows={m.merges}
+                rowKey={(x) => `${x.database}.${x.table}.${x.result_part_name}`}
+                initialSort={{ key: 'elapsed' }}
+                compact
+              />
             )}
           </section>
         )
@@ -77,7 +110,14 @@ const MUTATIONS: Column<Mutation>[] = [
   {
     key: 'state',
     label: 'State',
-    render: (m) => (m.stuck ? <span class="badge badge-critical">stuck</span> : m.is_done ? <span class="badge badge-muted">done</span> : <span class="badge badge-info">running</span>),
+    render: (m) =>
+      m.stuck ? (
+        <span class="badge badge-critical">stuck</span>
+      ) : m.is_done ? (
+        <span class="badge badge-muted">done</span>
+      ) : (
+        <span class="badge badge-info">running</span>
+      ),
   },
   { key: 'table', label: 'Table', render: (m) => <TableName database={m.database} table={m.table} /> },
   {
@@ -90,7 +130,12 @@ const MUTATIONS: Column<Mutation>[] = [
       </span>
     ),
   },
-  { key: 'age', label: 'Age', num: true, render: (m) => <span title={fmtTime(m.create_time)}>{fmtDuration(m.age_seconds * 1000)}</span> },
+  {
+    key: 'age',
+    label: 'Age',
+    num: true,
+    render: (m) => <span title={fmtTime(m.create_time)}>{fmtDuration(m.age_seconds * 1000)}</span>,
+  },
   { key: 'parts', label: 'Parts to do', num: true, render: (m) => fmtNum(m.parts_to_do) },
   {
     key: 'fail',
@@ -100,7 +145,8 @@ const MUTATIONS: Column<Mutation>[] = [
         <span class="small">
           <span class="sev-critical">
             <DbText text={m.latest_fail_reason} />
-          </span> <span class="muted">{ago(m.latest_fail_time)}</span>
+          </span>{' '}
+          <span class="muted">{ago(m.latest_fail_time)}</span>
         </span>
       ) : (
         '—'
@@ -133,12 +179,21 @@ export function MutationsPage({ db }: PageProps) {
           <section>
             <div class="cards">
               <Card label="Not done" value={fmtNum(m.active_mutations)} />
-              <Card label="Stuck" value={fmtNum(m.stuck_mutations)} sub="failing, or older than 1 hour" tone={(m.stuck_mutations ?? 0) > 0 ? 'critical' : undefined} />
+              <Card
+                label="Stuck"
+                value={fmtNum(m.stuck_mutations)}
+                sub="failing, or older than 1 hour"
+                tone={(m.stuck_mutations ?? 0) > 0 ? 'critical' : undefined}
+              />
             </div>
             <div class="toolbar">
               <label class="check">
-                <input type="checkbox" checked={includeDone} onChange={(e) => setIncludeDone((e.target as HTMLInputElement).checked)} /> Show finished mutations of the
-                last day
+                <input
+                  type="checkbox"
+                  checked={includeDone}
+                  onChange={(e) => setIncludeDone((e.target as HTMLInputElement).checked)}
+                />{' '}
+                Show finished mutations of the last day
               </label>
               <span class="muted small">Collected {fmtTime(m.ts)}.</span>
             </div>
@@ -147,7 +202,14 @@ export function MutationsPage({ db }: PageProps) {
                 <p>ALTER TABLE … UPDATE / DELETE statements appear here while they run, and for a day after.</p>
               </Empty>
             ) : (
-              <DataTable caption="Mutations" columns={MUTATIONS} rows={m.mutations} rowKey={(x) => `${x.database}.${x.table}.${x.mutation_id}`} rowClass={(x) => (x.stuck ? 'blocked-row' : undefined)} compact />
+              <DataTable
+                caption="Mutations"
+                columns={MUTATIONS}
+                rows={m.mutations}
+                rowKey={(x) => `${x.database}.${x.table}.${x.mutation_id}`}
+                rowClass={(x) => (x.stuck ? 'blocked-row' : undefined)}
+                compact
+              />
             )}
           </section>
         )

@@ -31,24 +31,68 @@ const TABLE_CHARTS: Spec<Static<typeof TableDetail>>[] = [
     name: 'table-size',
     title: 'Size: heap, indexes and TOAST',
     unit: 'bytes',
-    keys: [['heap_bytes', SIZE_LABELS.heap.toLowerCase()], ['index_size_bytes', SIZE_LABELS.indexes.toLowerCase()], ['toast_bytes', SIZE_LABELS.toast]],
+    keys: [
+      ['heap_bytes', SIZE_LABELS.heap.toLowerCase()],
+      ['index_size_bytes', SIZE_LABELS.indexes.toLowerCase()],
+      ['toast_bytes', SIZE_LABELS.toast],
+    ],
   },
-  { name: 'table-rows', title: 'Live and dead rows', unit: 'count', keys: [['n_live_tup', 'live'], ['n_dead_tup', 'dead']] },
-  { name: 'table-scans', title: 'Scans', unit: 'count', total: true, keys: [['seq_scan', 'sequential'], ['idx_scan', 'index']] },
-  { name: 'table-writes', title: 'Rows written', unit: 'count', total: true, keys: [['n_tup_ins', 'inserted'], ['n_tup_upd', 'updated'], ['n_tup_del', 'deleted']] },
+  {
+    name: 'table-rows',
+    title: 'Live and dead rows',
+    unit: 'count',
+    keys: [
+      ['n_live_tup', 'live'],
+      ['n_dead_tup', 'dead'],
+    ],
+  },
+  {
+    name: 'table-scans',
+    title: 'Scans',
+    unit: 'count',
+    total: true,
+    keys: [
+      ['seq_scan', 'sequential'],
+      ['idx_scan', 'index'],
+    ],
+  },
+  {
+    name: 'table-writes',
+    title: 'Rows written',
+    unit: 'count',
+    total: true,
+    keys: [
+      ['n_tup_ins', 'inserted'],
+      ['n_tup_upd', 'updated'],
+      ['n_tup_del', 'deleted'],
+    ],
+  },
   // HOT updates stay on their page; those that moved to a new page (PostgreSQL 16+) need index entries and bloat.
   {
     name: 'table-updates',
     title: 'Updates: in place (HOT) and to a new page',
     unit: 'count',
     total: true,
-    keys: [['n_tup_upd', 'all'], ['n_tup_hot_upd', 'HOT'], ['n_tup_newpage_upd', 'to a new page']],
+    keys: [
+      ['n_tup_upd', 'all'],
+      ['n_tup_hot_upd', 'HOT'],
+      ['n_tup_newpage_upd', 'to a new page'],
+    ],
   },
 ]
 
 const INDEX_CHARTS: Spec<Static<typeof IndexDetail>>[] = [
   { name: 'index-scans', title: 'Scans', unit: 'count', total: true, keys: [['idx_scan', 'scans']] },
-  { name: 'index-tuples', title: 'Tuples', unit: 'count', total: true, keys: [['idx_tup_read', 'read'], ['idx_tup_fetch', 'fetched']] },
+  {
+    name: 'index-tuples',
+    title: 'Tuples',
+    unit: 'count',
+    total: true,
+    keys: [
+      ['idx_tup_read', 'read'],
+      ['idx_tup_fetch', 'fetched'],
+    ],
+  },
   { name: 'index-size', title: 'Size', unit: 'bytes', keys: [['size_bytes', 'size']] },
 ]
 
@@ -56,7 +100,13 @@ function Charts<D extends Detail>({ detail, specs, range }: { detail: D; specs: 
   const data = useMemo(() => {
     const points = detail.timeseries as PointOf<D>[]
     const times = points.map((p) => Date.parse(p.ts))
-    return specs.map((s) => ({ spec: s, series: s.keys.map(([k, label]): ChartSeries => ({ label, values: points.map((p) => (p[k] as number | null) ?? null) })) }))
+    return specs
+      .map((s) => ({
+        spec: s,
+        series: s.keys.map(
+          ([k, label]): ChartSeries => ({ label, values: points.map((p) => (p[k] as number | null) ?? null) }),
+        ),
+      }))
       .map((c) => ({ ...c, times }))
   }, [detail, specs])
   return (
@@ -94,12 +144,22 @@ function NotFound({ what, back }: { what: string; back: string }) {
 }
 
 /** What a table's and an index's pages share: the way back, the title, "no such" for a 404, and the charts under the facts. */
-function ObjectDetail<D extends Detail>({ db, item, query, setQuery, kind, specs, facts }: PageProps & { kind: 'table' | 'index'; specs: Spec<D>[]; facts(row: D): ComponentChildren }) {
+function ObjectDetail<D extends Detail>({
+  db,
+  item,
+  query,
+  setQuery,
+  kind,
+  specs,
+  facts,
+}: PageProps & { kind: 'table' | 'index'; specs: Spec<D>[]; facts(row: D): ComponentChildren }) {
   const [schema, name] = splitItem(item)
   const tw = useWindow(query)
   const list = kind === 'table' ? 'tables' : 'indexes'
   // The route's answer is a table's or an index's detail (`list`); D is the one this page was given.
-  const detail = useApi(apiPath(db, `/${list}/${encodeURIComponent(schema)}/${encodeURIComponent(name)}?${tw.params}`)) as Loaded<D>
+  const detail = useApi(
+    apiPath(db, `/${list}/${encodeURIComponent(schema)}/${encodeURIComponent(name)}?${tw.params}`),
+  ) as Loaded<D>
   const back = withWindow(dbHref(db, list), query)
   if (detail.error instanceof ApiError && detail.error.status === 404) return <NotFound what={kind} back={back} />
   return (
@@ -154,18 +214,28 @@ export function TableDetailPage(props: PageProps) {
           <dt>Scans</dt>
           <dd>
             <span title={SEQ_SCAN_TITLE}>{fmtNum(t.seq_scan)} sequential</span> ({fmtNum(t.seq_tup_read)} rows read
-            {fullReads(t) === null ? '' : `, the table's rows about ${fmtNum(fullReads(t))} times over`}), {fmtNum(t.idx_scan)} by index
+            {fullReads(t) === null ? '' : `, the table's rows about ${fmtNum(fullReads(t))} times over`}),{' '}
+            {fmtNum(t.idx_scan)} by index
           </dd>
           <dt>Vacuum</dt>
           <dd>
-            manual {ago(t.last_vacuum)}, auto {ago(t.last_autovacuum)} <span class="muted small">{fmtTime(t.last_autovacuum)}</span>
+            manual {ago(t.last_vacuum)}, auto {ago(t.last_autovacuum)}{' '}
+            <span class="muted small">{fmtTime(t.last_autovacuum)}</span>
           </dd>
           <dt>Analyze</dt>
           <dd>
             manual {ago(t.last_analyze)}, auto {ago(t.last_autoanalyze)}
           </dd>
           <dt>Primary key</dt>
-          <dd>{t.has_primary_key === false ? <span class="badge badge-warning">none</span> : t.has_primary_key ? 'yes' : '—'}</dd>
+          <dd>
+            {t.has_primary_key === false ? (
+              <span class="badge badge-warning">none</span>
+            ) : t.has_primary_key ? (
+              'yes'
+            ) : (
+              '—'
+            )}
+          </dd>
         </dl>
       )}
     />
@@ -185,7 +255,9 @@ export function IndexDetailPage(props: PageProps) {
           <dl class="kv">
             <dt>Table</dt>
             <dd>
-              <a href={withWindow(dbHref(db, `tables/${encodeURIComponent(`${i.schema_name}/${i.table_name}`)}`), query)}>
+              <a
+                href={withWindow(dbHref(db, `tables/${encodeURIComponent(`${i.schema_name}/${i.table_name}`)}`), query)}
+              >
                 <DbText text={i.table_name} />
               </a>
             </dd>
@@ -197,7 +269,9 @@ export function IndexDetailPage(props: PageProps) {
             </dd>
             <dt>Kind</dt>
             <dd>
-              {[i.is_primary && 'primary', i.is_unique && 'unique', !i.is_valid && 'invalid'].filter(Boolean).join(', ') || 'plain'}
+              {[i.is_primary && 'primary', i.is_unique && 'unique', !i.is_valid && 'invalid']
+                .filter(Boolean)
+                .join(', ') || 'plain'}
             </dd>
           </dl>
         </>

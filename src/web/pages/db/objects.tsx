@@ -17,7 +17,9 @@ export const SEQ_SCAN_TITLE =
 
 /** How many times the table's rows were read by sequential scans (seq_tup_read / n_live_tup), parallel or not; null without live rows. */
 export const fullReads = (t: Pick<TableRow, 'seq_tup_read' | 'n_live_tup'>) =>
-  t.seq_tup_read !== null && t.n_live_tup !== null && t.n_live_tup > 0 ? Math.round(t.seq_tup_read / t.n_live_tup) : null
+  t.seq_tup_read !== null && t.n_live_tup !== null && t.n_live_tup > 0
+    ? Math.round(t.seq_tup_read / t.n_live_tup)
+    : null
 
 /** A table's latest entry as GET /tables answers it. */
 export type TableRow = Static<typeof TableEntry>
@@ -32,14 +34,23 @@ const LIMITS = ['50', '100', '500']
 
 function LimitSelect({ value, setQuery }: { value: string; setQuery: PageProps['setQuery'] }) {
   return (
-    <SelectField label="Show" value={value} options={LIMITS.map((l) => [l, l])} onChange={(v) => setQuery({ limit: v })} />
+    <SelectField
+      label="Show"
+      value={value}
+      options={LIMITS.map((l) => [l, l])}
+      onChange={(v) => setQuery({ limit: v })}
+    />
   )
 }
 
-const epoch = (t: string | number | null | undefined) => (t === null || t === undefined ? null : typeof t === 'number' ? t : Date.parse(t))
+const epoch = (t: string | number | null | undefined) =>
+  t === null || t === undefined ? null : typeof t === 'number' ? t : Date.parse(t)
 
 /** The later of a manual and an automatic run (RFC 3339 or epoch ms), saying which; undefined when neither ran. */
-export function latestRun(manual: string | number | null, auto: string | number | null): { at: string | number; kind: 'manual' | 'auto' } | undefined {
+export function latestRun(
+  manual: string | number | null,
+  auto: string | number | null,
+): { at: string | number; kind: 'manual' | 'auto' } | undefined {
   const m = epoch(manual)
   const a = epoch(auto)
   if ((m === null || Number.isNaN(m)) && (a === null || Number.isNaN(a))) return undefined
@@ -48,7 +59,15 @@ export function latestRun(manual: string | number | null, auto: string | number 
 }
 
 /** "3 h ago (auto)", with both runs' times in the title; "never" when neither ran. */
-function LastRun({ what, manual, auto }: { what: string; manual: string | number | null; auto: string | number | null }) {
+function LastRun({
+  what,
+  manual,
+  auto,
+}: {
+  what: string
+  manual: string | number | null
+  auto: string | number | null
+}) {
   const last = latestRun(manual, auto)
   const title = `manual ${what}: ${manual === null ? 'never' : fmtTime(manual)}; auto${what}: ${auto === null ? 'never' : fmtTime(auto)}`
   if (!last) {
@@ -65,7 +84,8 @@ function LastRun({ what, manual, auto }: { what: string; manual: string | number
   )
 }
 
-const deadTone = (r: number | null) => (r === null ? undefined : r > 0.5 ? 'sev-critical' : r > 0.2 ? 'sev-warning' : undefined)
+const deadTone = (r: number | null) =>
+  r === null ? undefined : r > 0.5 ? 'sev-critical' : r > 0.2 ? 'sev-warning' : undefined
 
 function tableColumns(db: Database, query: URLSearchParams): Column<TableRow>[] {
   return [
@@ -82,7 +102,14 @@ function tableColumns(db: Database, query: URLSearchParams): Column<TableRow>[] 
       ),
     },
     ...SIZE_PARTS.map(
-      ({ part, field, sort }): Column<TableRow> => ({ key: sort, label: SIZE_LABELS[part], title: SIZE_HINTS[part], num: true, sortBy: sort, render: (t) => fmtBytes(t[field]) }),
+      ({ part, field, sort }): Column<TableRow> => ({
+        key: sort,
+        label: SIZE_LABELS[part],
+        title: SIZE_HINTS[part],
+        num: true,
+        sortBy: sort,
+        render: (t) => fmtBytes(t[field]),
+      }),
     ),
     { key: 'live', label: 'Live rows', num: true, sortBy: 'live_tuples', render: (t) => fmtNum(t.n_live_tup) },
     {
@@ -96,7 +123,14 @@ function tableColumns(db: Database, query: URLSearchParams): Column<TableRow>[] 
         </span>
       ),
     },
-    { key: 'seq', label: 'Seq scans', num: true, sortBy: 'seq_scans', title: SEQ_SCAN_TITLE, render: (t) => fmtNum(t.seq_scan) },
+    {
+      key: 'seq',
+      label: 'Seq scans',
+      num: true,
+      sortBy: 'seq_scans',
+      title: SEQ_SCAN_TITLE,
+      render: (t) => fmtNum(t.seq_scan),
+    },
     { key: 'idx', label: 'Index scans', num: true, render: (t) => fmtNum(t.idx_scan) },
     {
       key: 'vacuum',
@@ -125,7 +159,8 @@ function tableColumns(db: Database, query: URLSearchParams): Column<TableRow>[] 
     {
       key: 'pk',
       label: 'Primary key',
-      render: (t) => (t.has_primary_key === false ? <span class="badge badge-warning">none</span> : t.has_primary_key ? 'yes' : '—'),
+      render: (t) =>
+        t.has_primary_key === false ? <span class="badge badge-warning">none</span> : t.has_primary_key ? 'yes' : '—',
     },
   ]
 }
@@ -133,7 +168,9 @@ function tableColumns(db: Database, query: URLSearchParams): Column<TableRow>[] 
 export function TablesPage({ db, query, setQuery }: PageProps) {
   const sort = query.get('sort') ?? 'total_size'
   const limit = LIMITS.includes(query.get('limit') ?? '') ? query.get('limit')! : '50'
-  const tables = useApi(db.last_seen_at ? apiPath(db, `/tables?sort_by=${encodeURIComponent(sort)}&limit=${limit}`) : null)
+  const tables = useApi(
+    db.last_seen_at ? apiPath(db, `/tables?sort_by=${encodeURIComponent(sort)}&limit=${limit}`) : null,
+  )
   if (!db.last_seen_at) return <NoDataYet db={db} />
   return (
     <section>
@@ -156,10 +193,20 @@ export function TablesPage({ db, query, setQuery }: PageProps) {
         {(rows) =>
           rows.length === 0 ? (
             <Empty title="No tables yet">
-              <p>The tables collector sends pg_stat_user_tables of the connected database; check that it is not disabled in Settings.</p>
+              <p>
+                The tables collector sends pg_stat_user_tables of the connected database; check that it is not disabled
+                in Settings.
+              </p>
             </Empty>
           ) : (
-            <DataTable caption="Tables" columns={tableColumns(db, query)} rows={rows} rowKey={(t) => `${t.schema_name}.${t.table_name}`} serverSort={{ value: sort, onChange: (s) => setQuery({ sort: s }) }} compact />
+            <DataTable
+              caption="Tables"
+              columns={tableColumns(db, query)}
+              rows={rows}
+              rowKey={(t) => `${t.schema_name}.${t.table_name}`}
+              serverSort={{ value: sort, onChange: (s) => setQuery({ sort: s }) }}
+              compact
+            />
           )
         }
       </Async>
@@ -183,7 +230,13 @@ function indexColumns(db: Database, query: URLSearchParams): Column<IndexRow>[] 
     },
     { key: 'table', label: 'Table', render: (i) => i.table_name },
     { key: 'size', label: 'Size', num: true, sortBy: 'size', render: (i) => fmtBytes(i.size_bytes) },
-    { key: 'scans', label: 'Scans', num: true, sortBy: 'scans', render: (i) => <span class={i.idx_scan === 0 ? 'sev-warning' : undefined}>{fmtNum(i.idx_scan)}</span> },
+    {
+      key: 'scans',
+      label: 'Scans',
+      num: true,
+      sortBy: 'scans',
+      render: (i) => <span class={i.idx_scan === 0 ? 'sev-warning' : undefined}>{fmtNum(i.idx_scan)}</span>,
+    },
     { key: 'read', label: 'Tuples read', num: true, sortBy: 'tuples_read', render: (i) => fmtNum(i.idx_tup_read) },
     { key: 'fetch', label: 'Tuples fetched', num: true, render: (i) => fmtNum(i.idx_tup_fetch) },
     {
@@ -213,7 +266,11 @@ export function IndexesPage({ db, query, setQuery }: PageProps) {
   const sort = query.get('sort') ?? 'size'
   const limit = LIMITS.includes(query.get('limit') ?? '') ? query.get('limit')! : '50'
   const unused = query.get('view') === 'unused'
-  const indexes = useApi(db.last_seen_at ? apiPath(db, `/indexes${unused ? '/unused' : ''}?sort_by=${encodeURIComponent(sort)}&limit=${limit}`) : null)
+  const indexes = useApi(
+    db.last_seen_at
+      ? apiPath(db, `/indexes${unused ? '/unused' : ''}?sort_by=${encodeURIComponent(sort)}&limit=${limit}`)
+      : null,
+  )
   if (!db.last_seen_at) return <NoDataYet db={db} />
   return (
     <section>
@@ -238,7 +295,12 @@ export function IndexesPage({ db, query, setQuery }: PageProps) {
         />
         <LimitSelect value={limit} setQuery={setQuery} />
       </div>
-      {unused && <p class="muted small">Never scanned since the statistics were reset, neither primary nor unique, larger than 1 MB: candidates to drop.</p>}
+      {unused && (
+        <p class="muted small">
+          Never scanned since the statistics were reset, neither primary nor unique, larger than 1 MB: candidates to
+          drop.
+        </p>
+      )}
       <Async loaded={indexes}>
         {(rows) =>
           rows.length === 0 ? (
@@ -248,11 +310,21 @@ export function IndexesPage({ db, query, setQuery }: PageProps) {
               </Empty>
             ) : (
               <Empty title="No indexes yet">
-                <p>The indexes collector sends pg_stat_user_indexes of the connected database; check that it is not disabled in Settings.</p>
+                <p>
+                  The indexes collector sends pg_stat_user_indexes of the connected database; check that it is not
+                  disabled in Settings.
+                </p>
               </Empty>
             )
           ) : (
-            <DataTable caption="Indexes" columns={indexColumns(db, query)} rows={rows} rowKey={(i) => `${i.schema_name}.${i.index_name}`} serverSort={{ value: sort, onChange: (s) => setQuery({ sort: s }) }} compact />
+            <DataTable
+              caption="Indexes"
+              columns={indexColumns(db, query)}
+              rows={rows}
+              rowKey={(i) => `${i.schema_name}.${i.index_name}`}
+              serverSort={{ value: sort, onChange: (s) => setQuery({ sort: s }) }}
+              compact
+            />
           )
         }
       </Async>

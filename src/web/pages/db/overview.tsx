@@ -47,13 +47,33 @@ type Overview = Static<typeof OverviewSchema>
 type Point = { ts: string }
 
 const POSTGRES_ACTIVITY: SeriesSpec[] = [
-  { name: 'overview-transactions', title: 'Transactions per second', unit: 'per_s', rate: true, keys: legends(DATABASE_METRICS, 'xact_commit', 'xact_rollback') },
+  {
+    name: 'overview-transactions',
+    title: 'Transactions per second',
+    unit: 'per_s',
+    rate: true,
+    keys: legends(DATABASE_METRICS, 'xact_commit', 'xact_rollback'),
+  },
   { name: 'overview-connections', title: 'Connections', unit: 'count', keys: legends(DATABASE_METRICS, 'numbackends') },
 ]
 
 const CLICKHOUSE_ACTIVITY: SeriesSpec[] = [
-  { name: 'overview-queries', title: 'Queries per second', unit: 'per_s', perBucket: true, keys: [['queries_per_s', 'queries'], ['failed_queries_per_s', 'failed']] },
-  { name: 'overview-connections', title: 'Connections', unit: 'count', keys: legends(SERVER_METRICS, 'tcp_connections', 'http_connections') },
+  {
+    name: 'overview-queries',
+    title: 'Queries per second',
+    unit: 'per_s',
+    perBucket: true,
+    keys: [
+      ['queries_per_s', 'queries'],
+      ['failed_queries_per_s', 'failed'],
+    ],
+  },
+  {
+    name: 'overview-connections',
+    title: 'Connections',
+    unit: 'count',
+    keys: legends(SERVER_METRICS, 'tcp_connections', 'http_connections'),
+  },
 ]
 
 /** The window in words: "the last 6 hours", or "14:00 to 18:00" for a custom one. */
@@ -62,7 +82,19 @@ export function rangeWords(tw: Pick<TimeWindow, 'range' | 'bounds'>): string {
   return preset ? preset.label.replace(/^Last/, 'the last') : `${fmtClock(tw.bounds[0])} to ${fmtClock(tw.bounds[1])}`
 }
 
-function ActivityCharts({ db, loaded, specs, bucket, bounds }: { db: Database; loaded: Loaded<Point[]>; specs: SeriesSpec[]; bucket: number; bounds: [number, number] }) {
+function ActivityCharts({
+  db,
+  loaded,
+  specs,
+  bucket,
+  bounds,
+}: {
+  db: Database
+  loaded: Loaded<Point[]>
+  specs: SeriesSpec[]
+  bucket: number
+  bounds: [number, number]
+}) {
   const marks = useEventMarks(db, bounds)
   if (loaded.error) return <ApiProblem error={loaded.error} />
   if (!loaded.data) return <Loading what="Loading the activity" />
@@ -83,7 +115,15 @@ function PostgresActivity({ db, tw }: { db: Database; tw: TimeWindow }) {
 function ClickHouseActivity({ db, tw }: { db: Database; tw: TimeWindow }) {
   const metrics = useApi(apiPath(db, `/server-metrics?${tw.params}&bucket=${tw.bucket}`))
   const loaded: Loaded<Point[]> = { ...metrics, data: metrics.data?.timeseries }
-  return <ActivityCharts db={db} loaded={loaded} specs={CLICKHOUSE_ACTIVITY} bucket={metrics.data?.bucket_seconds ?? tw.bucket} bounds={tw.bounds} />
+  return (
+    <ActivityCharts
+      db={db}
+      loaded={loaded}
+      specs={CLICKHOUSE_ACTIVITY}
+      bucket={metrics.data?.bucket_seconds ?? tw.bucket}
+      bounds={tw.bounds}
+    />
+  )
 }
 
 function Activity({ db, tw, query }: { db: Database; tw: TimeWindow; query: URLSearchParams }) {
@@ -115,7 +155,8 @@ const upText = (ratio: number) => `${(ratio * 100).toFixed(ratio === 1 ? 0 : 2)}
  */
 export function watchedWords(watchedMs: number | null | undefined, days: number): string {
   const period = days === 1 ? '24 h' : `${days} days`
-  if (watchedMs === null || watchedMs === undefined || watchedMs >= days * 86_400_000 - 3_600_000) return `over ${period}`
+  if (watchedMs === null || watchedMs === undefined || watchedMs >= days * 86_400_000 - 3_600_000)
+    return `over ${period}`
   return `over ${fmtDuration(watchedMs)} watched of ${period}`
 }
 
@@ -124,7 +165,11 @@ export function watchedWords(watchedMs: number | null | undefined, days: number)
  * (time the agent itself was silent counts as neither), with the time it stands on; warning under
  * 99.9 %, critical under 99 %.
  */
-export function availabilityCard(o: { uptime_24h?: number | null; uptime_30d?: number | null; uptime_30d_watched_ms?: number }): { key: string; label: string; value: string; sub: string; tone: Tone } {
+export function availabilityCard(o: {
+  uptime_24h?: number | null
+  uptime_30d?: number | null
+  uptime_30d_watched_ms?: number
+}): { key: string; label: string; value: string; sub: string; tone: Tone } {
   const up30 = o.uptime_30d ?? null
   const up24 = o.uptime_24h ?? null
   const over = watchedWords(o.uptime_30d_watched_ms, 30)
@@ -157,7 +202,10 @@ export const CARD_RULES: Record<string, string[]> = {
  * The doctor's word on a card: its worst severity among the findings of `rules` (critical or warning;
  * information leaves a card alone) and how many findings of that severity, e.g. "2 critical findings".
  */
-export function doctorVerdict(findings: Pick<Finding, 'rule' | 'severity'>[] | undefined, rules: string[]): { tone: Tone; note?: string } {
+export function doctorVerdict(
+  findings: Pick<Finding, 'rule' | 'severity'>[] | undefined,
+  rules: string[],
+): { tone: Tone; note?: string } {
   const mine = (findings ?? []).filter((f) => rules.includes(f.rule))
   for (const severity of ['critical', 'warning'] as const) {
     const count = mine.filter((f) => f.severity === severity).length
@@ -167,7 +215,7 @@ export function doctorVerdict(findings: Pick<Finding, 'rule' | 'severity'>[] | u
 }
 
 /** The worse of two tones. */
-export const worseTone = (a: Tone, b: Tone): Tone => (a === 'critical' || b === 'critical' ? 'critical' : a ?? b)
+export const worseTone = (a: Tone, b: Tone): Tone => (a === 'critical' || b === 'critical' ? 'critical' : (a ?? b))
 
 interface FigureCard {
   key: string
@@ -187,7 +235,13 @@ function Figures({ db, o, doctor, tw }: { db: Database; o: Overview; doctor: Doc
   const longest = o.longest_query_ms ?? 0
   const cards: FigureCard[] = [
     { key: 'active', label: 'Active queries', value: fmtNum(o.active_queries), href: dbHref(db, 'active'), live: true },
-    { key: 'longest', label: 'Longest query', value: fmtDuration(o.longest_query_ms), tone: tone(longest > 3_600_000, longest > 300_000), live: true },
+    {
+      key: 'longest',
+      label: 'Longest query',
+      value: fmtDuration(o.longest_query_ms),
+      tone: tone(longest > 3_600_000, longest > 300_000),
+      live: true,
+    },
   ]
   if (db.engine === 'postgres') {
     const hit = o.cache_hit_ratio ?? null
@@ -197,46 +251,133 @@ function Figures({ db, o, doctor, tw }: { db: Database; o: Overview; doctor: Doc
         key: 'connections',
         label: 'Connections',
         value: slots ? fmtRatio(slots.used_ratio, 0) : '—',
-        sub: slots ? `${fmtNum(connections.data!.total)} of ${fmtNum(slots.usable)} usable · ${fmtNum(slots.headroom)} free` : 'of max_connections',
+        sub: slots
+          ? `${fmtNum(connections.data!.total)} of ${fmtNum(slots.usable)} usable · ${fmtNum(slots.headroom)} free`
+          : 'of max_connections',
         tone: slots ? slotsTone(slots.used_ratio) : undefined,
         href: dbHref(db, 'connections'),
         live: true,
       },
-      { key: 'blocked', label: 'Blocked queries', value: fmtNum(o.blocked_queries), tone: tone(false, (o.blocked_queries ?? 0) > 0), href: dbHref(db, 'locks'), live: true },
-      { key: 'hit', label: 'Cache hit ratio', value: fmtRatio(hit, 2), sub: `over ${rangeWords(tw)}`, tone: hit === null ? undefined : tone(hit < 0.9, hit < 0.99), live: true },
-      { key: 'dead', label: 'Dead tuples', value: fmtRatio(dead), sub: 'of all rows', tone: dead === null ? undefined : tone(dead > 0.5, dead > 0.2), href: dbHref(db, 'tables') },
-      { key: 'vacuum', label: 'Last autovacuum', value: ago(o.last_autovacuum ?? null), sub: fmtTime(o.last_autovacuum ?? null) },
+      {
+        key: 'blocked',
+        label: 'Blocked queries',
+        value: fmtNum(o.blocked_queries),
+        tone: tone(false, (o.blocked_queries ?? 0) > 0),
+        href: dbHref(db, 'locks'),
+        live: true,
+      },
+      {
+        key: 'hit',
+        label: 'Cache hit ratio',
+        value: fmtRatio(hit, 2),
+        sub: `over ${rangeWords(tw)}`,
+        tone: hit === null ? undefined : tone(hit < 0.9, hit < 0.99),
+        live: true,
+      },
+      {
+        key: 'dead',
+        label: 'Dead tuples',
+        value: fmtRatio(dead),
+        sub: 'of all rows',
+        tone: dead === null ? undefined : tone(dead > 0.5, dead > 0.2),
+        href: dbHref(db, 'tables'),
+      },
+      {
+        key: 'vacuum',
+        label: 'Last autovacuum',
+        value: ago(o.last_autovacuum ?? null),
+        sub: fmtTime(o.last_autovacuum ?? null),
+      },
     )
   } else {
     const progress = o.merge_progress_pct
     cards.push(
-      { key: 'merges', label: 'Active merges', value: fmtNum(o.active_merges), sub: progress === null || progress === undefined ? 'none running' : `${progress} % done on average`, href: dbHref(db, 'merges'), live: true },
-      { key: 'mutations', label: 'Mutations', value: fmtNum(o.active_mutations), sub: 'not done', href: dbHref(db, 'mutations') },
-      { key: 'stuck', label: 'Stuck mutations', value: fmtNum(o.stuck_mutations), tone: tone((o.stuck_mutations ?? 0) > 0, false), href: dbHref(db, 'mutations') },
-      { key: 'p99', label: 'Query p99', value: fmtMs(o.query_p99_ms ?? null), sub: 'latest cycle', tone: tone((o.query_p99_ms ?? 0) > 10_000, (o.query_p99_ms ?? 0) > 1000), live: true },
+      {
+        key: 'merges',
+        label: 'Active merges',
+        value: fmtNum(o.active_merges),
+        sub: progress === null || progress === undefined ? 'none running' : `${progress} % done on average`,
+        href: dbHref(db, 'merges'),
+        live: true,
+      },
+      {
+        key: 'mutations',
+        label: 'Mutations',
+        value: fmtNum(o.active_mutations),
+        sub: 'not done',
+        href: dbHref(db, 'mutations'),
+      },
+      {
+        key: 'stuck',
+        label: 'Stuck mutations',
+        value: fmtNum(o.stuck_mutations),
+        tone: tone((o.stuck_mutations ?? 0) > 0, false),
+        href: dbHref(db, 'mutations'),
+      },
+      {
+        key: 'p99',
+        label: 'Query p99',
+        value: fmtMs(o.query_p99_ms ?? null),
+        sub: 'latest cycle',
+        tone: tone((o.query_p99_ms ?? 0) > 10_000, (o.query_p99_ms ?? 0) > 1000),
+        live: true,
+      },
     )
   }
   // The server's uptime at the latest batch (the restart finding colours it).
-  cards.push({ key: 'uptime', label: 'Uptime', value: fmtDuration(o.uptime_s === null ? null : o.uptime_s * 1000), sub: o.server_started_at ? `since ${fmtTime(o.server_started_at)}` : undefined })
+  cards.push({
+    key: 'uptime',
+    label: 'Uptime',
+    value: fmtDuration(o.uptime_s === null ? null : o.uptime_s * 1000),
+    sub: o.server_started_at ? `since ${fmtTime(o.server_started_at)}` : undefined,
+  })
   cards.push({ ...availabilityCard(o), href: dbHref(db, 'events') })
   const stale = isStale(db)
   const asOf = stale ? fmtClock(db.last_seen_at) : ''
   return (
     <div class="cards">
-      <Card key="score" name="score" label="Health score" value={o.health_score} sub={doctor?.status ?? ''} tone={statusClass(doctor?.status)} href={issuesHref(db)} />
+      <Card
+        key="score"
+        name="score"
+        label="Health score"
+        value={o.health_score}
+        sub={doctor?.status ?? ''}
+        tone={statusClass(doctor?.status)}
+        href={issuesHref(db)}
+      />
       {cards.map((c) => {
         const verdict = doctorVerdict(doctor?.top_issues, CARD_RULES[c.key] ?? [])
-        const sub = [stale ? (c.live ? `no data since ${asOf}` : `as of ${asOf}`) : c.sub, verdict.note].filter(Boolean).join(' · ')
+        const sub = [stale ? (c.live ? `no data since ${asOf}` : `as of ${asOf}`) : c.sub, verdict.note]
+          .filter(Boolean)
+          .join(' · ')
         const value = stale && c.live ? '—' : c.value
         return (
-          <Card key={c.key} name={c.key} label={c.label} value={value} sub={sub || undefined} tone={stale && c.live ? undefined : worseTone(c.tone, verdict.tone)} href={verdict.note ? issuesHref(db) : c.href} />
+          <Card
+            key={c.key}
+            name={c.key}
+            label={c.label}
+            value={value}
+            sub={sub || undefined}
+            tone={stale && c.live ? undefined : worseTone(c.tone, verdict.tone)}
+            href={verdict.note ? issuesHref(db) : c.href}
+          />
         )
       })}
     </div>
   )
 }
 
-function TopStatements({ db, rows, tw, query }: { db: Database; rows: TopQuery[]; tw: TimeWindow; query: URLSearchParams }) {
+function TopStatements({
+  db,
+  rows,
+  tw,
+  query,
+}: {
+  db: Database
+  rows: TopQuery[]
+  tw: TimeWindow
+  query: URLSearchParams
+}) {
   const keep = windowQuery(query)
   if (rows.length === 0) return <p class="muted">No statements over {rangeWords(tw)}.</p>
   return (
@@ -246,16 +387,26 @@ function TopStatements({ db, rows, tw, query }: { db: Database; rows: TopQuery[]
         <thead>
           <tr>
             <th scope="col">Statement</th>
-            <th class="num" scope="col">Total time</th>
-            <th class="num" scope="col">Calls</th>
-            <th class="num" scope="col">Mean</th>
+            <th class="num" scope="col">
+              Total time
+            </th>
+            <th class="num" scope="col">
+              Calls
+            </th>
+            <th class="num" scope="col">
+              Mean
+            </th>
           </tr>
         </thead>
         <tbody>
           {rows.map((q) => (
             <tr key={q.query_hash}>
               <td class="stmt-cell">
-                <a class="stmt-text mono" href={`${dbHref(db, `queries/${encodeURIComponent(q.query_hash)}`)}${keep ? `?${keep}` : ''}`} title={escapeInvisible(q.query_text)}>
+                <a
+                  class="stmt-text mono"
+                  href={`${dbHref(db, `queries/${encodeURIComponent(q.query_hash)}`)}${keep ? `?${keep}` : ''}`}
+                  title={escapeInvisible(q.query_text)}
+                >
                   <DbText text={q.query_text || q.query_hash} />
                 </a>
               </td>

@@ -9,21 +9,30 @@ import { Card, Meter, NoDataYet, SelectField, TableName, TimeRangePicker, apiPat
 import { SeriesChart, type SeriesSpec } from './series-chart.tsx'
 import type { PageProps } from './types.ts'
 import type { Static } from '@sinclair/typebox'
-import type { Parts as PartsSchema, } from '../../../shared/api/clickhouse.ts'
+import type { Parts as PartsSchema } from '../../../shared/api/clickhouse.ts'
 
 type Parts = Static<typeof PartsSchema>
 type TableParts = Parts['tables'][number]
 type Partition = Parts['partitions'][number]
 /** What a table and a partition both say of the insert thresholds. */
-type Thresholds = Pick<Partition, 'parts_to_delay_insert' | 'parts_to_throw_insert' | 'delay_insert_ratio' | 'throw_insert_ratio'>
+type Thresholds = Pick<
+  Partition,
+  'parts_to_delay_insert' | 'parts_to_throw_insert' | 'delay_insert_ratio' | 'throw_insert_ratio'
+>
 
-const ratioTone = (r: number | null | undefined) => (r === null || r === undefined ? undefined : r >= 1 ? 'critical' : r >= 0.5 ? 'warning' : undefined)
+const ratioTone = (r: number | null | undefined) =>
+  r === null || r === undefined ? undefined : r >= 1 ? 'critical' : r >= 0.5 ? 'warning' : undefined
 
 /** A partition's active parts against the delay threshold, with both thresholds named. */
 function AgainstThresholds({ parts, t }: { parts: number; t: Thresholds }) {
   return (
     <div class="threshold">
-      <Meter pct={t.delay_insert_ratio === null ? null : t.delay_insert_ratio * 100} warn={50} crit={100} label="Active parts against parts_to_delay_insert" />
+      <Meter
+        pct={t.delay_insert_ratio === null ? null : t.delay_insert_ratio * 100}
+        warn={50}
+        crit={100}
+        label="Active parts against parts_to_delay_insert"
+      />
       <span class="small muted">
         {fmtNum(parts)} of {fmtNum(t.parts_to_delay_insert)} (delay) · {fmtNum(t.parts_to_throw_insert)} (throw)
       </span>
@@ -32,9 +41,26 @@ function AgainstThresholds({ parts, t }: { parts: number; t: Thresholds }) {
 }
 
 const TABLES: Column<TableParts>[] = [
-  { key: 'table', label: 'Table', render: (t) => <TableName database={t.database} table={t.table} />, sort: (t) => `${t.database}.${t.table}` },
-  { key: 'parts', label: 'Active parts', num: true, render: (t) => fmtNum(t.active_parts), sort: (t) => t.active_parts },
-  { key: 'partitions', label: 'Partitions', num: true, render: (t) => fmtNum(t.partition_count), sort: (t) => t.partition_count },
+  {
+    key: 'table',
+    label: 'Table',
+    render: (t) => <TableName database={t.database} table={t.table} />,
+    sort: (t) => `${t.database}.${t.table}`,
+  },
+  {
+    key: 'parts',
+    label: 'Active parts',
+    num: true,
+    render: (t) => fmtNum(t.active_parts),
+    sort: (t) => t.active_parts,
+  },
+  {
+    key: 'partitions',
+    label: 'Partitions',
+    num: true,
+    render: (t) => fmtNum(t.partition_count),
+    sort: (t) => t.partition_count,
+  },
   { key: 'rows', label: 'Rows', num: true, render: (t) => fmtNum(t.rows), sort: (t) => t.rows },
   { key: 'bytes', label: 'On disk', num: true, render: (t) => fmtBytes(t.bytes_on_disk), sort: (t) => t.bytes_on_disk },
   {
@@ -46,11 +72,21 @@ const TABLES: Column<TableParts>[] = [
       </code>
     ),
   },
-  { key: 'ratio', label: 'Its parts vs thresholds', render: (t) => <AgainstThresholds parts={t.max_partition_parts} t={t} />, sort: (t) => t.delay_insert_ratio },
+  {
+    key: 'ratio',
+    label: 'Its parts vs thresholds',
+    render: (t) => <AgainstThresholds parts={t.max_partition_parts} t={t} />,
+    sort: (t) => t.delay_insert_ratio,
+  },
 ]
 
 const PARTITIONS: Column<Partition>[] = [
-  { key: 'table', label: 'Table', render: (p) => <TableName database={p.database} table={p.table} />, sort: (p) => `${p.database}.${p.table}` },
+  {
+    key: 'table',
+    label: 'Table',
+    render: (p) => <TableName database={p.database} table={p.table} />,
+    sort: (p) => `${p.database}.${p.table}`,
+  },
   {
     key: 'partition',
     label: 'Partition',
@@ -59,16 +95,33 @@ const PARTITIONS: Column<Partition>[] = [
         <DbText text={p.partition_id} />
       </code>
     ),
-    sort: (p) => p.partition_id },
-  { key: 'parts', label: 'Active parts', num: true, render: (p) => fmtNum(p.active_parts), sort: (p) => p.active_parts },
+    sort: (p) => p.partition_id,
+  },
+  {
+    key: 'parts',
+    label: 'Active parts',
+    num: true,
+    render: (p) => fmtNum(p.active_parts),
+    sort: (p) => p.active_parts,
+  },
   { key: 'rows', label: 'Rows', num: true, render: (p) => fmtNum(p.rows), sort: (p) => p.rows },
   { key: 'bytes', label: 'On disk', num: true, render: (p) => fmtBytes(p.bytes_on_disk), sort: (p) => p.bytes_on_disk },
-  { key: 'ratio', label: 'Parts vs thresholds', render: (p) => <AgainstThresholds parts={p.active_parts} t={p} />, sort: (p) => p.delay_insert_ratio },
+  {
+    key: 'ratio',
+    label: 'Parts vs thresholds',
+    render: (p) => <AgainstThresholds parts={p.active_parts} t={p} />,
+    sort: (p) => p.delay_insert_ratio,
+  },
 ]
 
 const PART_CHARTS: SeriesSpec[] = [
   { name: 'parts-active', title: 'Active parts', unit: 'count', keys: [['active_parts', 'active parts']] },
-  { name: 'parts-worst-partition', title: 'Parts in the worst partition', unit: 'count', keys: [['max_partition_parts', 'worst partition']] },
+  {
+    name: 'parts-worst-partition',
+    title: 'Parts in the worst partition',
+    unit: 'count',
+    keys: [['max_partition_parts', 'worst partition']],
+  },
 ]
 
 export function PartsPage({ db, query, setQuery }: PageProps) {
@@ -89,8 +142,17 @@ export function PartsPage({ db, query, setQuery }: PageProps) {
           ) : (
             <>
               <div class="cards">
-                <Card label="Active parts" value={fmtNum(p.active_parts)} sub={`${fmtNum(p.table_count)} tables, ${fmtNum(p.partition_count)} partitions`} />
-                <Card label="Worst partition" value={fmtNum(p.max_partition_parts)} sub="active parts" tone={ratioTone(p.max_delay_insert_ratio)} />
+                <Card
+                  label="Active parts"
+                  value={fmtNum(p.active_parts)}
+                  sub={`${fmtNum(p.table_count)} tables, ${fmtNum(p.partition_count)} partitions`}
+                />
+                <Card
+                  label="Worst partition"
+                  value={fmtNum(p.max_partition_parts)}
+                  sub="active parts"
+                  tone={ratioTone(p.max_delay_insert_ratio)}
+                />
                 <Card
                   label="Towards insert delay"
                   value={p.max_delay_insert_ratio === null ? '—' : `${Math.round(p.max_delay_insert_ratio * 100)} %`}
@@ -118,9 +180,21 @@ export function PartsPage({ db, query, setQuery }: PageProps) {
                 />
               </div>
               <h2>Tables</h2>
-              <DataTable caption="Tables" columns={TABLES} rows={p.tables} rowKey={(t) => `${t.database}.${t.table}`} compact />
+              <DataTable
+                caption="Tables"
+                columns={TABLES}
+                rows={p.tables}
+                rowKey={(t) => `${t.database}.${t.table}`}
+                compact
+              />
               <h2>Partitions</h2>
-              <DataTable caption="Partitions" columns={PARTITIONS} rows={p.partitions} rowKey={(x) => `${x.database}.${x.table}.${x.partition_id}`} compact />
+              <DataTable
+                caption="Partitions"
+                columns={PARTITIONS}
+                rows={p.partitions}
+                rowKey={(x) => `${x.database}.${x.table}.${x.partition_id}`}
+                compact
+              />
             </>
           )
         }

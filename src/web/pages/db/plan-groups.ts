@@ -6,7 +6,10 @@ import type { Static } from '@sinclair/typebox'
 import type { QueryPlan } from '../../../shared/api/queries.ts'
 
 /** What grouping reads of a plan as GET /queries/{hash}/explain sends it (QueryPlan). */
-export type PlanSample = Pick<Static<typeof QueryPlan>, 'ts' | 'plan_hash' | 'total_cost' | 'actual_time_ms' | 'source' | 'plan_changed'>
+export type PlanSample = Pick<
+  Static<typeof QueryPlan>,
+  'ts' | 'plan_hash' | 'total_cost' | 'actual_time_ms' | 'source' | 'plan_changed'
+>
 
 export interface Spread {
   min: number

@@ -49,7 +49,17 @@ export function misestimated(node: PlanNode): boolean {
   return hi / lo >= 10
 }
 
-const CONDITIONS = ['Index Cond', 'Recheck Cond', 'Hash Cond', 'Merge Cond', 'Join Filter', 'Filter', 'Sort Key', 'Group Key', 'Rows Removed by Filter'] as const
+const CONDITIONS = [
+  'Index Cond',
+  'Recheck Cond',
+  'Hash Cond',
+  'Merge Cond',
+  'Join Filter',
+  'Filter',
+  'Sort Key',
+  'Group Key',
+  'Rows Removed by Filter',
+] as const
 
 const cost = (n: number | undefined) => (typeof n === 'number' ? n.toFixed(2) : '?')
 
@@ -98,7 +108,10 @@ function Node({ node }: { node: PlanNode }) {
           <span title="startup cost .. total cost">
             cost {cost(node['Startup Cost'])}..{cost(node['Total Cost'])}
           </span>
-          <span class={bad ? 'sev-warning' : undefined} title={bad ? 'The estimate is 10 times or more off the actual rows' : 'rows per loop'}>
+          <span
+            class={bad ? 'sev-warning' : undefined}
+            title={bad ? 'The estimate is 10 times or more off the actual rows' : 'rows per loop'}
+          >
             rows {fmtNum(node['Plan Rows'])} est.
             {analysed && <> / {fmtNum(node['Actual Rows'])} actual</>}
             {bad && <strong> ⚠ 10×+ off</strong>}
@@ -108,7 +121,8 @@ function Node({ node }: { node: PlanNode }) {
         </div>
         {CONDITIONS.filter((c) => node[c] !== undefined).map((c) => (
           <div key={c} class="plan-cond small">
-            <span class="muted">{c}:</span> <code>
+            <span class="muted">{c}:</span>{' '}
+            <code>
               <DbText text={Array.isArray(node[c]) ? (node[c] as unknown[]).join(', ') : String(node[c])} />
             </code>
           </div>

@@ -24,7 +24,13 @@ const REPLICAS: Column<Replica>[] = [
   { key: 'lag', label: 'Lag', num: true, render: (r) => fmtBytes(r.lag_bytes), sort: (r) => r.lag_bytes },
   { key: 'write', label: 'Write lag', num: true, render: (r) => fmtMs(r.write_lag_ms), sort: (r) => r.write_lag_ms },
   { key: 'flush', label: 'Flush lag', num: true, render: (r) => fmtMs(r.flush_lag_ms), sort: (r) => r.flush_lag_ms },
-  { key: 'replay', label: 'Replay lag', num: true, render: (r) => fmtMs(r.replay_lag_ms), sort: (r) => r.replay_lag_ms },
+  {
+    key: 'replay',
+    label: 'Replay lag',
+    num: true,
+    render: (r) => fmtMs(r.replay_lag_ms),
+    sort: (r) => r.replay_lag_ms,
+  },
 ]
 
 const SLOTS: Column<Slot>[] = [
@@ -36,14 +42,30 @@ const SLOTS: Column<Slot>[] = [
         <DbText text={s.slot_name} />
       </code>
     ),
-    sort: (s) => s.slot_name },
+    sort: (s) => s.slot_name,
+  },
   { key: 'type', label: 'Type', render: (s) => s.slot_type, sort: (s) => s.slot_type },
-  { key: 'active', label: 'Active', render: (s) => (s.active ? 'yes' : <span class="badge badge-warning">inactive</span>), sort: (s) => (s.active ? 1 : 0) },
+  {
+    key: 'active',
+    label: 'Active',
+    render: (s) => (s.active ? 'yes' : <span class="badge badge-warning">inactive</span>),
+    sort: (s) => (s.active ? 1 : 0),
+  },
   { key: 'lag', label: 'Retained WAL', num: true, render: (s) => fmtBytes(s.lag_bytes), sort: (s) => s.lag_bytes },
   { key: 'wal', label: 'WAL status', render: (s) => s.wal_status ?? '—', sort: (s) => s.wal_status },
 ]
 
-function LagCharts({ points, slots, step, range }: { points: LagPoint[]; slots: SlotPoint[]; step: number; range: [number, number] }) {
+function LagCharts({
+  points,
+  slots,
+  step,
+  range,
+}: {
+  points: LagPoint[]
+  slots: SlotPoint[]
+  step: number
+  range: [number, number]
+}) {
   const lag = useMemo(() => {
     const withValues = points.filter((p) => p.replication_lag_bytes !== null || p.replication_lag_seconds !== null)
     if (withValues.length === 0) return undefined
@@ -66,9 +88,39 @@ function LagCharts({ points, slots, step, range }: { points: LagPoint[]; slots: 
   if (!lag && !slotChart) return <p class="muted">No lag recorded in this time range.</p>
   return (
     <div class="chart-grid">
-      {lag && <Chart name="replication-lag-seconds" title="Replica lag (time)" unit="s" times={lag.times} series={lag.seconds} stepMs={step} range={range} />}
-      {lag && <Chart name="replication-lag-bytes" title="Replica lag (WAL bytes)" unit="bytes" times={lag.times} series={lag.bytes} stepMs={step} range={range} />}
-      {slotChart && <Chart name="replication-slots" title="WAL retained by each slot" unit="bytes" times={slotChart.times} series={slotChart.series} stepMs={step} range={range} />}
+      {lag && (
+        <Chart
+          name="replication-lag-seconds"
+          title="Replica lag (time)"
+          unit="s"
+          times={lag.times}
+          series={lag.seconds}
+          stepMs={step}
+          range={range}
+        />
+      )}
+      {lag && (
+        <Chart
+          name="replication-lag-bytes"
+          title="Replica lag (WAL bytes)"
+          unit="bytes"
+          times={lag.times}
+          series={lag.bytes}
+          stepMs={step}
+          range={range}
+        />
+      )}
+      {slotChart && (
+        <Chart
+          name="replication-slots"
+          title="WAL retained by each slot"
+          unit="bytes"
+          times={slotChart.times}
+          series={slotChart.series}
+          stepMs={step}
+          range={range}
+        />
+      )}
     </div>
   )
 }
@@ -77,7 +129,9 @@ export function ReplicationPage({ db, query, setQuery }: PageProps) {
   const tw = useWindow(query)
   const status = useApi(db.last_seen_at ? apiPath(db, '/replication') : null)
   const history = useApi(db.last_seen_at ? apiPath(db, `/replication/history?${tw.params}&bucket=${tw.bucket}`) : null)
-  const slots = useApi(db.last_seen_at ? apiPath(db, `/replication/slots/history?${tw.params}&bucket=${tw.bucket}`) : null)
+  const slots = useApi(
+    db.last_seen_at ? apiPath(db, `/replication/slots/history?${tw.params}&bucket=${tw.bucket}`) : null,
+  )
   if (!db.last_seen_at) return <NoDataYet db={db} />
   return (
     <section>
@@ -86,7 +140,8 @@ export function ReplicationPage({ db, query, setQuery }: PageProps) {
           s.ts === null ? (
             <Empty title="No replication data yet">
               <p>
-                The replication collector sends the role, replicas and slots every poll; check that replication collection is on in Settings.
+                The replication collector sends the role, replicas and slots every poll; check that replication
+                collection is on in Settings.
               </p>
             </Empty>
           ) : (
@@ -105,20 +160,45 @@ export function ReplicationPage({ db, query, setQuery }: PageProps) {
                     )}
                   </div>
                 </div>
-                {s.is_replica && <Card label="Lag" value={formatValue('s', s.replication_lag_seconds)} sub={fmtBytes(s.replication_lag_bytes)} />}
-                <Card label="Slots" value={s.slots.length} sub={`${s.slots.filter((x) => !x.active).length} inactive`} tone={s.slots.some((x) => !x.active) ? 'warning' : undefined} />
+                {s.is_replica && (
+                  <Card
+                    label="Lag"
+                    value={formatValue('s', s.replication_lag_seconds)}
+                    sub={fmtBytes(s.replication_lag_bytes)}
+                  />
+                )}
+                <Card
+                  label="Slots"
+                  value={s.slots.length}
+                  sub={`${s.slots.filter((x) => !x.active).length} inactive`}
+                  tone={s.slots.some((x) => !x.active) ? 'warning' : undefined}
+                />
               </div>
               <p class="muted small">Collected {fmtTime(s.ts)}.</p>
               {s.replicas.length > 0 && (
                 <>
                   <h2>Replicas</h2>
-                  <DataTable caption="Replicas" columns={REPLICAS} rows={s.replicas} rowKey={(r, i) => `${r.application_name}-${r.client_addr}-${i}`} compact />
+                  <DataTable
+                    caption="Replicas"
+                    columns={REPLICAS}
+                    rows={s.replicas}
+                    rowKey={(r, i) => `${r.application_name}-${r.client_addr}-${i}`}
+                    compact
+                  />
                 </>
               )}
               {s.slots.length > 0 && (
                 <>
                   <h2>Replication slots</h2>
-                  <DataTable caption="Replication slots" columns={SLOTS} rows={s.slots} rowKey={(x) => x.slot_name} initialSort={{ key: 'lag' }} rowClass={(x) => (x.active ? undefined : 'warn-row')} compact />
+                  <DataTable
+                    caption="Replication slots"
+                    columns={SLOTS}
+                    rows={s.slots}
+                    rowKey={(x) => x.slot_name}
+                    initialSort={{ key: 'lag' }}
+                    rowClass={(x) => (x.active ? undefined : 'warn-row')}
+                    compact
+                  />
                 </>
               )}
             </>

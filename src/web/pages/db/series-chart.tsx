@@ -33,9 +33,23 @@ export function SeriesChart<P extends { ts: string }>({
   /** The database's events to mark (pages/db/events.tsx useEventMarks). */
   marks?: ChartMark[]
 }) {
-  const data = useMemo(() => seriesFrom(points, spec.keys, spec.rate ? 1 / bucketSeconds : 1), [points, spec, bucketSeconds])
+  const data = useMemo(
+    () => seriesFrom(points, spec.keys, spec.rate ? 1 / bucketSeconds : 1),
+    [points, spec, bucketSeconds],
+  )
   const title = spec.total ? `${spec.title} ${perBucket(bucketSeconds)}` : spec.title
   return (
-    <Chart name={spec.name} title={title} unit={spec.unit} times={data.times} series={data.series} stacked={spec.stacked} stepMs={bucketSeconds * 1000} range={range} perBucket={spec.rate || spec.total || spec.perBucket} marks={marks} />
+    <Chart
+      name={spec.name}
+      title={title}
+      unit={spec.unit}
+      times={data.times}
+      series={data.series}
+      stacked={spec.stacked}
+      stepMs={bucketSeconds * 1000}
+      range={range}
+      perBucket={spec.rate || spec.total || spec.perBucket}
+      marks={marks}
+    />
   )
 }

@@ -15,21 +15,66 @@ type ServerMetrics = Static<typeof ServerMetricsSchema>
 
 const CHARTS: SeriesSpec[] = [
   // Used against the limit as a share: bytes of used and a limit 100× larger would draw used as a flat zero line.
-  { name: 'server-memory', title: 'Memory used', unit: 'pct', keys: [['memory_used_pct', 'ClickHouse, of max_server_memory_usage'], ['os_memory_used_pct', 'machine']] },
-  { name: 'server-queries', title: 'Queries per second', unit: 'per_s', perBucket: true, keys: [['queries_per_s', 'queries'], ['failed_queries_per_s', 'failed']] },
-  { name: 'server-connections', title: 'Connections', unit: 'count', keys: legends(SERVER_METRICS, 'tcp_connections', 'http_connections') },
+  {
+    name: 'server-memory',
+    title: 'Memory used',
+    unit: 'pct',
+    keys: [
+      ['memory_used_pct', 'ClickHouse, of max_server_memory_usage'],
+      ['os_memory_used_pct', 'machine'],
+    ],
+  },
+  {
+    name: 'server-queries',
+    title: 'Queries per second',
+    unit: 'per_s',
+    perBucket: true,
+    keys: [
+      ['queries_per_s', 'queries'],
+      ['failed_queries_per_s', 'failed'],
+    ],
+  },
+  {
+    name: 'server-connections',
+    title: 'Connections',
+    unit: 'count',
+    keys: legends(SERVER_METRICS, 'tcp_connections', 'http_connections'),
+  },
 ]
 
-function DiskChart({ points, step, range }: { points: ServerMetrics['timeseries']; step: number; range: [number, number] }) {
+function DiskChart({
+  points,
+  step,
+  range,
+}: {
+  points: ServerMetrics['timeseries']
+  step: number
+  range: [number, number]
+}) {
   const data = useMemo(() => {
     const names = [...new Set(points.flatMap((p) => p.disks.map((d) => d.name)))].sort()
     return {
       times: points.map((p) => Date.parse(p.ts)),
-      series: names.map((name): ChartSeries => ({ label: name, values: points.map((p) => p.disks.find((d) => d.name === name)?.used_pct ?? null) })),
+      series: names.map(
+        (name): ChartSeries => ({
+          label: name,
+          values: points.map((p) => p.disks.find((d) => d.name === name)?.used_pct ?? null),
+        }),
+      ),
     }
   }, [points])
   if (data.series.length === 0) return null
-  return <Chart name="server-disks" title="Disk space used" unit="pct" times={data.times} series={data.series} stepMs={step} range={range} />
+  return (
+    <Chart
+      name="server-disks"
+      title="Disk space used"
+      unit="pct"
+      times={data.times}
+      series={data.series}
+      stepMs={step}
+      range={range}
+    />
+  )
 }
 
 export function ServerPage({ db, query, setQuery }: PageProps) {
@@ -41,7 +86,10 @@ export function ServerPage({ db, query, setQuery }: PageProps) {
       {(m) =>
         m.ts === null ? (
           <Empty title="No server metrics yet">
-            <p>The server_metrics collector sends memory, disks, connections and query counts every poll; check that it is not disabled in Settings.</p>
+            <p>
+              The server_metrics collector sends memory, disks, connections and query counts every poll; check that it
+              is not disabled in Settings.
+            </p>
           </Empty>
         ) : (
           <section>
@@ -50,7 +98,11 @@ export function ServerPage({ db, query, setQuery }: PageProps) {
                 <div class="label">Memory</div>
                 <div class="value">{fmtBytes(m.memory_used_bytes)}</div>
                 <Meter pct={m.memory_used_pct} warn={80} crit={90} label="Memory used of max_server_memory_usage" />
-                <div class="sub">{m.memory_limit_bytes === null ? 'no max_server_memory_usage set' : `of ${fmtBytes(m.memory_limit_bytes)} (max_server_memory_usage)`}</div>
+                <div class="sub">
+                  {m.memory_limit_bytes === null
+                    ? 'no max_server_memory_usage set'
+                    : `of ${fmtBytes(m.memory_limit_bytes)} (max_server_memory_usage)`}
+                </div>
               </div>
               <div class="card">
                 <div class="label">Machine memory</div>
@@ -72,12 +124,22 @@ export function ServerPage({ db, query, setQuery }: PageProps) {
                   </div>
                 </div>
               ))}
-              <Card label="Connections" value={fmtNum(m.connections)} sub={`${fmtNum(m.tcp_connections)} TCP, ${fmtNum(m.http_connections)} HTTP`} />
+              <Card
+                label="Connections"
+                value={fmtNum(m.connections)}
+                sub={`${fmtNum(m.tcp_connections)} TCP, ${fmtNum(m.http_connections)} HTTP`}
+              />
               <Card
                 label="Queries"
                 value={formatValue('per_s', m.queries_per_s)}
                 sub={`${fmtRatio(m.failed_query_ratio, 2)} failed`}
-                tone={(m.failed_query_ratio ?? 0) >= 0.2 ? 'critical' : (m.failed_query_ratio ?? 0) >= 0.05 ? 'warning' : undefined}
+                tone={
+                  (m.failed_query_ratio ?? 0) >= 0.2
+                    ? 'critical'
+                    : (m.failed_query_ratio ?? 0) >= 0.05
+                      ? 'warning'
+                      : undefined
+                }
               />
               <Card label="Uptime" value={m.uptime_s === null ? '—' : fmtDuration(m.uptime_s * 1000)} />
             </div>
@@ -89,7 +151,13 @@ export function ServerPage({ db, query, setQuery }: PageProps) {
             </div>
             <div class="chart-grid">
               {CHARTS.map((s) => (
-                <SeriesChart key={s.name} points={m.timeseries} spec={s} bucketSeconds={m.bucket_seconds} range={tw.bounds} />
+                <SeriesChart
+                  key={s.name}
+                  points={m.timeseries}
+                  spec={s}
+                  bucketSeconds={m.bucket_seconds}
+                  range={tw.bounds}
+                />
               ))}
               <DiskChart points={m.timeseries} step={m.bucket_seconds * 1000} range={tw.bounds} />
             </div>

@@ -75,13 +75,26 @@ const VERB: Record<KillKind, string> = { cancel: 'Cancel the statement', termina
 export function outcomeText(a: Action): string {
   if (a.state === 'pending') return 'Waiting for the agent…'
   if (a.state === 'running') return 'The agent is running it…'
-  if (a.state === 'done') return a.signalled ? 'Done: the backend was signalled.' : 'Done: no backend was signalled; that session had ended or moved on to another statement.'
+  if (a.state === 'done')
+    return a.signalled
+      ? 'Done: the backend was signalled.'
+      : 'Done: no backend was signalled; that session had ended or moved on to another statement.'
   if (a.state === 'expired') return 'Expired: the agent did not take it in time; it was not run.'
   return a.state === 'refused' ? 'Refused by the agent.' : 'Failed.'
 }
 
 /** The confirmation, then the outcome, of a cancel or terminate. */
-export function KillPanel({ db, target, allowed, onClose }: { db: Database; target: KillTarget; allowed: readonly string[] | null | undefined; onClose: () => void }) {
+export function KillPanel({
+  db,
+  target,
+  allowed,
+  onClose,
+}: {
+  db: Database
+  target: KillTarget
+  allowed: readonly string[] | null | undefined
+  onClose: () => void
+}) {
   const { session: s, kind } = target
   const [asked, setAsked] = useState<string>()
   const [error, setError] = useState<string>()
@@ -131,13 +144,15 @@ export function KillPanel({ db, target, allowed, onClose }: { db: Database; targ
         {kind === 'cancel'
           ? 'Cancelling ends the statement it runs (its transaction is rolled back if it has one open in that statement); the session stays.'
           : 'Terminating rolls back its open transaction and ends the session; the client sees its connection closed.'}{' '}
-        Only a backend with this pid, start, role and application, {kind === 'cancel' ? 'still running this statement' : 'still in this transaction'}, is signalled.
+        Only a backend with this pid, start, role and application,{' '}
+        {kind === 'cancel' ? 'still running this statement' : 'still in this transaction'}, is signalled.
       </p>
       {!permitted ? (
         <>
           <p class="small" data-not-allowed>
-            The agent of this database does not allow {kind} (allow_actions in its config: {allowed!.join(', ') || 'none'}). Add <code>{kind}</code> to{' '}
-            <code>allow_actions</code> in the database's entry of the agent config to run it from here (<code>dbm local</code> allows it), or run this as a role
+            The agent of this database does not allow {kind} (allow_actions in its config:{' '}
+            {allowed!.join(', ') || 'none'}). Add <code>{kind}</code> to <code>allow_actions</code> in the database's
+            entry of the agent config to run it from here (<code>dbm local</code> allows it), or run this as a role
             allowed to signal that session:
           </p>
           <Code text={command} />

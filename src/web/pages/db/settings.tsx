@@ -36,14 +36,16 @@ function SettingsForm({ db, reloadDb }: { db: Database; reloadDb(): void }) {
 
   const seconds = Number(interval)
   const intervalError = !Number.isInteger(seconds) || seconds < 1 ? 'A whole number of seconds, at least 1.' : ''
-  const toggle = (name: string, on: boolean) => setDisabled((d) => (on ? d.filter((n) => n !== name) : [...new Set([...d, name])]))
+  const toggle = (name: string, on: boolean) =>
+    setDisabled((d) => (on ? d.filter((n) => n !== name) : [...new Set([...d, name])]))
   const save = async (e: Event) => {
     e.preventDefault()
     if (intervalError) return
     setState({ saving: true })
     try {
       const body: Record<string, unknown> = { poll_interval_seconds: seconds, disabled_collectors: disabled }
-      if (db.engine === 'postgres') Object.assign(body, { collect_explain_plans: plans, collect_replication: replication })
+      if (db.engine === 'postgres')
+        Object.assign(body, { collect_explain_plans: plans, collect_replication: replication })
       await api('PATCH', apiPath(db, ''), body)
       setState({ saved: true })
       reloadDb()
@@ -56,8 +58,8 @@ function SettingsForm({ db, reloadDb }: { db: Database; reloadDb(): void }) {
     <form class="form settings-form" onSubmit={save} noValidate>
       {readOnly && (
         <p class="notice small" data-owners-only>
-          Only the organization's owners change what is collected. These are the settings the agent applies; ask an owner to change them (see the
-          members on the <a href="#/settings">settings page</a>).
+          Only the organization's owners change what is collected. These are the settings the agent applies; ask an
+          owner to change them (see the members on the <a href="#/settings">settings page</a>).
         </p>
       )}
       <fieldset class="plain" disabled={readOnly} style="border:0;margin:0;padding:0;display:contents">
@@ -84,12 +86,20 @@ function SettingsForm({ db, reloadDb }: { db: Database; reloadDb(): void }) {
         {db.engine === 'postgres' && (
           <>
             <label class="check">
-              <input type="checkbox" checked={plans} onChange={(e) => setPlans((e.target as HTMLInputElement).checked)} /> Collect explain plans of the
-              costliest statements
+              <input
+                type="checkbox"
+                checked={plans}
+                onChange={(e) => setPlans((e.target as HTMLInputElement).checked)}
+              />{' '}
+              Collect explain plans of the costliest statements
             </label>
             <label class="check">
-              <input type="checkbox" checked={replication} onChange={(e) => setReplication((e.target as HTMLInputElement).checked)} /> Collect replication
-              status
+              <input
+                type="checkbox"
+                checked={replication}
+                onChange={(e) => setReplication((e.target as HTMLInputElement).checked)}
+              />{' '}
+              Collect replication status
             </label>
           </>
         )}
@@ -99,9 +109,18 @@ function SettingsForm({ db, reloadDb }: { db: Database; reloadDb(): void }) {
           <div class="collector-grid">
             {collectors.map((c) => (
               <label key={c.name} class="check">
-                <input type="checkbox" checked={!disabled.includes(c.name)} onChange={(e) => toggle(c.name, (e.target as HTMLInputElement).checked)} />{' '}
+                <input
+                  type="checkbox"
+                  checked={!disabled.includes(c.name)}
+                  onChange={(e) => toggle(c.name, (e.target as HTMLInputElement).checked)}
+                />{' '}
                 <code>{c.name}</code>
-                {c.minVersion && <span class="muted small"> ({engineName(db.engine)} {c.minVersion}+)</span>}
+                {c.minVersion && (
+                  <span class="muted small">
+                    {' '}
+                    ({engineName(db.engine)} {c.minVersion}+)
+                  </span>
+                )}
               </label>
             ))}
           </div>
@@ -177,7 +196,13 @@ function DeleteDatabase({ db }: { db: Database }) {
               </code>{' '}
               to confirm
             </label>
-            <input id="confirm-name" ref={confirmField} value={typed} autoComplete="off" onInput={(e) => setTyped((e.target as HTMLInputElement).value)} />
+            <input
+              id="confirm-name"
+              ref={confirmField}
+              value={typed}
+              autoComplete="off"
+              onInput={(e) => setTyped((e.target as HTMLInputElement).value)}
+            />
           </div>
           <div class="row">
             <button type="submit" class="danger" disabled={!confirmed || state.deleting}>

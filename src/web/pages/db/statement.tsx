@@ -7,11 +7,28 @@
 import { Fragment } from 'preact'
 import { useEffect, useMemo, useState } from 'preact/hooks'
 import type { Static } from '@sinclair/typebox'
-import type { ClickHouseQueryPoint, PostgresQueryDetail, PostgresQueryPoint, QueryPlan } from '../../../shared/api/queries.ts'
+import type {
+  ClickHouseQueryPoint,
+  PostgresQueryDetail,
+  PostgresQueryPoint,
+  QueryPlan,
+} from '../../../shared/api/queries.ts'
 import { ApiError, get } from '../../api.ts'
 import { Chart, type ChartMark, type ChartSeries, type Unit } from '../../components/chart.tsx'
 import { DbText } from '../../components/invisible.tsx'
-import { Async, Code, Empty, ErrorBox, Loading, fmtBytes, fmtClock, fmtMs, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
+import {
+  Async,
+  Code,
+  Empty,
+  ErrorBox,
+  Loading,
+  fmtBytes,
+  fmtClock,
+  fmtMs,
+  fmtNum,
+  fmtTime,
+  useApi,
+} from '../../components/ui.tsx'
 import { TimeRangePicker, apiPath, dbHref, fmtRatio, perBucket, useWindow } from './common.tsx'
 import { type PlanGroup, type Spread, groupPlans } from './plan-groups.ts'
 import { PlanTree } from './plan-tree.tsx'
@@ -47,10 +64,33 @@ function chartSpecs(db: Database, points: Point[]): ChartSpec[] {
   const mean: ChartSeries[] = [{ label: 'mean', values: pick((p) => p.mean_time_ms) }]
   if (db.engine === 'clickhouse') mean.push({ label: 'p99', values: pick((p) => p.p99_ms) })
   const specs: ChartSpec[] = [
-    { name: 'statement-calls', title: 'Calls', unit: 'count', total: true, series: [{ label: 'calls', values: pick((p) => p.calls) }] },
-    { name: 'statement-mean-time', title: db.engine === 'clickhouse' ? 'Mean time and p99' : 'Mean time', unit: 'ms', series: mean },
-    { name: 'statement-total-time', title: 'Total time', unit: 'ms', total: true, series: [{ label: 'total time', values: pick((p) => p.total_time_ms) }] },
-    { name: 'statement-rows', title: 'Rows', unit: 'count', total: true, series: [{ label: 'rows', values: pick((p) => p.rows) }] },
+    {
+      name: 'statement-calls',
+      title: 'Calls',
+      unit: 'count',
+      total: true,
+      series: [{ label: 'calls', values: pick((p) => p.calls) }],
+    },
+    {
+      name: 'statement-mean-time',
+      title: db.engine === 'clickhouse' ? 'Mean time and p99' : 'Mean time',
+      unit: 'ms',
+      series: mean,
+    },
+    {
+      name: 'statement-total-time',
+      title: 'Total time',
+      unit: 'ms',
+      total: true,
+      series: [{ label: 'total time', values: pick((p) => p.total_time_ms) }],
+    },
+    {
+      name: 'statement-rows',
+      title: 'Rows',
+      unit: 'count',
+      total: true,
+      series: [{ label: 'rows', values: pick((p) => p.rows) }],
+    },
   ]
   if (db.engine === 'postgres') {
     specs.push({
@@ -75,9 +115,27 @@ function chartSpecs(db: Database, points: Point[]): ChartSpec[] {
     })
   } else {
     specs.push(
-      { name: 'statement-read-bytes', title: 'Bytes read', unit: 'bytes', total: true, series: [{ label: 'read', values: pick((p) => p.read_bytes) }] },
-      { name: 'statement-memory', title: 'Memory (summed over calls)', unit: 'bytes', total: true, series: [{ label: 'memory', values: pick((p) => p.memory_bytes) }] },
-      { name: 'statement-errors', title: 'Errors', unit: 'count', total: true, series: [{ label: 'errors', values: pick((p) => p.errors) }] },
+      {
+        name: 'statement-read-bytes',
+        title: 'Bytes read',
+        unit: 'bytes',
+        total: true,
+        series: [{ label: 'read', values: pick((p) => p.read_bytes) }],
+      },
+      {
+        name: 'statement-memory',
+        title: 'Memory (summed over calls)',
+        unit: 'bytes',
+        total: true,
+        series: [{ label: 'memory', values: pick((p) => p.memory_bytes) }],
+      },
+      {
+        name: 'statement-errors',
+        title: 'Errors',
+        unit: 'count',
+        total: true,
+        series: [{ label: 'errors', values: pick((p) => p.errors) }],
+      },
     )
   }
   return specs
@@ -120,11 +178,14 @@ function Totals({ db, d, since }: { db: Database; d: Detail; since: number | und
           <dt>I/O time</dt>
           <dd>
             {fmtMs(ioTime(d))} ({fmtMs(d.blk_read_time_ms)} reading, {fmtMs(d.blk_write_time_ms)} writing blocks)
-            {ioTime(d) === 0 && (d.shared_blks_read ?? 0) > 0 && <span class="muted small"> · 0 although blocks were read: track_io_timing is probably off</span>}
+            {ioTime(d) === 0 && (d.shared_blks_read ?? 0) > 0 && (
+              <span class="muted small"> · 0 although blocks were read: track_io_timing is probably off</span>
+            )}
           </dd>
           <dt>Temp written</dt>
           <dd title="temp_blks_written × 8 kB blocks, over the window">
-            {fmtBytes(tempBytes(d.temp_blks_written))} <span class="muted small">({fmtNum(d.temp_blks_written)} blocks of 8 kB)</span>
+            {fmtBytes(tempBytes(d.temp_blks_written))}{' '}
+            <span class="muted small">({fmtNum(d.temp_blks_written)} blocks of 8 kB)</span>
           </dd>
         </>
       ) : (
@@ -157,9 +218,16 @@ function SpreadText({ s, format }: { s: Spread | undefined; format(n: number): s
 }
 
 /** The plans of the statement in the window, newest first: PLAN_PAGE at a time, `loadOlder` asks for the ones before. */
-function usePlans(base: `/databases/${string}/queries/${string}`, tw: { since: string; until: string; params: string }, on: boolean) {
+function usePlans(
+  base: `/databases/${string}/queries/${string}`,
+  tw: { since: string; until: string; params: string },
+  on: boolean,
+) {
   const first = useApi(on ? `${base}/explain?${tw.params}&limit=${PLAN_PAGE}` : null)
-  const [older, setOlder] = useState<{ plans: Plan[]; more: boolean; busy?: boolean; error?: string }>({ plans: [], more: true })
+  const [older, setOlder] = useState<{ plans: Plan[]; more: boolean; busy?: boolean; error?: string }>({
+    plans: [],
+    more: true,
+  })
   useEffect(() => setOlder({ plans: [], more: true }), [first.data])
   const all = useMemo(() => [...(first.data ?? []), ...older.plans], [first.data, older.plans])
   const more = (first.data?.length ?? 0) >= PLAN_PAGE && older.more
@@ -168,7 +236,9 @@ function usePlans(base: `/databases/${string}/queries/${string}`, tw: { since: s
     if (!oldest) return
     setOlder((o) => ({ ...o, busy: true, error: undefined }))
     try {
-      const page = await get(`${base}/explain?since=${encodeURIComponent(tw.since)}&until=${encodeURIComponent(oldest.ts)}&limit=${PLAN_PAGE}`)
+      const page = await get(
+        `${base}/explain?since=${encodeURIComponent(tw.since)}&until=${encodeURIComponent(oldest.ts)}&limit=${PLAN_PAGE}`,
+      )
       setOlder((o) => ({ plans: [...o.plans, ...page], more: page.length >= PLAN_PAGE }))
     } catch (e) {
       setOlder((o) => ({ ...o, busy: false, error: (e as Error).message }))
@@ -177,7 +247,15 @@ function usePlans(base: `/databases/${string}/queries/${string}`, tw: { since: s
   return { loaded: first, all, more, busyOlder: older.busy ?? false, olderError: older.error, loadOlder }
 }
 
-function SampleRows({ group, selected, select }: { group: PlanGroup<Plan>; selected: Plan; select(sample: Plan): void }) {
+function SampleRows({
+  group,
+  selected,
+  select,
+}: {
+  group: PlanGroup<Plan>
+  selected: Plan
+  select(sample: Plan): void
+}) {
   return (
     <>
       {group.samples.map((p, i) => (
@@ -186,14 +264,21 @@ function SampleRows({ group, selected, select }: { group: PlanGroup<Plan>; selec
             sample {i + 1}
           </td>
           <td class="nowrap">
-            <button type="button" class="link" aria-pressed={p === selected} title="Show this sample's plan" onClick={() => select(p)}>
+            <button
+              type="button"
+              class="link"
+              aria-pressed={p === selected}
+              title="Show this sample's plan"
+              onClick={() => select(p)}
+            >
               {fmtTime(p.ts)}
             </button>
           </td>
           <td class="num">{fmtMs(p.actual_time_ms)}</td>
           <td class="num">{fmtCost(p.total_cost)}</td>
           <td class="small" colSpan={2}>
-            <DbText text={p.source} /> · {p.seq_scans} seq / {p.index_scans} index scans · rows {fmtNum(p.rows_estimated)} est. / {fmtNum(p.rows_actual)}
+            <DbText text={p.source} /> · {p.seq_scans} seq / {p.index_scans} index scans · rows{' '}
+            {fmtNum(p.rows_estimated)} est. / {fmtNum(p.rows_actual)}
           </td>
         </tr>
       ))}
@@ -226,19 +311,21 @@ function Plans({
     return (
       <Empty title="No plans in this time range">
         <p>
-          The agent explains the costliest statements every 5 minutes (the <code>explain_plans</code> collector, while plan collection is on in
-          Settings), and reads <code>auto_explain</code> plans from <code>pg_log_dir</code>.
+          The agent explains the costliest statements every 5 minutes (the <code>explain_plans</code> collector, while
+          plan collection is on in Settings), and reads <code>auto_explain</code> plans from <code>pg_log_dir</code>.
         </p>
         {local ? (
           <p data-plans-local>
-            It explains only statements run by roles it trusts, reading objects of roles it trusts: under <code>dbm local</code> the database's
-            owner and superusers, and any role you add with <code>--explain-trusted-role NAME</code> when you start it. The Statements page
-            shows its notes on what it left out, with the flag to add.
+            It explains only statements run by roles it trusts, reading objects of roles it trusts: under{' '}
+            <code>dbm local</code> the database's owner and superusers, and any role you add with{' '}
+            <code>--explain-trusted-role NAME</code> when you start it. The Statements page shows its notes on what it
+            left out, with the flag to add.
           </p>
         ) : (
           <p>
-            It explains only statements run by roles it trusts, reading objects of roles it trusts (<code>explain_trusted_roles</code> in its
-            config): the Statements page shows its notes on what it left out, with the line to add.
+            It explains only statements run by roles it trusts, reading objects of roles it trusts (
+            <code>explain_trusted_roles</code> in its config): the Statements page shows its notes on what it left out,
+            with the line to add.
           </p>
         )}
       </Empty>
@@ -256,7 +343,8 @@ function Plans({
   return (
     <>
       <p class="muted small" role="status">
-        {groups.length === 1 ? 'One plan' : `${groups.length} plans`} in the {plans.length} {plans.length === 1 ? 'sample' : 'samples'}
+        {groups.length === 1 ? 'One plan' : `${groups.length} plans`} in the {plans.length}{' '}
+        {plans.length === 1 ? 'sample' : 'samples'}
         {more ? ' loaded (the latest)' : ''} of this time range.
       </p>
       <div class="table-wrap">
@@ -299,7 +387,10 @@ function Plans({
                         <DbText text={g.plan_hash.slice(0, 12)} />
                       </button>{' '}
                       {g.changedAt.length > 0 && (
-                        <span class="badge badge-warning" title={`Replaced another plan at ${g.changedAt.map((t) => fmtTime(t)).join(', ')}`}>
+                        <span
+                          class="badge badge-warning"
+                          title={`Replaced another plan at ${g.changedAt.map((t) => fmtTime(t)).join(', ')}`}
+                        >
                           plan changed
                         </span>
                       )}
@@ -308,7 +399,9 @@ function Plans({
                       {fmtNum(g.samples.length)}
                     </td>
                     <td class="nowrap">
-                      {g.samples.length === 1 ? fmtTime(g.firstSeen) : `${fmtClock(g.firstSeen)} – ${fmtClock(g.lastSeen)}`}
+                      {g.samples.length === 1
+                        ? fmtTime(g.firstSeen)
+                        : `${fmtClock(g.firstSeen)} – ${fmtClock(g.lastSeen)}`}
                     </td>
                     <td class="num">
                       <SpreadText s={g.time} format={fmtMs} />
@@ -320,12 +413,23 @@ function Plans({
                       <DbText text={g.sources.join(', ')} />
                     </td>
                     <td>
-                      <button type="button" class="link small nowrap" aria-expanded={open} onClick={() => toggle(g.plan_hash)}>
+                      <button
+                        type="button"
+                        class="link small nowrap"
+                        aria-expanded={open}
+                        onClick={() => toggle(g.plan_hash)}
+                      >
                         {open ? 'Hide samples' : 'List samples'}
                       </button>
                     </td>
                   </tr>
-                  {open && <SampleRows group={g} selected={sample} select={(p) => setQuery({ plan: g.plan_hash, sample: p.ts }, { replace: true })} />}
+                  {open && (
+                    <SampleRows
+                      group={g}
+                      selected={sample}
+                      select={(p) => setQuery({ plan: g.plan_hash, sample: p.ts }, { replace: true })}
+                    />
+                  )}
                 </Fragment>
               )
             })}

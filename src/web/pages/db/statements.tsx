@@ -14,7 +14,19 @@ import type { QueryStats } from '../../../shared/api/queries.ts'
 import { DbText, escapeInvisible } from '../../components/invisible.tsx'
 import { Async, Empty, fmtBytes, fmtClock, fmtMs, fmtNum, useApi } from '../../components/ui.tsx'
 import { type Column, DataTable } from '../../components/data-table.tsx'
-import { AgentNotes, Field, NoDataYet, SelectField, TimeRangePicker, apiPath, dbHref, fmtRatio, issuesHref, useWindow, windowQuery } from './common.tsx'
+import {
+  AgentNotes,
+  Field,
+  NoDataYet,
+  SelectField,
+  TimeRangePicker,
+  apiPath,
+  dbHref,
+  fmtRatio,
+  issuesHref,
+  useWindow,
+  windowQuery,
+} from './common.tsx'
 import type { Database, Finding, PageProps } from './types.ts'
 
 /**
@@ -22,7 +34,8 @@ import type { Database, Finding, PageProps } from './types.ts'
  * its earliest bucket in the window, is read when the API sends it (epoch ms or RFC 3339).
  */
 /** Temp blocks in bytes: pg_stat_statements counts blocks of block_size, 8 kB unless the server was built otherwise. */
-export const tempBytes = (blocks: number | null | undefined) => (blocks === null || blocks === undefined ? null : blocks * 8192)
+export const tempBytes = (blocks: number | null | undefined) =>
+  blocks === null || blocks === undefined ? null : blocks * 8192
 
 /** A statement's sums over the window, as GET /queries answers them. */
 export type StatementRow = Static<typeof QueryStats>
@@ -41,7 +54,11 @@ export function epochOf(value: number | string | null | undefined): number | und
  * the agent first sent for the database, its registration) is the earliest time counting can have
  * started, so an agent started at 05:18 reads "since 05:18", never the 05:10 of its first bucket.
  */
-export function countedSince(start: number | string | null | undefined, windowSince: number, notBefore?: number | string | null): number | undefined {
+export function countedSince(
+  start: number | string | null | undefined,
+  windowSince: number,
+  notBefore?: number | string | null,
+): number | undefined {
   const bucket = epochOf(start)
   if (bucket === undefined) return undefined
   const floor = epochOf(notBefore)
@@ -68,15 +85,20 @@ const SORTS: [string, string][] = [
 const sortsOf = (engine: Database['engine']) => (engine === 'postgres' ? SORTS : SORTS.filter(([v]) => v !== 'io_time'))
 
 /** A statement's time reading and writing blocks (pg_stat_statements' blk_read_time + blk_write_time). */
-export const ioTime = (r: Pick<StatementRow, 'blk_read_time_ms' | 'blk_write_time_ms'>) => (r.blk_read_time_ms ?? 0) + (r.blk_write_time_ms ?? 0)
+export const ioTime = (r: Pick<StatementRow, 'blk_read_time_ms' | 'blk_write_time_ms'>) =>
+  (r.blk_read_time_ms ?? 0) + (r.blk_write_time_ms ?? 0)
 
 /**
  * Why every statement's I/O time is 0, when that needs saying: blocks were read from outside shared
  * buffers yet no time was counted. 'off': the agent reports track_io_timing off; 'probably off': the
  * setting is not reported; undefined: some I/O time was counted, nothing was read, or the setting is on.
  */
-export function ioTimingOff(rows: Pick<StatementRow, 'blk_read_time_ms' | 'blk_write_time_ms' | 'shared_blks_read'>[], setting: number | null | undefined): 'off' | 'probably off' | undefined {
-  if (rows.length === 0 || rows.some((r) => ioTime(r) > 0) || !rows.some((r) => (r.shared_blks_read ?? 0) > 0)) return undefined
+export function ioTimingOff(
+  rows: Pick<StatementRow, 'blk_read_time_ms' | 'blk_write_time_ms' | 'shared_blks_read'>[],
+  setting: number | null | undefined,
+): 'off' | 'probably off' | undefined {
+  if (rows.length === 0 || rows.some((r) => ioTime(r) > 0) || !rows.some((r) => (r.shared_blks_read ?? 0) > 0))
+    return undefined
   if (setting === 1) return undefined
   return setting === 0 ? 'off' : 'probably off'
 }
@@ -85,9 +107,12 @@ function IoTimingNote({ state }: { state: 'off' | 'probably off' }) {
   return (
     <p class="muted small" data-io-timing>
       I/O time is 0 for every statement although they read blocks from disk:{' '}
-      {state === 'off' ? 'track_io_timing is off on this server' : 'track_io_timing is probably off (SHOW track_io_timing tells)'}, so PostgreSQL does
-      not time reads and writes. Turn it on to see how long statements wait for them: <code>ALTER SYSTEM SET track_io_timing = on;</code> then{' '}
-      <code>SELECT pg_reload_conf();</code> (pg_test_timing measures its cost, small on most systems).
+      {state === 'off'
+        ? 'track_io_timing is off on this server'
+        : 'track_io_timing is probably off (SHOW track_io_timing tells)'}
+      , so PostgreSQL does not time reads and writes. Turn it on to see how long statements wait for them:{' '}
+      <code>ALTER SYSTEM SET track_io_timing = on;</code> then <code>SELECT pg_reload_conf();</code> (pg_test_timing
+      measures its cost, small on most systems).
     </p>
   )
 }
@@ -96,10 +121,15 @@ const LIMITS = ['25', '50', '100']
 const STATEMENT_COLLECTORS = ['query_stats', 'explain_plans']
 
 /** The rows whose text (or hash) contains `text`, ignoring case; all of them for an empty filter. */
-export function filterStatements<R extends Pick<StatementRow, 'query_text' | 'query_hash'>>(rows: R[], text: string): R[] {
+export function filterStatements<R extends Pick<StatementRow, 'query_text' | 'query_hash'>>(
+  rows: R[],
+  text: string,
+): R[] {
   const needle = text.trim().toLowerCase()
   if (!needle) return rows
-  return rows.filter((r) => (r.query_text ?? '').toLowerCase().includes(needle) || r.query_hash.toLowerCase().includes(needle))
+  return rows.filter(
+    (r) => (r.query_text ?? '').toLowerCase().includes(needle) || r.query_hash.toLowerCase().includes(needle),
+  )
 }
 
 /** Each statement's total time as a share (0–1) of the sum over `rows`; null when that sum is 0. */
@@ -122,8 +152,15 @@ function Share({ share }: { share: number | null }) {
 }
 
 /** `counted` is when the page says counting started (or the window's start): a row says its own only when later. */
-function columns(db: Database, query: string, share: (ms: number | null) => number | null, listed: number, counted: number): Column<StatementRow>[] {
-  const link = (r: StatementRow) => `${dbHref(db, `queries/${encodeURIComponent(r.query_hash)}`)}${query ? `?${query}` : ''}`
+function columns(
+  db: Database,
+  query: string,
+  share: (ms: number | null) => number | null,
+  listed: number,
+  counted: number,
+): Column<StatementRow>[] {
+  const link = (r: StatementRow) =>
+    `${dbHref(db, `queries/${encodeURIComponent(r.query_hash)}`)}${query ? `?${query}` : ''}`
   const common: Column<StatementRow>[] = [
     {
       key: 'text',
@@ -171,12 +208,25 @@ function columns(db: Database, query: string, share: (ms: number | null) => numb
         label: 'I/O time',
         num: true,
         sortBy: 'io_time',
-        title: 'Time spent reading and writing blocks: blk_read_time + blk_write_time (counted only with track_io_timing on)',
+        title:
+          'Time spent reading and writing blocks: blk_read_time + blk_write_time (counted only with track_io_timing on)',
         render: (r) => fmtMs(ioTime(r)),
       },
-      { key: 'hit', label: 'Cache hits', num: true, render: (r) => fmtRatio(r.cache_hit_ratio), title: 'shared_blks_hit / (hit + read)' },
+      {
+        key: 'hit',
+        label: 'Cache hits',
+        num: true,
+        render: (r) => fmtRatio(r.cache_hit_ratio),
+        title: 'shared_blks_hit / (hit + read)',
+      },
       { key: 'read', label: 'Blocks read', num: true, render: (r) => fmtNum(r.shared_blks_read) },
-      { key: 'temp', label: 'Temp written', num: true, render: (r) => fmtBytes(tempBytes(r.temp_blks_written)), title: 'Bytes written to temporary files over the window: temp_blks_written × 8 kB blocks' },
+      {
+        key: 'temp',
+        label: 'Temp written',
+        num: true,
+        render: (r) => fmtBytes(tempBytes(r.temp_blks_written)),
+        title: 'Bytes written to temporary files over the window: temp_blks_written × 8 kB blocks',
+      },
     ]
   }
   return [
@@ -184,7 +234,12 @@ function columns(db: Database, query: string, share: (ms: number | null) => numb
     { key: 'p99', label: 'p99', num: true, render: (r) => fmtMs(r.p99_ms) },
     { key: 'bytes', label: 'Read', num: true, render: (r) => fmtBytes(r.read_bytes) },
     { key: 'memory', label: 'Memory', num: true, render: (r) => fmtBytes(r.memory_bytes) },
-    { key: 'errors', label: 'Errors', num: true, render: (r) => <span class={r.errors > 0 ? 'sev-critical' : undefined}>{fmtNum(r.errors)}</span> },
+    {
+      key: 'errors',
+      label: 'Errors',
+      num: true,
+      render: (r) => <span class={r.errors > 0 ? 'sev-critical' : undefined}>{fmtNum(r.errors)}</span>,
+    },
   ]
 }
 
@@ -200,7 +255,9 @@ export function notesTitle(collectors: string[], statementFindings: number): str
 function StatementNotes({ db, doctor }: { db: Database; doctor: PageProps['doctor'] }) {
   const overview = useApi(apiPath(db, '/overview'))
   const notes = (overview.data?.agent_notes ?? []).filter((n) => STATEMENT_COLLECTORS.includes(n.collector))
-  const findings = (doctor.data?.top_issues ?? []).filter((f: Finding) => f.key.endsWith(':pg_stat_statements') || f.objects.includes('pg_stat_statements'))
+  const findings = (doctor.data?.top_issues ?? []).filter(
+    (f: Finding) => f.key.endsWith(':pg_stat_statements') || f.objects.includes('pg_stat_statements'),
+  )
   const extra = findings.length
     ? findings.map((f) => (
         <li key={f.key}>
@@ -225,7 +282,8 @@ function StatementNotes({ db, doctor }: { db: Database; doctor: PageProps['docto
 function CountedSince({ since, engine }: { since: number; engine: Database['engine'] }) {
   return (
     <p class="muted small" data-counted-since>
-      Counted since {fmtClock(since)}: dbm counts statements from the agent's first cycle on, so these totals cover less than the time range
+      Counted since {fmtClock(since)}: dbm counts statements from the agent's first cycle on, so these totals cover less
+      than the time range
       {engine === 'postgres' ? ' (pg_stat_statements counts since its last reset)' : ''}.
     </p>
   )
@@ -266,7 +324,12 @@ export function StatementsPage({ db, query, setQuery, doctor }: PageProps) {
       <div class="toolbar">
         <TimeRangePicker tw={tw} setQuery={setQuery} />
         <SelectField label="Sort by" value={sort} options={sorts} onChange={(v) => setQuery({ sort: v })} />
-        <SelectField label="Show" value={limit} options={LIMITS.map((l) => [l, `${l} statements`])} onChange={(v) => setQuery({ limit: v })} />
+        <SelectField
+          label="Show"
+          value={limit}
+          options={LIMITS.map((l) => [l, `${l} statements`])}
+          onChange={(v) => setQuery({ limit: v })}
+        />
         <div class="filter-field">
           <Field label="Filter by text">
             {(id) => (
@@ -297,7 +360,9 @@ export function StatementsPage({ db, query, setQuery, doctor }: PageProps) {
               <Empty title="No statements in this time range">
                 <p>
                   Pick a longer time range.{' '}
-                  {db.engine === 'postgres' ? 'The query_stats collector needs the pg_stat_statements extension; ' : 'The query_stats collector reads system.query_log; '}
+                  {db.engine === 'postgres'
+                    ? 'The query_stats collector needs the pg_stat_statements extension; '
+                    : 'The query_stats collector reads system.query_log; '}
                   <code>dbm agent --check</code> tells whether it runs.
                 </p>
               </Empty>
@@ -306,23 +371,31 @@ export function StatementsPage({ db, query, setQuery, doctor }: PageProps) {
           const shown = filterStatements(rows, filter)
           // Counting started at the statements' first bucket, not before the agent first sent (the database's registration).
           const firsts = rows.map((r) => epochOf(r.first_bucket)).filter((t): t is number => t !== undefined)
-          const since = countedSince(firsts.length > 0 ? Math.min(...firsts) : db.created_at, tw.bounds[0], db.created_at)
+          const since = countedSince(
+            firsts.length > 0 ? Math.min(...firsts) : db.created_at,
+            tw.bounds[0],
+            db.created_at,
+          )
           // Once the setting is read (or known not to be reported): no "probably" while it loads.
-          const timing = db.engine === 'postgres' && (stats.data || stats.error) ? ioTimingOff(rows, stats.data?.track_io_timing_on) : undefined
+          const timing =
+            db.engine === 'postgres' && (stats.data || stats.error)
+              ? ioTimingOff(rows, stats.data?.track_io_timing_on)
+              : undefined
           return (
             <>
               {since !== undefined && <CountedSince since={since} engine={db.engine} />}
               {timing && <IoTimingNote state={timing} />}
               {filter.trim() && (
                 <p class="muted small" role="status">
-                  {shown.length} of the {rows.length} statements listed match “<DbText text={filter.trim()} />”.
+                  {shown.length} of the {rows.length} statements listed match “<DbText text={filter.trim()} />
+                  ”.
                 </p>
               )}
               {shown.length === 0 ? (
                 <Empty title={`No statement matches “${escapeInvisible(filter.trim())}”`}>
                   <p>
-                    The filter searches the text of the {rows.length} statements listed (the top {limit} by {sortLabel} in this time range). Show more
-                    statements or pick a longer time range to search further.
+                    The filter searches the text of the {rows.length} statements listed (the top {limit} by {sortLabel}{' '}
+                    in this time range). Show more statements or pick a longer time range to search further.
                   </p>
                   <button type="button" onClick={clearFilter}>
                     Clear the filter

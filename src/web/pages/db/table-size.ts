@@ -13,8 +13,10 @@ export const SIZE_LABELS = {
 export const SIZE_HINTS = {
   heap: "pg_relation_size: the heap's main fork, the table's rows outside TOAST, at the latest sample",
   indexes: 'pg_indexes_size: every index of the table, at the same sample',
-  toast: 'The TOAST table with its index (pg_total_relation_size of reltoastrelid): values stored out of line, at the same sample',
-  total: "pg_total_relation_size: heap, TOAST, indexes and the heap's free-space and visibility maps, at the same sample",
+  toast:
+    'The TOAST table with its index (pg_total_relation_size of reltoastrelid): values stored out of line, at the same sample',
+  total:
+    "pg_total_relation_size: heap, TOAST, indexes and the heap's free-space and visibility maps, at the same sample",
 } as const
 
 /** The four figures in the order every page shows them, with the API field each reads. */

@@ -21,18 +21,32 @@ const FEATURED = new Set(['pg_prepared_transactions', 'pg_rollback_ratio', 'pg_s
 
 /** A value as the form shows it: a number as typed, a list one name a line. */
 const asText = (value: Entry['value']) => (Array.isArray(value) ? value.join('\n') : String(value))
-const showDefault = (value: Entry['default']) => (Array.isArray(value) ? (value.length === 0 ? 'none' : value.join(', ')) : String(value))
+const showDefault = (value: Entry['default']) =>
+  Array.isArray(value) ? (value.length === 0 ? 'none' : value.join(', ')) : String(value)
 
 /** What the text of a key asks: a number, a list of names, or null (empty: back to the default). */
 function parsed(entry: Entry, text: string): number | string[] | null {
   if (entry.kind === 'names') {
-    const names = text.split('\n').map((n) => n.trim()).filter((n) => n !== '')
+    const names = text
+      .split('\n')
+      .map((n) => n.trim())
+      .filter((n) => n !== '')
     return names.length === 0 ? null : names
   }
   return text.trim() === '' ? null : Number(text)
 }
 
-function RuleForm({ db, rule, readOnly, reload }: { db: Database; rule: RuleEntry; readOnly: boolean; reload(): void }) {
+function RuleForm({
+  db,
+  rule,
+  readOnly,
+  reload,
+}: {
+  db: Database
+  rule: RuleEntry
+  readOnly: boolean
+  reload(): void
+}) {
   const [texts, setTexts] = useState<Record<string, string>>({})
   const [state, setState] = useState<{ saving?: boolean; saved?: boolean; error?: Error }>({})
   const textOf = (e: Entry) => texts[e.key] ?? asText(e.value)
@@ -50,7 +64,8 @@ function RuleForm({ db, rule, readOnly, reload }: { db: Database; rule: RuleEntr
   }
   const save = (e: Event) => {
     e.preventDefault()
-    if (changed.length > 0) void send(Object.fromEntries(changed.map((entry) => [entry.key, parsed(entry, texts[entry.key]!)])))
+    if (changed.length > 0)
+      void send(Object.fromEntries(changed.map((entry) => [entry.key, parsed(entry, texts[entry.key]!)])))
   }
   const overridden = rule.thresholds.filter((e) => e.overridden).length
   return (
@@ -73,7 +88,8 @@ function RuleForm({ db, rule, readOnly, reload }: { db: Database; rule: RuleEntr
             <tbody>
               {rule.thresholds.map((e) => {
                 const label = `${rule.rule} ${e.key}`
-                const range = e.kind === 'number' ? `${e.minimum} to ${e.maximum}${e.whole ? ', whole' : ''}` : 'one name a line'
+                const range =
+                  e.kind === 'number' ? `${e.minimum} to ${e.maximum}${e.whole ? ', whole' : ''}` : 'one name a line'
                 return (
                   <tr key={e.key} data-key={e.key}>
                     <td>
@@ -88,7 +104,9 @@ function RuleForm({ db, rule, readOnly, reload }: { db: Database; rule: RuleEntr
                           disabled={readOnly}
                           value={textOf(e)}
                           spellcheck={false}
-                          onInput={(ev) => setTexts((t) => ({ ...t, [e.key]: (ev.target as HTMLTextAreaElement).value }))}
+                          onInput={(ev) =>
+                            setTexts((t) => ({ ...t, [e.key]: (ev.target as HTMLTextAreaElement).value }))
+                          }
                         />
                       ) : (
                         <input
@@ -104,7 +122,12 @@ function RuleForm({ db, rule, readOnly, reload }: { db: Database; rule: RuleEntr
                     </td>
                     <td>
                       {e.overridden && !readOnly && (
-                        <button type="button" disabled={state.saving} onClick={() => void send({ [e.key]: null })} aria-label={`Reset ${label} to its default`}>
+                        <button
+                          type="button"
+                          disabled={state.saving}
+                          onClick={() => void send({ [e.key]: null })}
+                          aria-label={`Reset ${label} to its default`}
+                        >
                           Reset
                         </button>
                       )}
@@ -140,10 +163,19 @@ export function ThresholdsSection({ db }: { db: Database }) {
     <section class="panel thresholds">
       <h2>Doctor thresholds</h2>
       <p class="hint small muted">
-        The values at which the doctor's rules raise a finding on this database. Each rule's defaults are in the doctor rule reference; a value set here
-        applies from the next diagnosis.{readOnly ? " Only the organization's owners change them." : ''}
+        The values at which the doctor's rules raise a finding on this database. Each rule's defaults are in the doctor
+        rule reference; a value set here applies from the next diagnosis.
+        {readOnly ? " Only the organization's owners change them." : ''}
       </p>
-      <Async loaded={found}>{(t) => <>{t.rules.map((rule) => <RuleForm key={rule.rule} db={db} rule={rule} readOnly={readOnly} reload={found.reload} />)}</>}</Async>
+      <Async loaded={found}>
+        {(t) => (
+          <>
+            {t.rules.map((rule) => (
+              <RuleForm key={rule.rule} db={db} rule={rule} readOnly={readOnly} reload={found.reload} />
+            ))}
+          </>
+        )}
+      </Async>
     </section>
   )
 }

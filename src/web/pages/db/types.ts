@@ -6,7 +6,11 @@ import type { Loaded } from '../../components/ui.tsx'
 import type { Database as DatabaseSchema, Engine as EngineSchema } from '../../../shared/api/databases.ts'
 import type { ActiveSession } from '../../../shared/api/objects.ts'
 import type { Severity as SeveritySchema } from '../../../shared/api/common.ts'
-import type { Doctor as DoctorSchema, Finding as FindingSchema, FindingGroup as FindingGroupSchema } from '../../../shared/api/doctor.ts'
+import type {
+  Doctor as DoctorSchema,
+  Finding as FindingSchema,
+  FindingGroup as FindingGroupSchema,
+} from '../../../shared/api/doctor.ts'
 
 export type Engine = Static<typeof EngineSchema>
 export type Severity = Static<typeof SeveritySchema>

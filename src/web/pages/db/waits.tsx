@@ -43,7 +43,10 @@ function series(points: WaitPoint[], bucketSeconds: number): { times: number[]; 
     const row = values[at === -1 ? labels.length - 1 : at]!
     row[index.get(Date.parse(p.ts))!]! += p.count
   }
-  return { times, series: labels.map((label, i) => ({ label, values: values[i]!.map((n) => n / (bucketSeconds / SAMPLE_SECONDS)) })) }
+  return {
+    times,
+    series: labels.map((label, i) => ({ label, values: values[i]!.map((n) => n / (bucketSeconds / SAMPLE_SECONDS)) })),
+  }
 }
 
 function totals(points: WaitPoint[]): EventTotal[] {
@@ -60,12 +63,24 @@ function totals(points: WaitPoint[]): EventTotal[] {
 
 const COLUMNS: Column<EventTotal>[] = [
   { key: 'type', label: 'Type', render: (t) => t.type, sort: (t) => t.type },
-  { key: 'event', label: 'Event', render: (t) => (
+  {
+    key: 'event',
+    label: 'Event',
+    render: (t) => (
       <code>
         <DbText text={t.event} />
       </code>
-    ), sort: (t) => t.event },
-  { key: 'count', label: 'Samples', num: true, render: (t) => fmtNum(t.count), sort: (t) => t.count, title: 'sessions seen waiting, sampled every second' },
+    ),
+    sort: (t) => t.event,
+  },
+  {
+    key: 'count',
+    label: 'Samples',
+    num: true,
+    render: (t) => fmtNum(t.count),
+    sort: (t) => t.count,
+    title: 'sessions seen waiting, sampled every second',
+  },
   { key: 'duration', label: 'Time waited', num: true, render: (t) => fmtDuration(t.duration), sort: (t) => t.duration },
 ]
 
@@ -84,7 +99,10 @@ export function WaitsPage({ db, query, setQuery }: PageProps) {
         {(points) =>
           points.length === 0 ? (
             <Empty title="No wait events in this time range">
-              <p>The waits collector samples the sessions every second; pick a longer range, or check that it is not disabled in Settings.</p>
+              <p>
+                The waits collector samples the sessions every second; pick a longer range, or check that it is not
+                disabled in Settings.
+              </p>
             </Empty>
           ) : (
             <>
@@ -103,9 +121,19 @@ export function WaitsPage({ db, query, setQuery }: PageProps) {
                 dataSince={Date.parse(db.created_at)}
                 height={240}
               />
-              <p class="muted small">Average active sessions waiting in each interval ({perBucket(tw.bucket).replace('per ', '')}): the samples, one a second, divided by the interval's seconds.</p>
+              <p class="muted small">
+                Average active sessions waiting in each interval ({perBucket(tw.bucket).replace('per ', '')}): the
+                samples, one a second, divided by the interval's seconds.
+              </p>
               <h2>Wait events</h2>
-              <DataTable caption="Wait events" columns={COLUMNS} rows={rows} rowKey={(t) => t.key} initialSort={{ key: 'count' }} compact />
+              <DataTable
+                caption="Wait events"
+                columns={COLUMNS}
+                rows={rows}
+                rowKey={(t) => t.key}
+                initialSort={{ key: 'count' }}
+                compact
+              />
             </>
           )
         }

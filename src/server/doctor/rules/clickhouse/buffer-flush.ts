@@ -6,11 +6,21 @@ import { signalRule } from './signals.ts'
 
 export const bufferFlush = signalRule({
   id: 'ch_buffer_flush_errors',
-  summary: 'Buffer tables that cannot flush into their destination: the rows stay in memory and are lost if the server stops.',
+  summary:
+    'Buffer tables that cannot flush into their destination: the rows stay in memory and are lost if the server stops.',
   collectors: ['server_metrics', 'log_events'],
   category: 'reliability',
   thresholds: { window_s: 600, warning: 1, critical: 20 },
-  signals: [{ key: 'buffer_flush_errors', kind: 'counter', name: 'StorageBufferErrorOnFlush', what: 'failed flushes of Buffer tables', warning: 'warning', critical: 'critical' }],
+  signals: [
+    {
+      key: 'buffer_flush_errors',
+      kind: 'counter',
+      name: 'StorageBufferErrorOnFlush',
+      what: 'failed flushes of Buffer tables',
+      warning: 'warning',
+      critical: 'critical',
+    },
+  ],
   title: () => 'Buffer tables fail to flush',
   explain:
     'A Buffer table keeps its rows in memory until it flushes them into its destination; a flush that fails (the destination refuses the rows: a constraint, a changed structure, too many parts, a full disk) is retried and the rows stay in memory, lost if the server stops.',
@@ -21,6 +31,17 @@ export const bufferFlush = signalRule({
     "SELECT metric, value FROM system.metrics WHERE metric IN ('StorageBufferRows', 'StorageBufferBytes');",
     'SELECT name, value, last_error_time, last_error_message FROM system.errors WHERE last_error_time > now() - INTERVAL 10 MINUTE ORDER BY last_error_time DESC LIMIT 10;',
   ],
-  how_to_fix: ['OPTIMIZE TABLE <database>.<buffer table>;   -- flushes the buffer now, once the destination accepts the rows (the error says why it does not)'],
-  errors: ['VIOLATED_CONSTRAINT', 'TOO_MANY_PARTS', 'NOT_ENOUGH_SPACE', 'NO_SUCH_COLUMN_IN_TABLE', 'TYPE_MISMATCH', 'UNKNOWN_TABLE', 'MEMORY_LIMIT_EXCEEDED', 'CANNOT_WRITE_TO_FILE_DESCRIPTOR'],
+  how_to_fix: [
+    'OPTIMIZE TABLE <database>.<buffer table>;   -- flushes the buffer now, once the destination accepts the rows (the error says why it does not)',
+  ],
+  errors: [
+    'VIOLATED_CONSTRAINT',
+    'TOO_MANY_PARTS',
+    'NOT_ENOUGH_SPACE',
+    'NO_SUCH_COLUMN_IN_TABLE',
+    'TYPE_MISMATCH',
+    'UNKNOWN_TABLE',
+    'MEMORY_LIMIT_EXCEEDED',
+    'CANNOT_WRITE_TO_FILE_DESCRIPTOR',
+  ],
 })

@@ -6,7 +6,8 @@ import { chString, chTable } from '../../sql-text.ts'
 export const tableSql = chTable
 
 /** `database = 'db' AND table = 't'`, the filter of the system tables on one table. */
-export const tableFilter = (database: string, table: string) => `database = ${chString(database)} AND table = ${chString(table)}`
+export const tableFilter = (database: string, table: string) =>
+  `database = ${chString(database)} AND table = ${chString(table)}`
 
 /** A number with thousands separators. */
 export const count = (n: number) => n.toLocaleString('en-US')

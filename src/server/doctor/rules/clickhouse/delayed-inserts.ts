@@ -37,27 +37,47 @@ export const delayedInserts: Rule<typeof defaults> = {
       .sort((a, b) => b.active_parts / b.parts_to_delay_insert! - a.active_parts / a.parts_to_delay_insert!)
       .slice(0, t.partitions_named)
     // Every partition known to be under its threshold now: merged down, resolved.
-    if (full.length === 0 && parts !== undefined && parts.every((p) => typeof p.parts_to_delay_insert === 'number' && p.parts_to_delay_insert > 0)) return []
-    const named = full.map((p) => `${p.database}.${p.table} partition ${p.partition_id} (${counted(p.active_parts, 'part')}; delay from ${count(p.parts_to_delay_insert!)}, refused from ${count(p.parts_to_throw_insert ?? 0)})`)
-    const window = t.window_s % 60 === 0 ? `the last ${t.window_s === 60 ? 'minute' : `${t.window_s / 60} minutes`}` : `the last ${t.window_s} s`
+    if (
+      full.length === 0 &&
+      parts !== undefined &&
+      parts.every((p) => typeof p.parts_to_delay_insert === 'number' && p.parts_to_delay_insert > 0)
+    )
+      return []
+    const named = full.map(
+      (p) =>
+        `${p.database}.${p.table} partition ${p.partition_id} (${counted(p.active_parts, 'part')}; delay from ${count(p.parts_to_delay_insert!)}, refused from ${count(p.parts_to_throw_insert ?? 0)})`,
+    )
+    const window =
+      t.window_s % 60 === 0
+        ? `the last ${t.window_s === 60 ? 'minute' : `${t.window_s / 60} minutes`}`
+        : `the last ${t.window_s} s`
     const worst = full[0]
     return [
       {
         severity: rejected > 0 ? 'critical' : 'warning',
-        title: rejected > 0 ? `${counted(rejected, 'INSERT')} refused for too many parts` : `${counted(delayed, 'INSERT')} delayed for too many parts`,
+        title:
+          rejected > 0
+            ? `${counted(rejected, 'INSERT')} refused for too many parts`
+            : `${counted(delayed, 'INSERT')} delayed for too many parts`,
         detail:
           `In ${window} ClickHouse ${[rejected > 0 && `refused ${counted(rejected, 'INSERT')} ("Too many parts")`, delayed > 0 && `slowed down ${counted(delayed, 'INSERT')}`].filter(Boolean).join(' and ')}, ` +
           `because a partition had reached its table's ${rejected > 0 ? 'parts_to_throw_insert' : 'parts_to_delay_insert'}. ` +
-          (named.length > 0 ? `At or past the delay threshold now: ${named.join('; ')}.` : 'Whether a partition is still at its delay threshold is not known (the parts or their thresholds were not read).'),
+          (named.length > 0
+            ? `At or past the delay threshold now: ${named.join('; ')}.`
+            : 'Whether a partition is still at its delay threshold is not known (the parts or their thresholds were not read).'),
         recommendation:
           'Inserts come faster than merges can combine their parts. Batch them (fewer, bigger INSERTs, or async_insert), keep the partition key coarse so one INSERT does not touch many partitions, and check that merges run. A client that got "Too many parts" must retry, or that data is lost.',
         how_to_investigate: [
           "SELECT event, value FROM system.events WHERE event IN ('DelayedInserts', 'DelayedInsertsMilliseconds', 'RejectedInserts');",
           'SELECT database, table, partition_id, count() AS parts FROM system.parts WHERE active GROUP BY database, table, partition_id ORDER BY parts DESC LIMIT 10;',
-          "SELECT event_time, user, left(query, 200) AS query FROM system.query_log WHERE exception_code = 252 AND event_time > now() - INTERVAL 10 MINUTE ORDER BY event_time DESC LIMIT 20;   -- 252: TOO_MANY_PARTS",
+          'SELECT event_time, user, left(query, 200) AS query FROM system.query_log WHERE exception_code = 252 AND event_time > now() - INTERVAL 10 MINUTE ORDER BY event_time DESC LIMIT 20;   -- 252: TOO_MANY_PARTS',
         ],
         how_to_fix: [
-          ...(worst ? [`SYSTEM START MERGES ${tableSql(worst.database, worst.table)};   -- in case merges of the table were stopped`] : []),
+          ...(worst
+            ? [
+                `SYSTEM START MERGES ${tableSql(worst.database, worst.table)};   -- in case merges of the table were stopped`,
+              ]
+            : []),
           'INSERT INTO <database>.<table> SETTINGS async_insert = 1, wait_for_async_insert = 1 VALUES ...;   -- or ALTER USER <inserting user> SETTINGS async_insert = 1',
         ],
         objects: full.map((p) => `${p.database}.${p.table}:${p.partition_id}`),

@@ -13,7 +13,7 @@ const defaults = {
 
 export const detachedParts: Rule<typeof defaults> = {
   id: 'ch_detached_parts',
-  summary: 'Parts in the tables\' detached directories: data no query reads that still takes disk space.',
+  summary: "Parts in the tables' detached directories: data no query reads that still takes disk space.",
   collectors: ['server_metrics'],
   engine: 'clickhouse',
   category: 'reliability',
@@ -29,7 +29,7 @@ export const detachedParts: Rule<typeof defaults> = {
         title: counted(parts, 'detached part'),
         detail: `The server has ${counted(parts, 'detached part')}: data on disk that no query reads (a warning from ${count(t.warning_parts)}, critical from ${count(t.critical_parts)}).`,
         recommendation:
-          'Look at each part\'s reason: none (detached by ALTER ... DETACH) is usually deliberate; broken, unexpected, ignored or noquorum mean ClickHouse set data aside, which may be missing from the table. ' +
+          "Look at each part's reason: none (detached by ALTER ... DETACH) is usually deliberate; broken, unexpected, ignored or noquorum mean ClickHouse set data aside, which may be missing from the table. " +
           'Attach the parts whose data belongs in the table; drop the ones you have checked are not needed, to free their space.',
         how_to_investigate: [
           "SELECT database, table, partition_id, name, if(reason = '', 'detached by user', reason) AS reason, disk, formatReadableSize(bytes_on_disk) AS size, modification_time FROM system.detached_parts ORDER BY database, table, name;",

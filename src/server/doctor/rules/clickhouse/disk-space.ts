@@ -34,7 +34,8 @@ interface Disk {
 
 export const diskSpace: Rule<typeof defaults> = {
   id: 'ch_disk_space',
-  summary: 'A ClickHouse disk low on free space, or filling within days at the last day\'s rate, naming the biggest tables.',
+  summary:
+    "A ClickHouse disk low on free space, or filling within days at the last day's rate, naming the biggest tables.",
   collectors: ['server_metrics', 'host', 'parts'],
   engine: 'clickhouse',
   category: 'capacity',
@@ -71,15 +72,27 @@ export const diskSpace: Rule<typeof defaults> = {
       const ratio = free / total
       const byFree = severityBelow(ratio, t.warning_free_below, t.critical_free_below)
       const left = forecast?.fills_at != null ? Math.max(0, forecast.fills_at - forecast.ts) : null
-      const byFill = left === null ? undefined : left <= t.critical_fill_hours * 3_600_000 ? 'critical' : left <= t.warning_fill_days * 86_400_000 ? 'warning' : undefined
+      const byFill =
+        left === null
+          ? undefined
+          : left <= t.critical_fill_hours * 3_600_000
+            ? 'critical'
+            : left <= t.warning_fill_days * 86_400_000
+              ? 'warning'
+              : undefined
       const severity = worseSeverity(byFree, byFill)
       if (!severity) continue
-      const rate = forecast ? `${bytes(Math.abs(forecast.rate_per_s) * 86_400)} a day (fitted over ${duration(forecast.basis_ms)} of samples)` : null
+      const rate = forecast
+        ? `${bytes(Math.abs(forecast.rate_per_s) * 86_400)} a day (fitted over ${duration(forecast.basis_ms)} of samples)`
+        : null
       const biggest = biggestTables((await ctx.parts())?.payload ?? [])
       findings.push({
         severity,
         object: `disk ${name}`,
-        title: byFill && left !== null ? `Disk ${name} fills in ${duration(left)}` : `Disk ${name} is ${pct(1 - ratio, 0)} full`,
+        title:
+          byFill && left !== null
+            ? `Disk ${name} fills in ${duration(left)}`
+            : `Disk ${name} is ${pct(1 - ratio, 0)} full`,
         detail:
           `ClickHouse disk ${name} has ${bytes(free)} free of ${bytes(total)} (${pct(ratio)} free; a warning below ${pct(t.warning_free_below, 0)}, critical below ${pct(t.critical_free_below, 0)}).` +
           (forecast
@@ -101,8 +114,16 @@ export const diskSpace: Rule<typeof defaults> = {
           `SELECT database, table, formatReadableSize(sum(size_in_bytes)) AS written FROM system.part_log WHERE event_type = 'NewPart' AND disk_name = ${chString(name)} AND event_time > now() - INTERVAL 1 DAY GROUP BY database, table ORDER BY sum(size_in_bytes) DESC LIMIT 10;   -- what grew in the last day (with part_log enabled)`,
         ],
         how_to_fix: [
-          ...biggest.map((b) => `SELECT partition_id, formatReadableSize(sum(bytes_on_disk)) AS size, min(min_time) AS oldest FROM system.parts WHERE active AND database = ${chString(b.database)} AND table = ${chString(b.table)} GROUP BY partition_id ORDER BY partition_id LIMIT 20;   -- then drop the old partitions you no longer need, or set a TTL`),
-          ...biggest.slice(0, 1).map((b) => `ALTER TABLE ${chTable(b.database, b.table)} MODIFY TTL <date column> + INTERVAL 90 DAY;   -- expire data from now on`),
+          ...biggest.map(
+            (b) =>
+              `SELECT partition_id, formatReadableSize(sum(bytes_on_disk)) AS size, min(min_time) AS oldest FROM system.parts WHERE active AND database = ${chString(b.database)} AND table = ${chString(b.table)} GROUP BY partition_id ORDER BY partition_id LIMIT 20;   -- then drop the old partitions you no longer need, or set a TTL`,
+          ),
+          ...biggest
+            .slice(0, 1)
+            .map(
+              (b) =>
+                `ALTER TABLE ${chTable(b.database, b.table)} MODIFY TTL <date column> + INTERVAL 90 DAY;   -- expire data from now on`,
+            ),
           "ALTER TABLE <database>.<table> DROP PARTITION ID '<partition_id>';   -- old data you no longer need",
           "ALTER TABLE <database>.<table> DROP DETACHED PARTITION ID '<partition_id>' SETTINGS allow_drop_detached = 1;   -- detached parts you will not attach again",
         ],
@@ -130,5 +151,8 @@ function biggestTables(parts: { database: string; table: string; bytes_on_disk: 
     found.partitions++
     byTable.set(key, found)
   }
-  return [...byTable.values()].filter((b) => b.bytes > 0).sort((a, b) => b.bytes - a.bytes).slice(0, TABLES_NAMED)
+  return [...byTable.values()]
+    .filter((b) => b.bytes > 0)
+    .sort((a, b) => b.bytes - a.bytes)
+    .slice(0, TABLES_NAMED)
 }

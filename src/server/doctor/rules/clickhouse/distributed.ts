@@ -12,11 +12,40 @@ export const distributed = signalRule({
   summary: 'Distributed tables that cannot reach their shards, or whose asynchronous inserts pile up as files.',
   collectors: ['server_metrics', 'log_events'],
   category: 'availability',
-  thresholds: { window_s: 600, fail_try_warning: 1, fail_try_critical: 1000, fail_at_all_warning: 1, fail_at_all_critical: 1, files_warning: 50, files_critical: 1000 },
+  thresholds: {
+    window_s: 600,
+    fail_try_warning: 1,
+    fail_try_critical: 1000,
+    fail_at_all_warning: 1,
+    fail_at_all_critical: 1,
+    files_warning: 50,
+    files_critical: 1000,
+  },
   signals: [
-    { key: 'distributed_connection_fail_at_all', kind: 'counter', name: 'DistributedConnectionFailAtAll', what: 'connections that failed to every replica of a shard', warning: 'fail_at_all_warning', critical: 'fail_at_all_critical' },
-    { key: 'distributed_connection_fail_try', kind: 'counter', name: 'DistributedConnectionFailTry', what: 'failed connection tries to a shard', warning: 'fail_try_warning', critical: 'fail_try_critical' },
-    { key: 'distributed_files_to_insert', kind: 'gauge', name: 'DistributedFilesToInsert', what: 'files of Distributed INSERTs waiting to be sent', warning: 'files_warning', critical: 'files_critical' },
+    {
+      key: 'distributed_connection_fail_at_all',
+      kind: 'counter',
+      name: 'DistributedConnectionFailAtAll',
+      what: 'connections that failed to every replica of a shard',
+      warning: 'fail_at_all_warning',
+      critical: 'fail_at_all_critical',
+    },
+    {
+      key: 'distributed_connection_fail_try',
+      kind: 'counter',
+      name: 'DistributedConnectionFailTry',
+      what: 'failed connection tries to a shard',
+      warning: 'fail_try_warning',
+      critical: 'fail_try_critical',
+    },
+    {
+      key: 'distributed_files_to_insert',
+      kind: 'gauge',
+      name: 'DistributedFilesToInsert',
+      what: 'files of Distributed INSERTs waiting to be sent',
+      warning: 'files_warning',
+      critical: 'files_critical',
+    },
   ],
   title: (hits) =>
     hits.some((h) => h.signal.key === 'distributed_connection_fail_at_all')
@@ -38,5 +67,11 @@ export const distributed = signalRule({
     'SYSTEM FLUSH DISTRIBUTED <database>.<distributed table>;   -- sends the waiting files once the shard is back (fails while it is not)',
     'SYSTEM START DISTRIBUTED SENDS <database>.<distributed table>;   -- in case sends were stopped',
   ],
-  errors: ['ALL_CONNECTION_TRIES_FAILED', 'NETWORK_ERROR', 'SOCKET_TIMEOUT', 'NO_REMOTE_SHARD_AVAILABLE', 'DISTRIBUTED_BROKEN_BATCH_FILES'],
+  errors: [
+    'ALL_CONNECTION_TRIES_FAILED',
+    'NETWORK_ERROR',
+    'SOCKET_TIMEOUT',
+    'NO_REMOTE_SHARD_AVAILABLE',
+    'DISTRIBUTED_BROKEN_BATCH_FILES',
+  ],
 })

@@ -18,15 +18,31 @@ export interface ErrorName {
 
 export function topErrors(ctx: DoctorContext, since: number, until: number): Promise<ErrorName[]> {
   return ctx.once(`ch-errors:${since}:${until}`, async () => {
-    const entries = await ctx.store.logEvents.entries(ctx.db.id, { since, until, severities: ERROR_SEVERITIES }, MAX_LOG_ENTRIES)
+    const entries = await ctx.store.logEvents.entries(
+      ctx.db.id,
+      { since, until, severities: ERROR_SEVERITIES },
+      MAX_LOG_ENTRIES,
+    )
     const byName = new Map<string, ErrorName>()
     for (const e of entries) {
       const name = e.sqlstate ?? logExcerpt(e.fingerprint, 120)
       const found = byName.get(name)
-      if (!found) byName.set(name, { name, code: numberField(e, 'code'), count: e.count, message: logExcerpt(e.message), last_at: e.ts })
+      if (!found)
+        byName.set(name, {
+          name,
+          code: numberField(e, 'code'),
+          count: e.count,
+          message: logExcerpt(e.message),
+          last_at: e.ts,
+        })
       else {
         found.count += e.count
-        if (e.ts > found.last_at) Object.assign(found, { message: logExcerpt(e.message), last_at: e.ts, code: numberField(e, 'code') ?? found.code })
+        if (e.ts > found.last_at)
+          Object.assign(found, {
+            message: logExcerpt(e.message),
+            last_at: e.ts,
+            code: numberField(e, 'code') ?? found.code,
+          })
       }
     }
     return [...byName.values()].sort((a, b) => b.count - a.count || b.last_at - a.last_at)

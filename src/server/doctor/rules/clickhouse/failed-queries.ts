@@ -62,7 +62,9 @@ export const failedQueries: Rule<typeof defaults> = {
       .filter((q) => q.errors > 0)
       .sort((a, b) => b.errors - a.errors)
       .slice(0, t.statements_named)
-    const named = failing.map((q) => `${q.errors} of ${q.total_calls} calls of statement ${q.query_hash} (${short(q.query_text, 120)})`)
+    const named = failing.map(
+      (q) => `${q.errors} of ${q.total_calls} calls of statement ${q.query_hash} (${short(q.query_text, 120)})`,
+    )
     return [
       {
         severity,
@@ -70,7 +72,9 @@ export const failedQueries: Rule<typeof defaults> = {
         detail:
           `${count(failed)} of the ${count(total)} queries ${logged ? 'query_log recorded' : 'the server counted (system.events, no query_log)'} in the last ${t.window_s === 3600 ? 'hour' : `${t.window_s} s`} failed (${pct(ratio)}; a warning from ${pct(t.warning_ratio, 0)}, critical from ${pct(t.critical_ratio, 0)}).` +
           (named.length > 0 ? ` The statements that failed most: ${named.join('; ')}.` : '') +
-          (errors.length > 0 ? ` The errors the server counted most in that time: ${errors.map((e) => `${e.name} × ${count(e.count)} (last: "${e.message}")`).join('; ')}.` : ''),
+          (errors.length > 0
+            ? ` The errors the server counted most in that time: ${errors.map((e) => `${e.name} × ${count(e.count)} (last: "${e.message}")`).join('; ')}.`
+            : ''),
         recommendation:
           'Group the failures by error code: syntax or unknown-column errors point to a client deployed against the wrong schema, TIMEOUT_EXCEEDED and MEMORY_LIMIT_EXCEEDED to queries that outgrew their limits, TOO_MANY_SIMULTANEOUS_QUERIES to a concurrency burst.',
         how_to_investigate: [
@@ -78,8 +82,16 @@ export const failedQueries: Rule<typeof defaults> = {
           'SELECT name, code, value, last_error_time, last_error_message FROM system.errors ORDER BY last_error_time DESC LIMIT 10;',
           ...failing
             .slice(0, 1)
-            .map((q) => `SELECT event_time, user, exception FROM system.query_log WHERE normalized_query_hash = ${chNumber(q.query_hash)} AND exception_code != 0 AND event_time > now() - INTERVAL 1 HOUR ORDER BY event_time DESC LIMIT 10;`),
-          ...errors.slice(0, 1).map((e) => `SELECT name, code, value, last_error_time, last_error_message, last_error_trace FROM system.errors WHERE name = ${chString(e.name)};`),
+            .map(
+              (q) =>
+                `SELECT event_time, user, exception FROM system.query_log WHERE normalized_query_hash = ${chNumber(q.query_hash)} AND exception_code != 0 AND event_time > now() - INTERVAL 1 HOUR ORDER BY event_time DESC LIMIT 10;`,
+            ),
+          ...errors
+            .slice(0, 1)
+            .map(
+              (e) =>
+                `SELECT name, code, value, last_error_time, last_error_message, last_error_trace FROM system.errors WHERE name = ${chString(e.name)};`,
+            ),
         ],
         how_to_fix: [
           '-- depends on the error; for MEMORY_LIMIT_EXCEEDED, let big GROUP BY and ORDER BY spill to disk:',
@@ -88,7 +100,14 @@ export const failedQueries: Rule<typeof defaults> = {
           `ALTER USER <user> SETTINGS max_execution_time = 300;`,
         ],
         objects: failing.map((q) => `statement ${q.query_hash}`),
-        metrics: { queries: total, failed, failed_ratio: Number(ratio.toFixed(4)), source: logged ? 'query_log' : 'events', top_error: errors[0]?.name ?? null, top_error_count: errors[0]?.count ?? null },
+        metrics: {
+          queries: total,
+          failed,
+          failed_ratio: Number(ratio.toFixed(4)),
+          source: logged ? 'query_log' : 'events',
+          top_error: errors[0]?.name ?? null,
+          top_error_count: errors[0]?.count ?? null,
+        },
       },
     ]
   },

@@ -19,7 +19,17 @@ export interface InsertTarget {
   table: string
 }
 
-const ESCAPES: Record<string, string> = { b: '\b', f: '\f', r: '\r', n: '\n', t: '\t', '0': '\0', a: '\x07', v: '\v', e: '\x1b' }
+const ESCAPES: Record<string, string> = {
+  b: '\b',
+  f: '\f',
+  r: '\r',
+  n: '\n',
+  t: '\t',
+  '0': '\0',
+  a: '\x07',
+  v: '\v',
+  e: '\x1b',
+}
 
 /**
  * One identifier at `text[i]`: its name and the index after it, or undefined. A quoted one takes
@@ -119,7 +129,8 @@ export interface InsertStatement {
 }
 
 /** INSERTs per second over what the data covers. */
-export const perSecond = (s: Pick<InsertStatement, 'inserts' | 'covered_ms'>) => s.inserts / Math.max(60, s.covered_ms / 1000)
+export const perSecond = (s: Pick<InsertStatement, 'inserts' | 'covered_ms'>) =>
+  s.inserts / Math.max(60, s.covered_ms / 1000)
 
 /** Rows per INSERT, or 0 when none. */
 export const rowsPerInsert = (s: Pick<InsertStatement, 'inserts' | 'rows'>) => (s.inserts > 0 ? s.rows / s.inserts : 0)
@@ -128,7 +139,14 @@ function insertStatement(row: QueryStatsRow, now: number): InsertStatement | und
   const target = insertTarget(row.query_text)
   if (!target || row.total_calls <= 0) return undefined
   const from = Math.max(now - HOUR_MS, row.first_bucket ?? now - HOUR_MS)
-  return { query_hash: row.query_hash, query_text: row.query_text, target, inserts: row.total_calls, rows: row.total_rows, covered_ms: Math.max(60_000, now - from) }
+  return {
+    query_hash: row.query_hash,
+    query_text: row.query_text,
+    target,
+    inserts: row.total_calls,
+    rows: row.total_rows,
+    covered_ms: Math.max(60_000, now - from),
+  }
 }
 
 /** The last hour's INSERT statements, the most called first (read once per diagnosis). */

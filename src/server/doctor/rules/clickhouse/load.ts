@@ -62,13 +62,15 @@ export const runningQueries: Rule<typeof queryDefaults> = {
         detail:
           `${count(running)} queries are running (${pct(ratio)} of max_concurrent_queries ${count(limit)}; a warning from ${pct(t.warning_ratio, 0)}, critical from ${pct(t.critical_ratio, 0)}). ` +
           `At the limit ClickHouse refuses new queries with TOO_MANY_SIMULTANEOUS_QUERIES.` +
-          (users.length > 0 ? ` The most by user: ${users.map(([user, n]) => `${user || '(unknown)'} ${count(n)}`).join(', ')}.` : ''),
+          (users.length > 0
+            ? ` The most by user: ${users.map(([user, n]) => `${user || '(unknown)'} ${count(n)}`).join(', ')}.`
+            : ''),
         recommendation:
           'Many queries at once usually means they pile up because each got slow (see the long-running queries and the query p99), or a client opens more than it needs. Speed up or cancel the slow ones, cap a client with max_concurrent_queries_for_user, or raise max_concurrent_queries if the server has the CPU and memory for it.',
         how_to_investigate: [
           'SELECT user, count() AS queries, max(elapsed) AS longest_s, formatReadableSize(sum(memory_usage)) AS memory FROM system.processes GROUP BY user ORDER BY queries DESC;',
           "SELECT name, value FROM system.server_settings WHERE name IN ('max_concurrent_queries', 'max_concurrent_select_queries', 'max_concurrent_insert_queries');",
-          "SELECT event_time, user, left(query, 200) AS query FROM system.query_log WHERE exception_code = 202 AND event_time > now() - INTERVAL 1 HOUR ORDER BY event_time DESC LIMIT 20;   -- 202: TOO_MANY_SIMULTANEOUS_QUERIES",
+          'SELECT event_time, user, left(query, 200) AS query FROM system.query_log WHERE exception_code = 202 AND event_time > now() - INTERVAL 1 HOUR ORDER BY event_time DESC LIMIT 20;   -- 202: TOO_MANY_SIMULTANEOUS_QUERIES',
         ],
         how_to_fix: [
           'ALTER USER <user> SETTINGS max_concurrent_queries_for_user = 20;   -- caps one client so it cannot take every slot (20: pick what it needs)',
@@ -93,7 +95,11 @@ export const connections: Rule<typeof connectionDefaults> = {
     const t = ctx.thresholds(connections)
     const metrics = (await ctx.serverMetrics())?.payload ?? {}
     const limit = metrics.max_connections
-    const open = CONNECTION_PROTOCOLS.filter(([key]) => known(metrics[key])).map(([key, name]) => ({ key, name, n: metrics[key] as number }))
+    const open = CONNECTION_PROTOCOLS.filter(([key]) => known(metrics[key])).map(([key, name]) => ({
+      key,
+      name,
+      n: metrics[key] as number,
+    }))
     if (!known(limit) || limit <= 0 || open.length === 0) return []
     const total = open.reduce((sum, p) => sum + p.n, 0)
     const ratio = total / limit
@@ -114,8 +120,15 @@ export const connections: Rule<typeof connectionDefaults> = {
           'SELECT user, toString(address) AS client, interface, count() AS queries FROM system.processes GROUP BY user, client, interface ORDER BY queries DESC LIMIT 20;   -- 1: TCP, 2: HTTP',
           "SELECT name, value FROM system.server_settings WHERE name IN ('max_connections', 'keep_alive_timeout');",
         ],
-        how_to_fix: ['systemctl restart clickhouse-server   # after raising max_connections in /etc/clickhouse-server/config.d/ (it needs a restart), only with the threads and memory for it'],
-        metrics: { connections: total, max_connections: limit, ratio: Number(ratio.toFixed(4)), ...Object.fromEntries(open.map((p) => [p.key, p.n])) },
+        how_to_fix: [
+          'systemctl restart clickhouse-server   # after raising max_connections in /etc/clickhouse-server/config.d/ (it needs a restart), only with the threads and memory for it',
+        ],
+        metrics: {
+          connections: total,
+          max_connections: limit,
+          ratio: Number(ratio.toFixed(4)),
+          ...Object.fromEntries(open.map((p) => [p.key, p.n])),
+        },
       },
     ]
   },

@@ -14,7 +14,7 @@ const defaults = { ...ERROR_RATE_DEFAULTS }
 
 export const logErrorRate: Rule<typeof defaults> = {
   id: 'ch_log_error_rate',
-  summary: 'ClickHouse\'s errors far above their own baseline of the day before, naming the top error.',
+  summary: "ClickHouse's errors far above their own baseline of the day before, naming the top error.",
   collectors: ['log_events'],
   engine: 'clickhouse',
   category: 'reliability',

@@ -15,7 +15,8 @@ const defaults = {
 }
 
 /** What is left at the pace so far, when there is a pace. */
-const remaining = (m: MergeEntry) => (m.progress > 0 && m.progress < 1 ? (m.elapsed_s * (1 - m.progress)) / m.progress : null)
+const remaining = (m: MergeEntry) =>
+  m.progress > 0 && m.progress < 1 ? (m.elapsed_s * (1 - m.progress)) / m.progress : null
 
 export const longMerges: Rule<typeof defaults> = {
   id: 'ch_long_merges',
@@ -26,7 +27,9 @@ export const longMerges: Rule<typeof defaults> = {
   thresholds: defaults,
   async check(ctx) {
     const t = ctx.thresholds(longMerges)
-    const long = ((await ctx.merges())?.payload ?? []).filter((m) => m.elapsed_s >= t.warning_s).sort((a, b) => b.elapsed_s - a.elapsed_s)
+    const long = ((await ctx.merges())?.payload ?? [])
+      .filter((m) => m.elapsed_s >= t.warning_s)
+      .sort((a, b) => b.elapsed_s - a.elapsed_s)
     const severityOf = (m: MergeEntry) => severityAbove(m.elapsed_s, t.warning_s, t.critical_s)!
 
     const findings: FindingDraft[] = long.slice(0, t.max_findings).map((m) => {
@@ -48,15 +51,26 @@ export const longMerges: Rule<typeof defaults> = {
           `SELECT elapsed, progress, num_parts, result_part_name, formatReadableSize(total_size_bytes_compressed) AS size, formatReadableSize(memory_usage) AS memory, is_mutation FROM system.merges WHERE ${tableFilter(m.database, m.table)};`,
           "SELECT metric, value FROM system.metrics WHERE metric IN ('BackgroundMergesAndMutationsPoolTask', 'BackgroundMergesAndMutationsPoolSize');",
           'SELECT name, formatReadableSize(free_space) AS free, formatReadableSize(total_space) AS total FROM system.disks;',
-          ...(m.is_mutation ? [`SELECT mutation_id, command, parts_to_do, latest_fail_reason FROM system.mutations WHERE ${tableFilter(m.database, m.table)} AND NOT is_done;`] : []),
+          ...(m.is_mutation
+            ? [
+                `SELECT mutation_id, command, parts_to_do, latest_fail_reason FROM system.mutations WHERE ${tableFilter(m.database, m.table)} AND NOT is_done;`,
+              ]
+            : []),
         ],
         how_to_fix: m.is_mutation
-          ? [`KILL MUTATION WHERE ${tableFilter(m.database, m.table)} AND mutation_id = '<mutation_id from system.mutations>';   -- if the change is not needed any more`]
+          ? [
+              `KILL MUTATION WHERE ${tableFilter(m.database, m.table)} AND mutation_id = '<mutation_id from system.mutations>';   -- if the change is not needed any more`,
+            ]
           : [
               `SYSTEM STOP MERGES ${table};   -- cancels the table's running merges; parts pile up meanwhile, so fix the cause first`,
               `SYSTEM START MERGES ${table};   -- the merge then starts over`,
             ],
-        metrics: { elapsed_s: Math.round(m.elapsed_s), progress: Number(m.progress.toFixed(4)), num_parts: m.num_parts, total_size_bytes_compressed: m.total_size_bytes_compressed },
+        metrics: {
+          elapsed_s: Math.round(m.elapsed_s),
+          progress: Number(m.progress.toFixed(4)),
+          num_parts: m.num_parts,
+          total_size_bytes_compressed: m.total_size_bytes_compressed,
+        },
       }
     })
 
@@ -69,9 +83,14 @@ export const longMerges: Rule<typeof defaults> = {
           .slice(0, 20)
           .map((m) => `${m.database}.${m.table} ${m.result_part_name} (${duration(m.elapsed_s * 1000)})`)
           .join(', ')}${rest.length > 20 ? ', …' : ''}.`,
-        recommendation: 'So many slow merges at once point to the server rather than one table: saturated disks, too small a background pool, or many mutations.',
-        how_to_investigate: ['SELECT database, table, elapsed, progress, is_mutation, formatReadableSize(total_size_bytes_compressed) AS size FROM system.merges ORDER BY elapsed DESC;'],
-        how_to_fix: ['-- raise background_pool_size in the server config if the disks have headroom; kill mutations that are not needed (KILL MUTATION WHERE ...)'],
+        recommendation:
+          'So many slow merges at once point to the server rather than one table: saturated disks, too small a background pool, or many mutations.',
+        how_to_investigate: [
+          'SELECT database, table, elapsed, progress, is_mutation, formatReadableSize(total_size_bytes_compressed) AS size FROM system.merges ORDER BY elapsed DESC;',
+        ],
+        how_to_fix: [
+          '-- raise background_pool_size in the server config if the disks have headroom; kill mutations that are not needed (KILL MUTATION WHERE ...)',
+        ],
         objects: rest.slice(0, 100).map((m) => `${m.database}.${m.table}:${m.result_part_name}`),
         metrics: { merges: rest.length },
       })

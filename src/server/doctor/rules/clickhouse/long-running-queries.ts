@@ -13,7 +13,14 @@ const defaults = {
   max_findings: 10,
 }
 
-const who = (a: ActiveQuery) => [a.user && `user ${a.user}`, a.client_addr && `from ${a.client_addr}`, a.application_name && `client "${a.application_name}"`].filter(Boolean).join(', ')
+const who = (a: ActiveQuery) =>
+  [
+    a.user && `user ${a.user}`,
+    a.client_addr && `from ${a.client_addr}`,
+    a.application_name && `client "${a.application_name}"`,
+  ]
+    .filter(Boolean)
+    .join(', ')
 
 export const longRunningQueries: Rule<typeof defaults> = {
   id: 'ch_long_running_queries',
@@ -24,7 +31,9 @@ export const longRunningQueries: Rule<typeof defaults> = {
   thresholds: defaults,
   async check(ctx) {
     const t = ctx.thresholds(longRunningQueries)
-    const long = (await ctx.activity()).entries.filter((a) => (a.duration_ms ?? 0) >= t.warning_s * 1000).sort((a, b) => b.duration_ms! - a.duration_ms!)
+    const long = (await ctx.activity()).entries
+      .filter((a) => (a.duration_ms ?? 0) >= t.warning_s * 1000)
+      .sort((a, b) => b.duration_ms! - a.duration_ms!)
     const severityOf = (a: ActiveQuery) => severityAbove(a.duration_ms! / 1000, t.warning_s, t.critical_s)!
 
     const findings: FindingDraft[] = long.slice(0, t.max_findings).map((a) => {
@@ -46,7 +55,11 @@ export const longRunningQueries: Rule<typeof defaults> = {
           `KILL QUERY WHERE query_id = ${chString(id)} ASYNC;`,
           `ALTER USER ${a.user ? chIdent(a.user) : '<user>'} SETTINGS max_execution_time = ${t.warning_s};   -- applies to the user's new queries`,
         ],
-        metrics: { elapsed_s: Math.round(a.duration_ms! / 1000), memory_bytes: a.memory_usage ?? null, read_rows: a.read_rows ?? null },
+        metrics: {
+          elapsed_s: Math.round(a.duration_ms! / 1000),
+          memory_bytes: a.memory_usage ?? null,
+          read_rows: a.read_rows ?? null,
+        },
       }
     })
 
@@ -59,9 +72,14 @@ export const longRunningQueries: Rule<typeof defaults> = {
           .slice(0, 20)
           .map((a) => `${a.pid} (${duration(a.duration_ms!)})`)
           .join(', ')}${rest.length > 20 ? ', …' : ''}.`,
-        recommendation: 'So many long queries at once usually share a cause: a dashboard or job issuing the same heavy query, or a saturated server.',
-        how_to_investigate: [`SELECT query_id, user, elapsed, formatReadableSize(memory_usage) AS memory, left(query, 200) AS query FROM system.processes WHERE elapsed > ${t.warning_s} ORDER BY elapsed DESC;`],
-        how_to_fix: [`KILL QUERY WHERE elapsed > ${t.warning_s} ASYNC;   -- after reviewing them: it kills every one of them`],
+        recommendation:
+          'So many long queries at once usually share a cause: a dashboard or job issuing the same heavy query, or a saturated server.',
+        how_to_investigate: [
+          `SELECT query_id, user, elapsed, formatReadableSize(memory_usage) AS memory, left(query, 200) AS query FROM system.processes WHERE elapsed > ${t.warning_s} ORDER BY elapsed DESC;`,
+        ],
+        how_to_fix: [
+          `KILL QUERY WHERE elapsed > ${t.warning_s} ASYNC;   -- after reviewing them: it kills every one of them`,
+        ],
         objects: rest.slice(0, 100).map((a) => `query ${a.pid}`),
         metrics: { queries: rest.length },
       })

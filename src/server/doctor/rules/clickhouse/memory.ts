@@ -16,7 +16,7 @@ const defaults = {
 
 export const memory: Rule<typeof defaults> = {
   id: 'ch_memory',
-  summary: 'The server\'s memory near its limit, past which queries fail with MEMORY_LIMIT_EXCEEDED.',
+  summary: "The server's memory near its limit, past which queries fail with MEMORY_LIMIT_EXCEEDED.",
   collectors: ['server_metrics'],
   engine: 'clickhouse',
   category: 'capacity',
@@ -33,7 +33,9 @@ export const memory: Rule<typeof defaults> = {
     const ratio = used / limit
     const severity = severityAbove(ratio, t.warning_ratio, t.critical_ratio)
     if (!severity) return []
-    const limitText = m.memory_limit_bytes ? `max_server_memory_usage (${bytes(limit)})` : `${pct(t.ram_ratio, 0)} of the machine's ${bytes(m.os_memory_total_bytes!)}, ClickHouse's default limit (${bytes(limit)})`
+    const limitText = m.memory_limit_bytes
+      ? `max_server_memory_usage (${bytes(limit)})`
+      : `${pct(t.ram_ratio, 0)} of the machine's ${bytes(m.os_memory_total_bytes!)}, ClickHouse's default limit (${bytes(limit)})`
     return [
       {
         severity,
@@ -55,7 +57,13 @@ export const memory: Rule<typeof defaults> = {
           'ALTER USER <user> SETTINGS max_memory_usage = 10000000000, max_bytes_before_external_group_by = 5000000000, max_bytes_before_external_sort = 5000000000;   -- per-query cap with spilling to disk',
           'SYSTEM DROP MARK CACHE; SYSTEM DROP UNCOMPRESSED CACHE;   -- frees cache memory at once (it fills again with use)',
         ],
-        metrics: { used_bytes: used, limit_bytes: limit, used_ratio: Number(ratio.toFixed(4)), memory_tracked_bytes: tracked, memory_resident_bytes: resident },
+        metrics: {
+          used_bytes: used,
+          limit_bytes: limit,
+          used_ratio: Number(ratio.toFixed(4)),
+          memory_tracked_bytes: tracked,
+          memory_resident_bytes: resident,
+        },
       },
     ]
   },

@@ -24,7 +24,8 @@ const defaults = {
 
 export const partsPerPartition: Rule<typeof defaults> = {
   id: 'ch_parts_per_partition',
-  summary: 'Active parts in one partition near the table\'s parts_to_delay_insert or parts_to_throw_insert, past which inserts slow down or fail.',
+  summary:
+    "Active parts in one partition near the table's parts_to_delay_insert or parts_to_throw_insert, past which inserts slow down or fail.",
   collectors: ['parts'],
   engine: 'clickhouse',
   category: 'performance',
@@ -89,7 +90,13 @@ export const partsPerPartition: Rule<typeof defaults> = {
           rows: p.rows,
           bytes_on_disk: p.bytes_on_disk,
           inserting_statements: writers.length,
-          ...(top ? { top_insert_hash: top.query_hash, top_inserts_last_hour: top.inserts, top_rows_per_insert: Number(rowsPerInsert(top).toFixed(2)) } : {}),
+          ...(top
+            ? {
+                top_insert_hash: top.query_hash,
+                top_inserts_last_hour: top.inserts,
+                top_rows_per_insert: Number(rowsPerInsert(top).toFixed(2)),
+              }
+            : {}),
         },
       }
     })
@@ -103,7 +110,8 @@ export const partsPerPartition: Rule<typeof defaults> = {
           .slice(0, 20)
           .map((p) => `${p.database}.${p.table} ${p.partition_id} (${count(p.active_parts)})`)
           .join(', ')}${rest.length > 20 ? ', …' : ''}.`,
-        recommendation: 'So many full partitions at once usually share a cause: merges stopped or starved (disk, background pool), or a writer sending many small inserts.',
+        recommendation:
+          'So many full partitions at once usually share a cause: merges stopped or starved (disk, background pool), or a writer sending many small inserts.',
         how_to_investigate: [
           'SELECT database, table, partition_id, count() AS parts FROM system.parts WHERE active GROUP BY database, table, partition_id ORDER BY parts DESC LIMIT 50;',
           "SELECT metric, value FROM system.metrics WHERE metric LIKE 'BackgroundMergesAndMutationsPool%';",

@@ -27,7 +27,8 @@ const median = (values: number[]) => {
 
 export const queryP99: Rule<typeof defaults> = {
   id: 'ch_query_p99',
-  summary: 'The server\'s query latency (the median minute\'s p99 over the last hour) too high, naming the slowest statements.',
+  summary:
+    "The server's query latency (the median minute's p99 over the last hour) too high, naming the slowest statements.",
   collectors: ['server_metrics', 'query_stats'],
   engine: 'clickhouse',
   category: 'performance',
@@ -36,7 +37,11 @@ export const queryP99: Rule<typeof defaults> = {
     const t = ctx.thresholds(queryP99)
     const window = t.window_s * 1000
     const points = await ctx.once<MetricPoint[]>(`server-minutes:${window}`, () =>
-      ctx.store.clickhouse.metricSeries(ctx.db.id, 'server', { since: ctx.now - window, until: ctx.now, bucketSeconds: 60 }),
+      ctx.store.clickhouse.metricSeries(ctx.db.id, 'server', {
+        since: ctx.now - window,
+        until: ctx.now,
+        bucketSeconds: 60,
+      }),
     )
     const minutes = points.map((p) => p.values.query_p99_ms).filter((v): v is number => typeof v === 'number')
     const queries = points.reduce((sum, p) => sum + (p.values.queries_logged ?? 0), 0)
@@ -66,14 +71,25 @@ export const queryP99: Rule<typeof defaults> = {
           "SELECT normalized_query_hash, any(left(query, 200)) AS example, count() AS calls, quantile(0.99)(query_duration_ms) AS p99_ms, sum(read_rows) AS read_rows, sum(result_rows) AS result_rows FROM system.query_log WHERE type = 'QueryFinish' AND is_initial_query AND event_time > now() - INTERVAL 1 HOUR GROUP BY normalized_query_hash ORDER BY p99_ms DESC LIMIT 10;",
           "SELECT toStartOfMinute(event_time) AS minute, count() AS queries, quantile(0.99)(query_duration_ms) AS p99_ms FROM system.query_log WHERE type = 'QueryFinish' AND is_initial_query AND event_time > now() - INTERVAL 1 HOUR GROUP BY minute ORDER BY minute;",
           "SELECT metric, value FROM system.metrics WHERE metric IN ('Query', 'BackgroundMergesAndMutationsPoolTask');",
-          ...statements.slice(0, 1).map((q) => `EXPLAIN indexes = 1 <its query, from the first query>;   -- statement ${commentText(q.query_hash, 64)}: how many parts and granules the primary key leaves`),
+          ...statements
+            .slice(0, 1)
+            .map(
+              (q) =>
+                `EXPLAIN indexes = 1 <its query, from the first query>;   -- statement ${commentText(q.query_hash, 64)}: how many parts and granules the primary key leaves`,
+            ),
         ],
         how_to_fix: [
           'ALTER TABLE <database>.<table> ADD PROJECTION <name> (SELECT * ORDER BY <filter column>); ALTER TABLE <database>.<table> MATERIALIZE PROJECTION <name>;   -- a second sort order for queries that filter on another column',
           'ALTER USER <user> SETTINGS max_execution_time = 60;   -- stops runaway queries from holding the server',
         ],
         objects: statements.map((q) => `statement ${q.query_hash}`),
-        metrics: { p99_ms: p99, max_minute_p99_ms: Math.max(...minutes), minutes: minutes.length, slow_minutes: slow, queries },
+        metrics: {
+          p99_ms: p99,
+          max_minute_p99_ms: Math.max(...minutes),
+          minutes: minutes.length,
+          slow_minutes: slow,
+          queries,
+        },
       },
     ]
   },

@@ -15,7 +15,8 @@ const defaults = {
 
 export const queuedMutations: Rule<typeof defaults> = {
   id: 'ch_queued_mutations',
-  summary: 'Too many mutations waiting on one table while none fails: a queue that takes hours and competes with merges.',
+  summary:
+    'Too many mutations waiting on one table while none fails: a queue that takes hours and competes with merges.',
   collectors: ['mutations'],
   engine: 'clickhouse',
   category: 'maintenance',
@@ -42,8 +43,14 @@ export const queuedMutations: Rule<typeof defaults> = {
           `SELECT count() AS mutations, min(create_time) AS oldest, sum(parts_to_do) AS parts_to_do FROM system.mutations WHERE ${tableFilter(database, name)} AND NOT is_done;`,
           `SELECT left(command, 100) AS command, count() AS mutations FROM system.mutations WHERE ${tableFilter(database, name)} AND NOT is_done GROUP BY command ORDER BY mutations DESC LIMIT 10;   -- which job issues them`,
         ],
-        how_to_fix: [`KILL MUTATION WHERE ${tableFilter(database, name)} AND NOT is_done;   -- only once the job that issues them is stopped and their changes are not needed, or will be made in one batched ALTER`],
-        metrics: { queued: pending.length, parts_to_do: partsToDo, oldest_age_s: Math.round(Math.max(0, ctx.now - oldest.create_time) / 1000) },
+        how_to_fix: [
+          `KILL MUTATION WHERE ${tableFilter(database, name)} AND NOT is_done;   -- only once the job that issues them is stopped and their changes are not needed, or will be made in one batched ALTER`,
+        ],
+        metrics: {
+          queued: pending.length,
+          parts_to_do: partsToDo,
+          oldest_age_s: Math.round(Math.max(0, ctx.now - oldest.create_time) / 1000),
+        },
       })
     }
     return findings

@@ -44,7 +44,10 @@ export const replication: Rule<typeof defaults> = {
         recommendation:
           'A replica turns read-only when it loses its Keeper session or starts without one, or when its metadata in Keeper is missing. Check the Keeper ensemble and the network to it first; a replica whose metadata was lost needs SYSTEM RESTORE REPLICA.',
         how_to_investigate: INVESTIGATE,
-        how_to_fix: ['SYSTEM RESTART REPLICA <database>.<table>;   -- re-initialises the table\'s Keeper session once Keeper is reachable', 'SYSTEM RESTORE REPLICA <database>.<table>;   -- only when its metadata in Keeper is lost'],
+        how_to_fix: [
+          "SYSTEM RESTART REPLICA <database>.<table>;   -- re-initialises the table's Keeper session once Keeper is reachable",
+          'SYSTEM RESTORE REPLICA <database>.<table>;   -- only when its metadata in Keeper is lost',
+        ],
         metrics: { replicas_readonly: readonly },
       })
     }
@@ -56,9 +59,12 @@ export const replication: Rule<typeof defaults> = {
         object: 'queue',
         title: `Replication queue of ${count(queue)} entries`,
         detail: `A Replicated table on this server has ${count(queue)} entries in its replication queue (fetches, merges and mutations to replay; a warning from ${count(t.queue_warning)}, critical from ${count(t.queue_critical)}).`,
-        recommendation: 'The replica does not keep up: entries fail and are retried (see last_exception), fetches from other replicas are slow, or merges wait for free disk or pool slots.',
+        recommendation:
+          'The replica does not keep up: entries fail and are retried (see last_exception), fetches from other replicas are slow, or merges wait for free disk or pool slots.',
         how_to_investigate: INVESTIGATE,
-        how_to_fix: ['SYSTEM SYNC REPLICA <database>.<table>;   -- waits until the queue is replayed (with a timeout), after the cause is fixed'],
+        how_to_fix: [
+          'SYSTEM SYNC REPLICA <database>.<table>;   -- waits until the queue is replayed (with a timeout), after the cause is fixed',
+        ],
         metrics: { replication_queue_size: queue },
       })
     }
@@ -70,7 +76,8 @@ export const replication: Rule<typeof defaults> = {
         object: 'delay',
         title: `A replica is ${duration(delay * 1000)} behind`,
         detail: `The most delayed Replicated table on this server is ${duration(delay * 1000)} behind its freshest replica (absolute_delay; a warning from ${duration(t.delay_warning_s * 1000)}, critical from ${duration(t.delay_critical_s * 1000)}). Distributed queries may skip it or read stale data.`,
-        recommendation: 'Find the table and what its queue is waiting for: network to the other replicas, free disk space, Keeper latency, or a failing entry retried over and over.',
+        recommendation:
+          'Find the table and what its queue is waiting for: network to the other replicas, free disk space, Keeper latency, or a failing entry retried over and over.',
         how_to_investigate: INVESTIGATE,
         how_to_fix: ['SYSTEM SYNC REPLICA <database>.<table>;   -- after the cause is fixed'],
         metrics: { max_replica_delay_s: delay },

@@ -91,16 +91,35 @@ export function signalRule(spec: SignalRuleSpec): Rule {
       const { hits, values } = await measure(ctx, { ...t, window_s: windowS }, spec.signals)
       if (hits.length === 0) return []
       const severity = hits.map((h) => h.severity).reduce((a, b) => (ORDER.indexOf(b) > ORDER.indexOf(a) ? b : a))
-      const errors: ErrorName[] = (await topErrors(ctx, ctx.now - windowS * 1000, ctx.now + 1)).filter((e) => spec.errors.includes(e.name)).slice(0, 3)
-      const thresholds = hits.map((h) => `${h.signal.name}: a warning from ${count(t[h.signal.warning]!)}, critical from ${count(t[h.signal.critical]!)}`)
+      const errors: ErrorName[] = (await topErrors(ctx, ctx.now - windowS * 1000, ctx.now + 1))
+        .filter((e) => spec.errors.includes(e.name))
+        .slice(0, 3)
+      const thresholds = hits.map(
+        (h) =>
+          `${h.signal.name}: a warning from ${count(t[h.signal.warning]!)}, critical from ${count(t[h.signal.critical]!)}`,
+      )
       const finding: FindingDraft = {
         severity,
         title: spec.title(hits),
         detail:
-          `In the last ${windowText(windowS)} ClickHouse counted ${hits.filter((h) => h.signal.kind === 'counter').map((h) => describe(h, windowS)).join(', ') || 'nothing of its counters'}` +
-          `${hits.some((h) => h.signal.kind === 'gauge') ? `; now: ${hits.filter((h) => h.signal.kind === 'gauge').map((h) => describe(h, windowS)).join(', ')}` : ''} (${thresholds.join('; ')}). ` +
+          `In the last ${windowText(windowS)} ClickHouse counted ${
+            hits
+              .filter((h) => h.signal.kind === 'counter')
+              .map((h) => describe(h, windowS))
+              .join(', ') || 'nothing of its counters'
+          }` +
+          `${
+            hits.some((h) => h.signal.kind === 'gauge')
+              ? `; now: ${hits
+                  .filter((h) => h.signal.kind === 'gauge')
+                  .map((h) => describe(h, windowS))
+                  .join(', ')}`
+              : ''
+          } (${thresholds.join('; ')}). ` +
           spec.explain +
-          (errors.length > 0 ? ` The errors the server counted in that time: ${errors.map((e) => `${e.name} × ${count(e.count)} (last: "${e.message}")`).join('; ')}.` : ''),
+          (errors.length > 0
+            ? ` The errors the server counted in that time: ${errors.map((e) => `${e.name} × ${count(e.count)} (last: "${e.message}")`).join('; ')}.`
+            : ''),
         recommendation: spec.recommendation,
         how_to_investigate: spec.how_to_investigate,
         how_to_fix: spec.how_to_fix,

@@ -57,7 +57,14 @@ export const smallInserts: Rule<typeof defaults> = {
     for (const s of statements) {
       if (s.rows / s.inserts >= t.max_rows_per_insert) continue
       const key = JSON.stringify([s.target.database ?? null, s.target.table])
-      const into = byTable.get(key) ?? { database: s.target.database, table: s.target.table, statements: [], inserts: 0, rows: 0, covered_ms: 0 }
+      const into = byTable.get(key) ?? {
+        database: s.target.database,
+        table: s.target.table,
+        statements: [],
+        inserts: 0,
+        rows: 0,
+        covered_ms: 0,
+      }
       into.statements.push(s)
       into.inserts += s.inserts
       into.rows += s.rows
@@ -65,7 +72,9 @@ export const smallInserts: Rule<typeof defaults> = {
       byTable.set(key, into)
     }
     const busy = [...byTable.values()]
-      .filter((x) => x.inserts >= t.min_inserts && severityAbove(perSecond(x), t.warning_per_second, t.critical_per_second))
+      .filter(
+        (x) => x.inserts >= t.min_inserts && severityAbove(perSecond(x), t.warning_per_second, t.critical_per_second),
+      )
       .sort((a, b) => perSecond(b) - perSecond(a))
 
     return busy.slice(0, t.max_findings).map((x): FindingDraft => {
@@ -73,7 +82,10 @@ export const smallInserts: Rule<typeof defaults> = {
       const rate = perSecond(x)
       const rowsEach = x.rows / x.inserts
       const top = x.statements[0]!
-      const target = x.database === undefined ? `table ${x.table} (the statements do not name its database)` : tableSql(x.database, x.table)
+      const target =
+        x.database === undefined
+          ? `table ${x.table} (the statements do not name its database)`
+          : tableSql(x.database, x.table)
       const minutes = Math.round(x.covered_ms / 60_000)
       return {
         severity: severityAbove(rate, t.warning_per_second, t.critical_per_second)!,
@@ -113,9 +125,16 @@ export const smallInserts: Rule<typeof defaults> = {
 }
 
 /** The last hour's InsertQuery / InsertedRows deltas (server_metrics) and the milliseconds they cover. */
-async function insertEvents(ctx: DoctorContext): Promise<{ inserts: number; rows: number; covered_ms: number } | undefined> {
+async function insertEvents(
+  ctx: DoctorContext,
+): Promise<{ inserts: number; rows: number; covered_ms: number } | undefined> {
   const points = await ctx.once('clickhouse:insert-events', () =>
-    ctx.store.clickhouse.metricSeries(ctx.db.id, 'server', { since: ctx.now - HOUR_MS, until: ctx.now, minuteFloor: minuteFloor(ctx.now), bucketSeconds: 60 }),
+    ctx.store.clickhouse.metricSeries(ctx.db.id, 'server', {
+      since: ctx.now - HOUR_MS,
+      until: ctx.now,
+      minuteFloor: minuteFloor(ctx.now),
+      bucketSeconds: 60,
+    }),
   )
   let inserts = 0
   let rows = 0
@@ -126,7 +145,9 @@ async function insertEvents(ctx: DoctorContext): Promise<{ inserts: number; rows
     inserts += p.values.insert_queries
     rows += p.values.inserted_rows ?? 0
   }
-  return first === undefined ? undefined : { inserts, rows, covered_ms: Math.max(60_000, Math.min(HOUR_MS, ctx.now - first)) }
+  return first === undefined
+    ? undefined
+    : { inserts, rows, covered_ms: Math.max(60_000, Math.min(HOUR_MS, ctx.now - first)) }
 }
 
 /** Small inserts judged from system.events, for a server whose query_log recorded no INSERT in the hour. */
@@ -135,7 +156,8 @@ async function fromEvents(ctx: DoctorContext, t: typeof defaults): Promise<Findi
   if (!x || x.inserts < t.min_inserts) return []
   const rowsEach = x.rows / x.inserts
   const rate = perSecond(x)
-  const severity = rowsEach < t.max_rows_per_insert ? severityAbove(rate, t.warning_per_second, t.critical_per_second) : undefined
+  const severity =
+    rowsEach < t.max_rows_per_insert ? severityAbove(rate, t.warning_per_second, t.critical_per_second) : undefined
   if (!severity) return []
   const minutes = Math.round(x.covered_ms / 60_000)
   const window = minutes >= 60 ? 'the last hour' : `the last ${minutes} minute${minutes === 1 ? '' : 's'}`
@@ -156,8 +178,16 @@ async function fromEvents(ctx: DoctorContext, t: typeof defaults): Promise<Findi
         'SELECT database, table, count() AS parts, max(modification_time) AS newest FROM system.parts WHERE active AND modification_time > now() - INTERVAL 10 MINUTE GROUP BY database, table ORDER BY parts DESC LIMIT 10;   -- the tables that receive new parts',
         "SELECT database, table, count() AS new_parts, avg(rows) AS rows_each FROM system.part_log WHERE event_type = 'NewPart' AND event_time > now() - INTERVAL 1 HOUR GROUP BY database, table ORDER BY new_parts DESC LIMIT 10;   -- where part_log is on",
       ],
-      how_to_fix: ['ALTER USER <the inserting user> SETTINGS async_insert = 1, wait_for_async_insert = 1;   -- the server batches that user\'s small INSERTs'],
-      metrics: { inserts: x.inserts, inserted_rows: x.rows, inserts_per_second: Number(rate.toFixed(3)), rows_per_insert: Number(rowsEach.toFixed(2)), source: 'events' },
+      how_to_fix: [
+        "ALTER USER <the inserting user> SETTINGS async_insert = 1, wait_for_async_insert = 1;   -- the server batches that user's small INSERTs",
+      ],
+      metrics: {
+        inserts: x.inserts,
+        inserted_rows: x.rows,
+        inserts_per_second: Number(rate.toFixed(3)),
+        rows_per_insert: Number(rowsEach.toFixed(2)),
+        source: 'events',
+      },
     },
   ]
 }

@@ -34,7 +34,11 @@ const byNumber = (a: string, b: string) => a.length - b.length || (a < b ? -1 : 
 
 /** The order ClickHouse runs a table's mutations in: created first, then the lower number; the id last. */
 export function mutationOrder(a: MutationEntry, b: MutationEntry): number {
-  return a.create_time - b.create_time || byNumber(mutationNumber(a.mutation_id), mutationNumber(b.mutation_id)) || (a.mutation_id < b.mutation_id ? -1 : a.mutation_id > b.mutation_id ? 1 : 0)
+  return (
+    a.create_time - b.create_time ||
+    byNumber(mutationNumber(a.mutation_id), mutationNumber(b.mutation_id)) ||
+    (a.mutation_id < b.mutation_id ? -1 : a.mutation_id > b.mutation_id ? 1 : 0)
+  )
 }
 
 /** The mutations not done, by table (`db.table`), each list in the order ClickHouse runs them. */
@@ -65,7 +69,8 @@ interface TableCase {
 
 export const stuckMutations: Rule<typeof defaults> = {
   id: 'ch_stuck_mutations',
-  summary: 'Mutations that do not finish (the latest attempt failed, or over an hour old), one finding per table led by its oldest failing mutation.',
+  summary:
+    'Mutations that do not finish (the latest attempt failed, or over an hour old), one finding per table led by its oldest failing mutation.',
   collectors: ['mutations'],
   engine: 'clickhouse',
   category: 'maintenance',
@@ -77,10 +82,16 @@ export const stuckMutations: Rule<typeof defaults> = {
       const lead = pending.find(failing) ?? pending.find((m) => m.stuck)
       if (!lead) continue
       const age = ctx.now - lead.create_time
-      const severity: Severity = age >= (failing(lead) ? t.failing_critical_age_s : t.critical_age_s) * 1000 ? 'critical' : 'warning'
+      const severity: Severity =
+        age >= (failing(lead) ? t.failing_critical_age_s : t.critical_age_s) * 1000 ? 'critical' : 'warning'
       cases.push({ table, lead, queued: pending.filter((m) => m !== lead), severity })
     }
-    cases.sort((a, b) => Number(failing(b.lead)) - Number(failing(a.lead)) || mutationOrder(a.lead, b.lead) || (a.table < b.table ? -1 : a.table > b.table ? 1 : 0))
+    cases.sort(
+      (a, b) =>
+        Number(failing(b.lead)) - Number(failing(a.lead)) ||
+        mutationOrder(a.lead, b.lead) ||
+        (a.table < b.table ? -1 : a.table > b.table ? 1 : 0),
+    )
 
     const findings: FindingDraft[] = cases.slice(0, t.max_findings).map(({ table, lead: m, queued, severity }) => {
       const filter = `${tableFilter(m.database, m.table)} AND mutation_id = ${chString(m.mutation_id)}`
@@ -92,7 +103,9 @@ export const stuckMutations: Rule<typeof defaults> = {
         queued.length === 0
           ? ''
           : ` ${counted(queued.length, 'more mutation')} of the table ${queued.length === 1 ? 'is' : 'are'} not done (${behind.length} queued behind it` +
-            (copied > 0 ? `, ${copied} of them showing its failure, which ClickHouse copies onto the mutations waiting behind a failing one` : '') +
+            (copied > 0
+              ? `, ${copied} of them showing its failure, which ClickHouse copies onto the mutations waiting behind a failing one`
+              : '') +
             `): ${queued
               .slice(0, 10)
               .map((q) => q.mutation_id)
@@ -106,7 +119,9 @@ export const stuckMutations: Rule<typeof defaults> = {
           : `Mutation ${m.mutation_id} on ${table} is not finishing${queued.length > 0 ? `, ${count(queued.length)} more waiting` : ''}`,
         detail:
           `Mutation ${m.mutation_id} on ${table} was created ${duration(age)} ago and still has ${counted(m.parts_to_do, 'part')} to do` +
-          (isFailing ? `; its latest attempt${m.latest_fail_time ? ` (${new Date(m.latest_fail_time).toISOString()})` : ''} failed: ${short(m.latest_fail_reason, 500)}` : '.') +
+          (isFailing
+            ? `; its latest attempt${m.latest_fail_time ? ` (${new Date(m.latest_fail_time).toISOString()})` : ''} failed: ${short(m.latest_fail_reason, 500)}`
+            : '.') +
           ` The command: ${short(m.command, 300)}` +
           queuedText,
         recommendation: isFailing
@@ -117,8 +132,15 @@ export const stuckMutations: Rule<typeof defaults> = {
           `SELECT mutation_id, command, create_time, parts_to_do, latest_fail_reason != '' AS failing FROM system.mutations WHERE ${tableFilter(m.database, m.table)} AND NOT is_done ORDER BY create_time, mutation_id;   -- what waits behind it`,
           `SELECT elapsed, progress, result_part_name FROM system.merges WHERE ${tableFilter(m.database, m.table)} AND is_mutation;`,
         ],
-        how_to_fix: [`KILL MUTATION WHERE ${filter};   -- parts already rewritten keep the change; then issue a corrected ALTER if it is still needed`],
-        metrics: { parts_to_do: m.parts_to_do, age_s: Math.round(age / 1000), failing: isFailing ? 1 : 0, queued: queued.length },
+        how_to_fix: [
+          `KILL MUTATION WHERE ${filter};   -- parts already rewritten keep the change; then issue a corrected ALTER if it is still needed`,
+        ],
+        metrics: {
+          parts_to_do: m.parts_to_do,
+          age_s: Math.round(age / 1000),
+          failing: isFailing ? 1 : 0,
+          queued: queued.length,
+        },
       }
     })
 
@@ -131,9 +153,14 @@ export const stuckMutations: Rule<typeof defaults> = {
           .slice(0, 20)
           .map((c) => `${c.table} ${c.lead.mutation_id}${c.queued.length > 0 ? ` (+${c.queued.length})` : ''}`)
           .join(', ')}${rest.length > 20 ? ', …' : ''}.`,
-        recommendation: 'Many stuck mutations usually come from one job issuing ALTER ... UPDATE / DELETE in a loop; stop that job, then kill the mutations it left behind.',
-        how_to_investigate: ["SELECT database, table, count() AS mutations, countIf(latest_fail_reason != '') AS failing, min(create_time) AS oldest FROM system.mutations WHERE NOT is_done GROUP BY database, table ORDER BY mutations DESC;"],
-        how_to_fix: ["KILL MUTATION WHERE database = '<database>' AND table = '<table>' AND NOT is_done;   -- for each table reviewed"],
+        recommendation:
+          'Many stuck mutations usually come from one job issuing ALTER ... UPDATE / DELETE in a loop; stop that job, then kill the mutations it left behind.',
+        how_to_investigate: [
+          "SELECT database, table, count() AS mutations, countIf(latest_fail_reason != '') AS failing, min(create_time) AS oldest FROM system.mutations WHERE NOT is_done GROUP BY database, table ORDER BY mutations DESC;",
+        ],
+        how_to_fix: [
+          "KILL MUTATION WHERE database = '<database>' AND table = '<table>' AND NOT is_done;   -- for each table reviewed",
+        ],
         objects: rest.slice(0, 100).map((c) => c.table),
         metrics: { tables: rest.length, mutations: rest.reduce((sum, c) => sum + 1 + c.queued.length, 0) },
       })

@@ -15,7 +15,8 @@ const defaults = {
 
 export const totalParts: Rule<typeof defaults> = {
   id: 'ch_total_parts',
-  summary: 'Too many active parts on the whole server: each costs memory, open files, start-up time and Keeper traffic.',
+  summary:
+    'Too many active parts on the whole server: each costs memory, open files, start-up time and Keeper traffic.',
   collectors: ['parts'],
   engine: 'clickhouse',
   category: 'capacity',

@@ -27,13 +27,19 @@ export function openToEveryNetwork(u: ClickHouseUser): boolean {
 }
 
 /** Logs in without a password. */
-export const withoutPassword = (u: ClickHouseUser) => u.auth_type.some((a) => a === 'no_password' || a === 'no_authentication')
+export const withoutPassword = (u: ClickHouseUser) =>
+  u.auth_type.some((a) => a === 'no_password' || a === 'no_authentication')
 
 /** users.xml's users are read-only to SQL: edited in the file (or in a file of users.d/). */
 const inUsersXml = (u: ClickHouseUser) => u.storage === 'users_xml'
 
 const hostsOf = (u: ClickHouseUser) => {
-  const all = [...u.host_ip, ...u.host_names, ...u.host_names_regexp.map((r) => `REGEXP ${r}`), ...u.host_names_like.map((l) => `LIKE ${l}`)]
+  const all = [
+    ...u.host_ip,
+    ...u.host_names,
+    ...u.host_names_regexp.map((r) => `REGEXP ${r}`),
+    ...u.host_names_like.map((l) => `LIKE ${l}`),
+  ]
   return all.length === 0 ? 'no host' : all.slice(0, 5).join(', ') + (all.length > 5 ? ', ...' : '')
 }
 
@@ -46,23 +52,32 @@ const INVESTIGATE = [
 
 function passwordFix(u: ClickHouseUser): string[] {
   if (inUsersXml(u)) {
-    return [`-- ${commentText(`users.xml: in <users><${u.name}>, replace <no_password/> or the empty <password> with <password_sha256_hex> of a new password (echo -n '<new password>' | sha256sum), then restart or wait for the reload`, 400)}`]
+    return [
+      `-- ${commentText(`users.xml: in <users><${u.name}>, replace <no_password/> or the empty <password> with <password_sha256_hex> of a new password (echo -n '<new password>' | sha256sum), then restart or wait for the reload`, 400)}`,
+    ]
   }
-  return [`ALTER USER ${chIdent(u.name)} IDENTIFIED WITH sha256_password BY '<new password>';   -- then give it to the clients that log in as ${commentText(u.name, 100)}`]
+  return [
+    `ALTER USER ${chIdent(u.name)} IDENTIFIED WITH sha256_password BY '<new password>';   -- then give it to the clients that log in as ${commentText(u.name, 100)}`,
+  ]
 }
 
 function hostFix(u: ClickHouseUser): string[] {
   if (inUsersXml(u)) {
-    return [`-- ${commentText(`users.xml: in <users><${u.name}><networks>, replace ::/0 with the clients' networks (<ip>10.0.0.0/8</ip>, <host>app.example.com</host>)`, 400)}`]
+    return [
+      `-- ${commentText(`users.xml: in <users><${u.name}><networks>, replace ::/0 with the clients' networks (<ip>10.0.0.0/8</ip>, <host>app.example.com</host>)`, 400)}`,
+    ]
   }
-  return [`ALTER USER ${chIdent(u.name)} HOST NAME '<client host name>';   -- or HOST IP '10.0.0.0/8' for a network, several separated by commas; LOCAL for this machine only`]
+  return [
+    `ALTER USER ${chIdent(u.name)} HOST NAME '<client host name>';   -- or HOST IP '10.0.0.0/8' for a network, several separated by commas; LOCAL for this machine only`,
+  ]
 }
 
 export const usersWithoutPassword: Rule<typeof defaults> = {
   id: 'ch_users_without_password',
   engine: 'clickhouse',
   category: 'security',
-  summary: 'ClickHouse users that log in without a password (no_password): critical when open to every network, with the ALTER USER or users.xml change that sets one.',
+  summary:
+    'ClickHouse users that log in without a password (no_password): critical when open to every network, with the ALTER USER or users.xml change that sets one.',
   collectors: ['security'],
   thresholds: defaults,
   async check(ctx) {
@@ -84,7 +99,7 @@ export const usersWithoutPassword: Rule<typeof defaults> = {
         detail:
           `${named.map((u) => `${chIdent(u.name)} (${u.storage}, from ${hostsOf(u)})`).join(', ')}${users.length > named.length ? ', ...' : ''} ${one ? 'logs' : 'log'} in without a password: ` +
           (open
-            ? 'and from every network, so whoever reaches the server\'s HTTP or native port can read, change and drop what the user may, by naming it. A fresh install\'s `default` user is such a user until a password is set.'
+            ? "and from every network, so whoever reaches the server's HTTP or native port can read, change and drop what the user may, by naming it. A fresh install's `default` user is such a user until a password is set."
             : 'only from the hosts listed, but anyone or anything on those hosts can log in as the user.'),
         recommendation:
           'Set a password (sha256_password or bcrypt_password) for each, or remove the user if nothing uses it; restrict its hosts to the clients that need it. Users from users.xml are changed in that file; SQL users with ALTER USER.',
@@ -102,7 +117,8 @@ export const usersOpenToEveryNetwork: Rule<typeof defaults> = {
   id: 'ch_users_any_host',
   engine: 'clickhouse',
   category: 'security',
-  summary: 'ClickHouse users with a password that may connect from every network (HOST ANY, ::/0), with the HOST restriction to set.',
+  summary:
+    'ClickHouse users with a password that may connect from every network (HOST ANY, ::/0), with the HOST restriction to set.',
   collectors: ['security'],
   thresholds: defaults,
   async check(ctx) {
@@ -120,9 +136,13 @@ export const usersOpenToEveryNetwork: Rule<typeof defaults> = {
         objects: named.map((u) => `user ${chIdent(u.name)}`),
         title: `${users.length} ClickHouse user${one ? '' : 's'} may connect from every network: ${listed(names, users.length)}`,
         detail:
-          `${names.join(', ')}${users.length > named.length ? ', ...' : ''} may log in from any address (${named.map((u) => `${chIdent(u.name)}: ${hostsOf(u)}`).slice(0, 5).join('; ')}): ` +
-          'the password is the only barrier, tried from anywhere that reaches the server\'s ports. Restricting each user to the networks of its clients takes a stolen password\'s use away elsewhere.',
-        recommendation: 'Restrict each user to the hosts or networks its clients connect from (HOST IP, HOST NAME, or <networks> in users.xml); keep a firewall in front of the ports as well.',
+          `${names.join(', ')}${users.length > named.length ? ', ...' : ''} may log in from any address (${named
+            .map((u) => `${chIdent(u.name)}: ${hostsOf(u)}`)
+            .slice(0, 5)
+            .join('; ')}): ` +
+          "the password is the only barrier, tried from anywhere that reaches the server's ports. Restricting each user to the networks of its clients takes a stolen password's use away elsewhere.",
+        recommendation:
+          'Restrict each user to the hosts or networks its clients connect from (HOST IP, HOST NAME, or <networks> in users.xml); keep a firewall in front of the ports as well.',
         how_to_investigate: INVESTIGATE,
         how_to_fix: named.flatMap(hostFix),
         metrics: { users: users.length },

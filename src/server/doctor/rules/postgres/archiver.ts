@@ -21,7 +21,9 @@ const defaults = {
 }
 
 /** The last attempt failed after the last success, or attempts failed and none ever succeeded. */
-export function archivingFailing(s: Pick<ArchiverStatus, 'archive_mode' | 'failed_count' | 'last_failed_time' | 'last_archived_time'>): boolean {
+export function archivingFailing(
+  s: Pick<ArchiverStatus, 'archive_mode' | 'failed_count' | 'last_failed_time' | 'last_archived_time'>,
+): boolean {
   if (s.archive_mode === 'off' || s.failed_count <= 0 || s.last_failed_time === null) return false
   return s.last_archived_time === null || s.last_failed_time > s.last_archived_time
 }
@@ -38,7 +40,8 @@ const INVESTIGATE = [
 
 export const archiverFailing: Rule<typeof defaults> = {
   id: 'pg_archiver_failing',
-  summary: 'The WAL archiver failing or falling behind: pg_wal grows until the disk fills, and recovery from the archive stops at the last file archived.',
+  summary:
+    'The WAL archiver failing or falling behind: pg_wal grows until the disk fills, and recovery from the archive stops at the last file archived.',
   collectors: ['archiver', 'log_events'],
   engine: 'postgres',
   category: 'reliability',
@@ -54,7 +57,9 @@ export const archiverFailing: Rule<typeof defaults> = {
     const backlog =
       s.ready_count !== null && s.ready_count > 0
         ? ` ${s.ready_count} WAL files (${bytes(s.ready_bytes ?? 0)}) are waiting to be archived` +
-          (s.oldest_ready_time !== null && found.ts !== null ? `, the oldest for ${duration(Math.max(0, found.ts - s.oldest_ready_time))}.` : '.')
+          (s.oldest_ready_time !== null && found.ts !== null
+            ? `, the oldest for ${duration(Math.max(0, found.ts - s.oldest_ready_time))}.`
+            : '.')
         : ''
     const metrics = {
       archived_count: s.archived_count,
@@ -74,7 +79,8 @@ export const archiverFailing: Rule<typeof defaults> = {
       const logged = entries.find((e) => e.kind === 'archive_failed' && since(e))
       const paused = entries.find((e) => e.kind === 'archive_gave_up' && since(e))
       const exitCode = logged ? numberField(logged, 'exit_code') : null
-      const loggedWal = (logged ? textField(logged, 'wal_file') : null) ?? (paused ? textField(paused, 'wal_file') : null)
+      const loggedWal =
+        (logged ? textField(logged, 'wal_file') : null) ?? (paused ? textField(paused, 'wal_file') : null)
       const fromLog = logged
         ? ` The server log's latest failure, at ${iso(logged.ts)}: ${exitCode !== null ? `exit code ${exitCode}` : 'no exit code'}` +
           (loggedWal ? ` on WAL file ${pgString(loggedWal)}` : '') +
@@ -98,9 +104,13 @@ export const archiverFailing: Rule<typeof defaults> = {
           'Find out why the archive command fails (the server log says, with its exit code) and fix it: the archive destination full or unreachable, credentials expired, a wrong path. Archiving resumes by itself with the oldest waiting file once the command succeeds; a changed archive_command takes effect on reload. Watch the free space of the WAL directory meanwhile.',
         how_to_investigate: [
           ...INVESTIGATE,
-          ...(wal ? [`SELECT name, modification FROM pg_ls_archive_statusdir() WHERE name = ${pgString(`${wal}.ready`)};`] : []),
+          ...(wal
+            ? [`SELECT name, modification FROM pg_ls_archive_statusdir() WHERE name = ${pgString(`${wal}.ready`)};`]
+            : []),
         ],
-        how_to_fix: ['SELECT pg_reload_conf();   -- after correcting archive_command (postgresql.conf or ALTER SYSTEM)'],
+        how_to_fix: [
+          'SELECT pg_reload_conf();   -- after correcting archive_command (postgresql.conf or ALTER SYSTEM)',
+        ],
         metrics: { ...metrics, log_exit_code: exitCode, log_wal_file: loggedWal },
       }
       return [finding]
@@ -117,14 +127,20 @@ export const archiverFailing: Rule<typeof defaults> = {
           recommendation:
             'Set archive_command (or archive_library) to what archives a WAL file to your archive (pgBackRest, WAL-G, a copy to a mounted volume), then reload; or, if no archive is wanted, set archive_mode = off (a restart), after which PostgreSQL removes the waiting files at its next checkpoints.',
           how_to_investigate: INVESTIGATE,
-          how_to_fix: ["SELECT pg_reload_conf();   -- after setting archive_command (ALTER SYSTEM SET archive_command = '…' or postgresql.conf)"],
+          how_to_fix: [
+            "SELECT pg_reload_conf();   -- after setting archive_command (ALTER SYSTEM SET archive_command = '…' or postgresql.conf)",
+          ],
           metrics,
         },
       ]
     }
     const oldestMs = s.oldest_ready_time !== null && found.ts !== null ? found.ts - s.oldest_ready_time : null
     const many = s.ready_count !== null && s.ready_count >= t.warning_ready_files
-    const old = oldestMs !== null && s.ready_count !== null && s.ready_count > 0 && oldestMs >= t.warning_oldest_ready_minutes * 60_000
+    const old =
+      oldestMs !== null &&
+      s.ready_count !== null &&
+      s.ready_count > 0 &&
+      oldestMs >= t.warning_oldest_ready_minutes * 60_000
     if (!many && !old) return []
     return [
       {

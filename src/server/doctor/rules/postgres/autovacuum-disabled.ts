@@ -30,7 +30,9 @@ export const autovacuumDisabled: Rule<typeof defaults> = {
     const t = ctx.thresholds(autovacuumDisabled)
     const dead = ctx.thresholds(deadTuples)
     // ctx.tables() is ordered by size, the largest first.
-    const off = (await ctx.tables()).filter((table) => table.autovacuum_enabled === false && !deadRowsSeverity(table, dead))
+    const off = (await ctx.tables()).filter(
+      (table) => table.autovacuum_enabled === false && !deadRowsSeverity(table, dead),
+    )
 
     const ago = (at: number | null) => (at === null ? 'never' : `${duration(Math.max(0, ctx.now - at))} ago`)
     const latest = (a: number | null, b: number | null) => (a === null ? b : b === null ? a : Math.max(a, b))

@@ -27,7 +27,11 @@ const HOUR = 3_600_000
 export const backupTime = (b: BackupEntry): number | null => b.finished_at ?? b.started_at
 
 /** The newest successful backup, and the newest successful full one (the list is newest first, but the order is not trusted). */
-export function lastBackups(s: Pick<BackupStatus, 'backups'>): { latest: BackupEntry | null; successful: BackupEntry | null; full: BackupEntry | null } {
+export function lastBackups(s: Pick<BackupStatus, 'backups'>): {
+  latest: BackupEntry | null
+  successful: BackupEntry | null
+  full: BackupEntry | null
+} {
   const sorted = [...s.backups].sort((a, b) => (backupTime(b) ?? 0) - (backupTime(a) ?? 0))
   return {
     latest: sorted[0] ?? null,
@@ -54,7 +58,12 @@ function investigate(s: BackupStatus, stanza: string | null): string[] {
 }
 
 function takeBackup(s: BackupStatus, type: 'full' | 'any'): string[] {
-  if (s.tool === 'walg') return [type === 'full' ? 'wal-g backup-push --full "$PGDATA"   # as the database\'s OS user' : 'wal-g backup-push "$PGDATA"   # as the database\'s OS user']
+  if (s.tool === 'walg')
+    return [
+      type === 'full'
+        ? 'wal-g backup-push --full "$PGDATA"   # as the database\'s OS user'
+        : 'wal-g backup-push "$PGDATA"   # as the database\'s OS user',
+    ]
   return [type === 'full' ? 'pgbackrest --stanza=<stanza> --type=full backup' : 'pgbackrest --stanza=<stanza> backup']
 }
 
@@ -65,7 +74,7 @@ const describeBackup = (b: BackupEntry) => {
 
 export const backupAge: Rule<typeof defaults> = {
   id: 'pg_backup_age',
-  summary: 'Backups too old, failing or unreadable, from the backup tool\'s own listing (pgBackRest or WAL-G).',
+  summary: "Backups too old, failing or unreadable, from the backup tool's own listing (pgBackRest or WAL-G).",
   collectors: ['backups'],
   engine: 'postgres',
   category: 'reliability',
@@ -105,7 +114,10 @@ export const backupAge: Rule<typeof defaults> = {
       if (age === null || age > t.max_age_hours * HOUR) {
         findings.push({
           severity: age === null || age > t.critical_age_hours * HOUR ? 'critical' : 'warning',
-          title: successful === null ? `No successful backup in ${tool}` : `The last successful backup is ${duration(age!)} old`,
+          title:
+            successful === null
+              ? `No successful backup in ${tool}`
+              : `The last successful backup is ${duration(age!)} old`,
           detail:
             (successful === null
               ? `${tool} lists ${s.backups.length === 0 ? 'no backup at all' : `${s.backups.length} backups, none of them successful`}.`
@@ -125,12 +137,18 @@ export const backupAge: Rule<typeof defaults> = {
           object: 'full',
           title: full === null ? 'No successful full backup' : `The last full backup is ${duration(fullAge!)} old`,
           detail:
-            (full === null ? `${tool} lists no successful full backup.` : `The newest successful full backup is ${describeBackup(full)}, more than ${t.max_full_age_days} days ago.`) +
+            (full === null
+              ? `${tool} lists no successful full backup.`
+              : `The newest successful full backup is ${describeBackup(full)}, more than ${t.max_full_age_days} days ago.`) +
             ' A restore needs a full backup plus every later differential or incremental one and all WAL since: the older the full, the longer and the more fragile the restore.',
-          recommendation: 'Check that the full backups are still scheduled (and that retention keeps one), then take a full backup.',
+          recommendation:
+            'Check that the full backups are still scheduled (and that retention keeps one), then take a full backup.',
           how_to_investigate: investigate(s, stanza),
           how_to_fix: takeBackup(s, 'full'),
-          metrics: { ...metrics, full_age_days: fullAge === null ? null : Math.round((fullAge / (24 * HOUR)) * 10) / 10 },
+          metrics: {
+            ...metrics,
+            full_age_days: fullAge === null ? null : Math.round((fullAge / (24 * HOUR)) * 10) / 10,
+          },
         })
       }
       if (latest !== null && !latest.ok) {

@@ -31,7 +31,8 @@ const defaults = {
   max_findings: 10,
 }
 
-const nameOf = (b: BloatEstimate) => (b.index_name === null ? pgObject(b.schema_name, b.table_name) : pgObject(b.schema_name, b.index_name))
+const nameOf = (b: BloatEstimate) =>
+  b.index_name === null ? pgObject(b.schema_name, b.table_name) : pgObject(b.schema_name, b.index_name)
 
 export const bloatEstimates: Rule<typeof defaults> = {
   id: 'pg_bloat',
@@ -76,9 +77,11 @@ export const bloatEstimates: Rule<typeof defaults> = {
           (holder
             ? ` ${holder.about} has held back the xmin horizon since ${new Date(holder.since!).toISOString()}: until ${holder.ends}, VACUUM cannot remove the rows deleted or updated after that, a rewrite keeps every row version it may still see, and the bloat comes back.`
             : ''),
-        recommendation: (holder ? `${holder.advice} Then: ` : '') + (isIndex
-          ? 'Measure it with pgstatindex first; if confirmed, rebuild the index concurrently (writes go on). Long-running transactions during heavy updates and deletes are the usual cause.'
-          : 'Measure it with pgstattuple first; if confirmed, rewrite the table: VACUUM FULL locks it for the whole rewrite, pg_repack does it online. Then find why vacuum fell behind (long transactions, autovacuum settings).'),
+        recommendation:
+          (holder ? `${holder.advice} Then: ` : '') +
+          (isIndex
+            ? 'Measure it with pgstatindex first; if confirmed, rebuild the index concurrently (writes go on). Long-running transactions during heavy updates and deletes are the usual cause.'
+            : 'Measure it with pgstattuple first; if confirmed, rewrite the table: VACUUM FULL locks it for the whole rewrite, pg_repack does it online. Then find why vacuum fell behind (long transactions, autovacuum settings).'),
         ...(holder ? { objects: [nameOf(b), holder.object] } : {}),
         how_to_investigate: [
           ...(holder ? holder.investigate : []),
@@ -87,7 +90,10 @@ export const bloatEstimates: Rule<typeof defaults> = {
             ? `SELECT index_size, avg_leaf_density, leaf_fragmentation FROM pgstatindex(${regclass});`
             : `SELECT table_len, tuple_percent, dead_tuple_percent, free_percent FROM pgstattuple_approx(${regclass});`,
         ],
-        how_to_fix: [...(holder ? holder.fix : []), isIndex ? `REINDEX INDEX CONCURRENTLY ${relation};` : `VACUUM (FULL, ANALYZE) ${table};`],
+        how_to_fix: [
+          ...(holder ? holder.fix : []),
+          isIndex ? `REINDEX INDEX CONCURRENTLY ${relation};` : `VACUUM (FULL, ANALYZE) ${table};`,
+        ],
         metrics: {
           size_bytes: b.size_bytes,
           expected_bytes: b.expected_bytes,

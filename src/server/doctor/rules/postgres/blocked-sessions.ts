@@ -35,8 +35,10 @@ export const blockedSessions: Rule<typeof defaults> = {
     const waiting = entries.filter((a) => a.blocking_pids.length > 0)
     if (waiting.length === 0) return []
     // How long each waiter has waited: its ungranted lock's age, else its statement's.
-    const waitMs = (a: ActiveQuery) => locks.entries.find((l) => l.pid === Number(a.pid) && !l.granted)?.duration_ms ?? a.duration_ms ?? 0
-    const relationOf = (a: ActiveQuery) => locks.entries.find((l) => l.pid === Number(a.pid) && !l.granted)?.relation_name ?? null
+    const waitMs = (a: ActiveQuery) =>
+      locks.entries.find((l) => l.pid === Number(a.pid) && !l.granted)?.duration_ms ?? a.duration_ms ?? 0
+    const relationOf = (a: ActiveQuery) =>
+      locks.entries.find((l) => l.pid === Number(a.pid) && !l.granted)?.relation_name ?? null
     // The roots of a waiter: follow blocking_pids up to sessions that wait for nobody (pid 0 is a prepared transaction).
     const rootsOf = (pid: number, seen = new Set<number>()): number[] => {
       seen.add(pid)
@@ -47,10 +49,15 @@ export const blockedSessions: Rule<typeof defaults> = {
       })
     }
     const groups = new Map<number, ActiveQuery[]>()
-    for (const w of waiting) for (const root of new Set(rootsOf(Number(w.pid)))) groups.set(root, [...(groups.get(root) ?? []), w])
-    const ranked = [...groups].map(([root, blocked]) => ({ root, blocked, longest: Math.max(...blocked.map(waitMs)) })).sort((a, b) => b.longest - a.longest || b.blocked.length - a.blocked.length)
+    for (const w of waiting)
+      for (const root of new Set(rootsOf(Number(w.pid)))) groups.set(root, [...(groups.get(root) ?? []), w])
+    const ranked = [...groups]
+      .map(([root, blocked]) => ({ root, blocked, longest: Math.max(...blocked.map(waitMs)) }))
+      .sort((a, b) => b.longest - a.longest || b.blocked.length - a.blocked.length)
     const severityOf = (g: (typeof ranked)[number]) =>
-      g.blocked.length >= t.critical_sessions ? 'critical' : severityAbove(g.longest / 1000, t.warning_wait_s, t.critical_wait_s)
+      g.blocked.length >= t.critical_sessions
+        ? 'critical'
+        : severityAbove(g.longest / 1000, t.warning_wait_s, t.critical_wait_s)
     const flagged = ranked.filter((g) => severityOf(g) !== undefined)
     const findings: FindingDraft[] = flagged.slice(0, t.max_findings).map((g) => {
       const root = byPid.get(g.root)
@@ -66,10 +73,23 @@ export const blockedSessions: Rule<typeof defaults> = {
       const pids = g.blocked.map((b) => b.pid)
       const fix =
         g.root === 0
-          ? ["SELECT gid, prepared, owner, database FROM pg_prepared_xacts ORDER BY prepared;   -- then COMMIT PREPARED '<gid>' or ROLLBACK PREPARED '<gid>'"]
+          ? [
+              "SELECT gid, prepared, owner, database FROM pg_prepared_xacts ORDER BY prepared;   -- then COMMIT PREPARED '<gid>' or ROLLBACK PREPARED '<gid>'",
+            ]
           : root?.state === 'active'
-            ? [cancelStatement(root, { seenAt: ts, effect: 'cancels its statement; if the lock stays held (an open transaction), write pg_terminate_backend in place of pg_cancel_backend' })]
-            : [terminateSession(root ?? { pid: g.root }, { seenAt: ts, effect: 'rolls back its transaction and releases its locks' })]
+            ? [
+                cancelStatement(root, {
+                  seenAt: ts,
+                  effect:
+                    'cancels its statement; if the lock stays held (an open transaction), write pg_terminate_backend in place of pg_cancel_backend',
+                }),
+              ]
+            : [
+                terminateSession(root ?? { pid: g.root }, {
+                  seenAt: ts,
+                  effect: 'rolls back its transaction and releases its locks',
+                }),
+              ]
       return {
         severity: severityOf(g)!,
         object: g.root === 0 ? 'prepared transaction' : `pid ${g.root}`,
@@ -91,7 +111,10 @@ export const blockedSessions: Rule<typeof defaults> = {
           `SELECT pid, usename, application_name, state, now() - xact_start AS transaction_age, now() - state_change AS in_state_for, query FROM pg_stat_activity WHERE pid = ${g.root};`,
           `SELECT pid, locktype, relation::regclass, mode, granted FROM pg_locks WHERE pid IN (${[g.root, ...pids].map(pgNumber).join(', ')}) ORDER BY granted DESC, pid;`,
         ],
-        how_to_fix: [...fix, "SET lock_timeout = '5s';   -- in migrations and DDL sessions, so they give up instead of queueing everyone behind them"],
+        how_to_fix: [
+          ...fix,
+          "SET lock_timeout = '5s';   -- in migrations and DDL sessions, so they give up instead of queueing everyone behind them",
+        ],
         objects: [g.root === 0 ? 'prepared transaction' : `pid ${g.root}`, ...pids.map((p) => `pid ${p}`)],
         metrics: { root_pid: g.root, blocked_sessions: g.blocked.length, longest_wait_s: Math.round(g.longest / 1000) },
       }
@@ -105,9 +128,14 @@ export const blockedSessions: Rule<typeof defaults> = {
           .slice(0, 20)
           .map((g) => `pid ${g.root} (${g.blocked.length} waiting, up to ${duration(g.longest)})`)
           .join(', ')}${rest.length > 20 ? ', …' : ''}.`,
-        recommendation: 'Many independent blockers at once usually mean a hot row or table that every transaction updates; look for it in the waiting locks.',
-        how_to_investigate: ['SELECT l.relation::regclass, l.mode, count(*) FROM pg_locks l WHERE NOT l.granted GROUP BY 1, 2 ORDER BY 3 DESC;'],
-        how_to_fix: ['SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid IN (SELECT unnest(pg_blocking_pids(pid)) FROM pg_stat_activity) AND state LIKE \'idle in transaction%\' AND backend_type = \'client backend\' AND datname = current_database();   -- the blockers idle in a transaction in the database you run it in'],
+        recommendation:
+          'Many independent blockers at once usually mean a hot row or table that every transaction updates; look for it in the waiting locks.',
+        how_to_investigate: [
+          'SELECT l.relation::regclass, l.mode, count(*) FROM pg_locks l WHERE NOT l.granted GROUP BY 1, 2 ORDER BY 3 DESC;',
+        ],
+        how_to_fix: [
+          "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid IN (SELECT unnest(pg_blocking_pids(pid)) FROM pg_stat_activity) AND state LIKE 'idle in transaction%' AND backend_type = 'client backend' AND datname = current_database();   -- the blockers idle in a transaction in the database you run it in",
+        ],
         objects: rest.map((g) => `pid ${g.root}`),
         metrics: { blockers: rest.length },
       })

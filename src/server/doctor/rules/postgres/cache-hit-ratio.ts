@@ -72,15 +72,28 @@ function causeText(causes: ReadCause[]): string {
   const [lead, ...rest] = causes
   if (!lead) return ''
   const what: string[] = []
-  if (lead.scan) what.push(`read whole ${Math.round(num(lead.scan.metrics?.full_reads)).toLocaleString('en-US')} times by sequential scans (about ${bytes(lead.scanned_bytes)})`)
-  if (lead.bloat) what.push(`${lead.scan ? 'and it is' : 'is'} an estimated ${bytes(lead.bloat_bytes)} of bloat that every scan reads too`)
-  const others = rest.length > 0 ? ` Also named: ${rest.slice(0, 5).map((c) => c.object).join(', ')}${rest.length > 5 ? ', ...' : ''}.` : ''
+  if (lead.scan)
+    what.push(
+      `read whole ${Math.round(num(lead.scan.metrics?.full_reads)).toLocaleString('en-US')} times by sequential scans (about ${bytes(lead.scanned_bytes)})`,
+    )
+  if (lead.bloat)
+    what.push(
+      `${lead.scan ? 'and it is' : 'is'} an estimated ${bytes(lead.bloat_bytes)} of bloat that every scan reads too`,
+    )
+  const others =
+    rest.length > 0
+      ? ` Also named: ${rest
+          .slice(0, 5)
+          .map((c) => c.object)
+          .join(', ')}${rest.length > 5 ? ', ...' : ''}.`
+      : ''
   return ` The likely cause: ${lead.object} was ${what.join(', ')} in the same window: a table that does not stay in shared buffers is read from disk or the OS cache again at every full read (and a scan of one larger than a quarter of shared_buffers goes through a small ring of buffers, so it never stays).${others}`
 }
 
 export const cacheHitRatio: Rule<typeof defaults> = {
   id: 'pg_cache_hit_ratio',
-  summary: 'Too few block reads served from shared buffers over the last hour, naming the sequentially scanned or bloated table that causes it, with memory advice sized to the host.',
+  summary:
+    'Too few block reads served from shared buffers over the last hour, naming the sequentially scanned or bloated table that causes it, with memory advice sized to the host.',
   collectors: ['database_stats', 'tables', 'bloat', 'host'],
   engine: 'postgres',
   category: 'performance',
@@ -94,12 +107,21 @@ export const cacheHitRatio: Rule<typeof defaults> = {
     if (!severity) return []
     const [causes, memory] = await Promise.all([causesOf(ctx), memoryAdviceFor(ctx)])
     const lead = causes[0]
-    const leadFix = lead ? [...(lead.scan?.how_to_fix.slice(0, 1) ?? []), ...(lead.bloat?.how_to_fix.slice(-1) ?? [])] : []
-    const leadWhat = lead?.scan && lead.bloat ? 'index its scans and rewrite it' : lead?.scan ? 'give its scans an index (the sequential-scan finding names the columns)' : 'rewrite it'
+    const leadFix = lead
+      ? [...(lead.scan?.how_to_fix.slice(0, 1) ?? []), ...(lead.bloat?.how_to_fix.slice(-1) ?? [])]
+      : []
+    const leadWhat =
+      lead?.scan && lead.bloat
+        ? 'index its scans and rewrite it'
+        : lead?.scan
+          ? 'give its scans an index (the sequential-scan finding names the columns)'
+          : 'rewrite it'
     return [
       {
         severity,
-        title: lead ? `Low buffer cache hit ratio: ${lead.object} ${lead.scan ? 'read by sequential scans' : 'bloated'}` : 'Low buffer cache hit ratio',
+        title: lead
+          ? `Low buffer cache hit ratio: ${lead.object} ${lead.scan ? 'read by sequential scans' : 'bloated'}`
+          : 'Low buffer cache hit ratio',
         detail: `Over the last hour ${pct(ratio, 2)} of block reads were served from shared buffers (${hit.toLocaleString('en-US')} hits, ${read.toLocaleString('en-US')} reads from disk or the OS cache); healthy databases stay at ${pct(thresholds.warning_below, 0)} or more.${causeText(causes)}`,
         recommendation: lead
           ? `Fix the cause first: ${lead.object}, ${leadWhat}; the hit ratio recovers once it is no longer read whole. Only if it stays low has the working set outgrown shared_buffers. ${memory.text}`
@@ -115,7 +137,13 @@ export const cacheHitRatio: Rule<typeof defaults> = {
           cache_hit_ratio: Number(ratio.toFixed(4)),
           blks_hit: hit,
           blks_read: read,
-          ...(lead ? { cause_table: lead.object, cause_scanned_bytes: Math.round(lead.scanned_bytes), cause_bloat_bytes: lead.bloat_bytes } : {}),
+          ...(lead
+            ? {
+                cause_table: lead.object,
+                cause_scanned_bytes: Math.round(lead.scanned_bytes),
+                cause_bloat_bytes: lead.bloat_bytes,
+              }
+            : {}),
           host_memory_bytes: memory.total_bytes,
           advised_shared_buffers: memory.total_bytes === null ? null : memory.shared_buffers,
           advised_effective_cache_size: memory.total_bytes === null ? null : memory.effective_cache_size,

@@ -25,7 +25,8 @@ export const checkpointOverdue: Rule<typeof defaults> = {
   id: 'pg_checkpoint_overdue',
   engine: 'postgres',
   category: 'reliability',
-  summary: 'No checkpoint for more than twice checkpoint_timeout while WAL was written: the checkpointer stuck or crawling, crash recovery and pg_wal growing (an idle server is left alone).',
+  summary:
+    'No checkpoint for more than twice checkpoint_timeout while WAL was written: the checkpointer stuck or crawling, crash recovery and pg_wal growing (an idle server is left alone).',
   collectors: ['wal_dir'],
   thresholds: defaults,
   async check(ctx) {
@@ -40,8 +41,14 @@ export const checkpointOverdue: Rule<typeof defaults> = {
     const severity = severityAbove(age / timeoutMs, t.warning_timeouts, t.critical_timeouts)
     if (!severity) return []
     const standby = st.in_recovery
-    const last = st.checkpoint_time === null ? 'The last checkpoint' : `The last ${standby ? 'restartpoint' : 'checkpoint'}, started at ${new Date(st.checkpoint_time).toISOString()},`
-    const redo = st.redo_lsn === null ? '' : ` (redo LSN ${st.redo_lsn}${st.redo_wal_file ? `, WAL file ${pgString(st.redo_wal_file)}` : ''})`
+    const last =
+      st.checkpoint_time === null
+        ? 'The last checkpoint'
+        : `The last ${standby ? 'restartpoint' : 'checkpoint'}, started at ${new Date(st.checkpoint_time).toISOString()},`
+    const redo =
+      st.redo_lsn === null
+        ? ''
+        : ` (redo LSN ${st.redo_lsn}${st.redo_wal_file ? `, WAL file ${pgString(st.redo_wal_file)}` : ''})`
     return [
       {
         severity,
@@ -51,13 +58,13 @@ export const checkpointOverdue: Rule<typeof defaults> = {
           `${last} is ${duration(age)} old (counted from the server's start when that is later) against a checkpoint_timeout of ${duration(timeoutMs)}, ` +
           `and ${bytes(st.wal_since_redo_bytes)} of WAL ${standby ? 'were replayed' : 'were written'} since its redo point${redo}. ` +
           (standby
-            ? 'A standby restarts only at the checkpoints the primary logs: the primary may not be checkpointing either, or the standby\'s restartpoint is stuck. '
+            ? "A standby restarts only at the checkpoints the primary logs: the primary may not be checkpointing either, or the standby's restartpoint is stuck. "
             : 'The checkpointer starts one at least every checkpoint_timeout once anything was written, so it is stuck (storage not answering its writes or fsync) or crawling through a very long spread checkpoint. ') +
           'Until one completes, a crash replays everything since the redo point, and pg_wal keeps it all.',
         recommendation:
-          "See what the checkpointer waits on (its wait event in pg_stat_activity) and whether the storage of the data directory answers; with log_checkpoints on, the log says when the current checkpoint started and how far it got. A CHECKPOINT command waits for the running checkpoint and then runs one at full speed.",
+          'See what the checkpointer waits on (its wait event in pg_stat_activity) and whether the storage of the data directory answers; with log_checkpoints on, the log says when the current checkpoint started and how far it got. A CHECKPOINT command waits for the running checkpoint and then runs one at full speed.',
         how_to_investigate: [
-          'SELECT pid, wait_event_type, wait_event, backend_start FROM pg_stat_activity WHERE backend_type = \'checkpointer\';',
+          "SELECT pid, wait_event_type, wait_event, backend_start FROM pg_stat_activity WHERE backend_type = 'checkpointer';",
           standby
             ? 'SELECT checkpoint_time, redo_lsn, redo_wal_file, pg_size_pretty(pg_wal_lsn_diff(pg_last_wal_replay_lsn(), redo_lsn)) AS since_redo FROM pg_control_checkpoint();'
             : 'SELECT checkpoint_time, redo_lsn, redo_wal_file, pg_size_pretty(pg_wal_lsn_diff(pg_current_wal_lsn(), redo_lsn)) AS since_redo FROM pg_control_checkpoint();',

@@ -58,13 +58,23 @@ interface Causes extends Record<CheckpointCause, number> {
 }
 
 function checkpointCauses(reasons: (string | null)[]): Causes {
-  const c: Causes = { wal: 0, time: 0, manual: 0, shutdown: 0, recovery: 0, other: 0, explained: 0, manualReasons: new Map() }
+  const c: Causes = {
+    wal: 0,
+    time: 0,
+    manual: 0,
+    shutdown: 0,
+    recovery: 0,
+    other: 0,
+    explained: 0,
+    manualReasons: new Map(),
+  }
   for (const r of reasons) {
     const cause = causeOf(r)
     if (cause === null) continue
     c[cause]++
     c.explained++
-    if (cause === 'manual') c.manualReasons.set(r!.trim().slice(0, 60), (c.manualReasons.get(r!.trim().slice(0, 60)) ?? 0) + 1)
+    if (cause === 'manual')
+      c.manualReasons.set(r!.trim().slice(0, 60), (c.manualReasons.get(r!.trim().slice(0, 60)) ?? 0) + 1)
   }
   return c
 }
@@ -95,7 +105,8 @@ function regularity(times: number[]): number | null {
 
 export const requestedCheckpoints: Rule<typeof defaults> = {
   id: 'pg_requested_checkpoints',
-  summary: 'Checkpoints requested rather than timed (WAL-driven ones call for a larger max_wal_size, computed), with the log\'s own reasons when it has them.',
+  summary:
+    "Checkpoints requested rather than timed (WAL-driven ones call for a larger max_wal_size, computed), with the log's own reasons when it has them.",
   collectors: ['bgwriter', 'wal_stats', 'log_events'],
   engine: 'postgres',
   category: 'configuration',
@@ -113,7 +124,10 @@ export const requestedCheckpoints: Rule<typeof defaults> = {
       writeMs += values.checkpoint_write_time_ms ?? 0
     }
     // The log: checkpoints with their reason and distance, and the server's own warning.
-    const [logged, tooFrequent] = await Promise.all([logEntries(ctx, ['checkpoint'], windowMs), logEntries(ctx, ['checkpoints_too_frequent'], windowMs)])
+    const [logged, tooFrequent] = await Promise.all([
+      logEntries(ctx, ['checkpoint'], windowMs),
+      logEntries(ctx, ['checkpoints_too_frequent'], windowMs),
+    ])
     const checkpoints = logged.filter((e) => e.fields.restartpoint !== true)
     const causes = checkpointCauses(checkpoints.map((e) => textField(e, 'reason')))
     const walStarted = causes.wal
@@ -135,7 +149,8 @@ export const requestedCheckpoints: Rule<typeof defaults> = {
     else if (checkpoints.length >= 2 && distances.length >= 2) {
       const span = checkpoints[0]!.ts - checkpoints[checkpoints.length - 1]!.ts
       // The distances after the oldest checkpoint cover the span between the oldest and the newest.
-      if (span > 0) walPerTimeout = ((distances.reduce((a, b) => a + b, 0) - distances[distances.length - 1]!) / span) * timeoutMs
+      if (span > 0)
+        walPerTimeout = ((distances.reduce((a, b) => a + b, 0) - distances[distances.length - 1]!) / span) * timeoutMs
     }
     const wanted = walPerTimeout !== null ? walPerTimeout * (1 + completion) * t.headroom : null
     const holds = wanted !== null && current !== undefined && wanted <= current
@@ -152,14 +167,21 @@ export const requestedCheckpoints: Rule<typeof defaults> = {
     let cause: 'wal' | 'elsewhere' | null = null
     let severity: Severity | undefined
     if (fromLog) {
-      severity = (logShare !== null ? severityAbove(logShare, t.warning_share, t.critical_share) : undefined) ?? tooFrequentSeverity
+      severity =
+        (logShare !== null ? severityAbove(logShare, t.warning_share, t.critical_share) : undefined) ??
+        tooFrequentSeverity
       if (severity) cause = 'wal'
-      else if (causes.manual >= t.min_checkpoints && causes.manual / Math.max(1, causes.manual + causes.wal + causes.time) >= t.warning_share) {
+      else if (
+        causes.manual >= t.min_checkpoints &&
+        causes.manual / Math.max(1, causes.manual + causes.wal + causes.time) >= t.warning_share
+      ) {
         cause = 'elsewhere'
         severity = 'info'
       }
     } else {
-      severity = (statsShare !== null ? severityAbove(statsShare, t.warning_share, t.critical_share) : undefined) ?? tooFrequentSeverity
+      severity =
+        (statsShare !== null ? severityAbove(statsShare, t.warning_share, t.critical_share) : undefined) ??
+        tooFrequentSeverity
       if (severity && holds && tooFrequentCount === 0) {
         cause = 'elsewhere'
         severity = 'info'
@@ -168,14 +190,31 @@ export const requestedCheckpoints: Rule<typeof defaults> = {
     if (!severity || !cause) return []
     const share = fromLog ? logShare : statsShare
     // WAL-driven: the size measured, or, when max_wal_size already holds the average (bursts), twice the current one.
-    const toSet = cause !== 'wal' ? null : wanted !== null && !holds ? sizeSetting(wanted) : current !== undefined ? sizeSetting(2 * current) : null
+    const toSet =
+      cause !== 'wal'
+        ? null
+        : wanted !== null && !holds
+          ? sizeSetting(wanted)
+          : current !== undefined
+            ? sizeSetting(2 * current)
+            : null
     const logCheckpointsOn = /^(on|true|yes|1)$/i.test(s?.log_checkpoints ?? '')
 
     const evidence: string[] = []
-    if (statsShare !== null) evidence.push(`${requested} of ${all} checkpoints (${pct(statsShare)}) were requested (WAL reached max_wal_size, or a CHECKPOINT command, a backup or a shutdown) and ${timed} timed (checkpoint_timeout)`)
-    if (fromLog) evidence.push(`the server log shows why ${causes.explained} checkpoint${causes.explained === 1 ? '' : 's'} started: ${causeWords(causes)}`)
-    if (tooFrequentCount > 0) evidence.push(`it warned ${tooFrequentCount} time${tooFrequentCount === 1 ? '' : 's'} that checkpoints occur too frequently${apart.length > 0 ? ` (${Math.min(...apart)} seconds apart at the closest)` : ''}`)
-    if (meanDistance !== null) evidence.push(`the logged checkpoints were ${bytes(meanDistance)} of WAL apart on average`)
+    if (statsShare !== null)
+      evidence.push(
+        `${requested} of ${all} checkpoints (${pct(statsShare)}) were requested (WAL reached max_wal_size, or a CHECKPOINT command, a backup or a shutdown) and ${timed} timed (checkpoint_timeout)`,
+      )
+    if (fromLog)
+      evidence.push(
+        `the server log shows why ${causes.explained} checkpoint${causes.explained === 1 ? '' : 's'} started: ${causeWords(causes)}`,
+      )
+    if (tooFrequentCount > 0)
+      evidence.push(
+        `it warned ${tooFrequentCount} time${tooFrequentCount === 1 ? '' : 's'} that checkpoints occur too frequently${apart.length > 0 ? ` (${Math.min(...apart)} seconds apart at the closest)` : ''}`,
+      )
+    if (meanDistance !== null)
+      evidence.push(`the logged checkpoints were ${bytes(meanDistance)} of WAL apart on average`)
     const sizing =
       walPerTimeout === null
         ? ''
@@ -202,11 +241,13 @@ export const requestedCheckpoints: Rule<typeof defaults> = {
       wal_per_timeout_bytes: walPerTimeout === null ? null : Math.round(walPerTimeout),
       max_wal_size_to_set: toSet,
     })
-    const regular = causes.manual >= 3 ? regularity(checkpoints.filter((e) => causeOf(textField(e, 'reason')) === 'manual').map((e) => e.ts)) : null
-    const elsewhereWords =
-      fromLog
-        ? ` ${causes.manual} checkpoint${causes.manual === 1 ? ' was' : 's were'} forced (${[...causes.manualReasons].map(([r, n]) => `"checkpoint starting: ${r}" ×${n}`).join(', ')}): a CHECKPOINT command, pg_backup_start() or a base backup (pg_basebackup, pgBackRest, WAL-G), or CREATE DATABASE${regular ? `, about every ${duration(regular)} (a scheduled job)` : ''}. More WAL room would not change them.`
-        : ' CHECKPOINT commands, base backups or restarts request them; more WAL room would not change them.'
+    const regular =
+      causes.manual >= 3
+        ? regularity(checkpoints.filter((e) => causeOf(textField(e, 'reason')) === 'manual').map((e) => e.ts))
+        : null
+    const elsewhereWords = fromLog
+      ? ` ${causes.manual} checkpoint${causes.manual === 1 ? ' was' : 's were'} forced (${[...causes.manualReasons].map(([r, n]) => `"checkpoint starting: ${r}" ×${n}`).join(', ')}): a CHECKPOINT command, pg_backup_start() or a base backup (pg_basebackup, pgBackRest, WAL-G), or CREATE DATABASE${regular ? `, about every ${duration(regular)} (a scheduled job)` : ''}. More WAL room would not change them.`
+      : ' CHECKPOINT commands, base backups or restarts request them; more WAL room would not change them.'
     if (cause === 'elsewhere') {
       return [
         {
@@ -219,9 +260,18 @@ export const requestedCheckpoints: Rule<typeof defaults> = {
             "SELECT pid, usename, application_name, backend_type, query_start, left(query, 200) FROM pg_stat_activity WHERE query ILIKE '%checkpoint%' OR query ILIKE '%pg_backup_start%' OR backend_type = 'walsender';",
             'SELECT num_timed, num_requested, stats_reset FROM pg_stat_checkpointer;   -- PostgreSQL 17+',
             'SELECT checkpoints_timed, checkpoints_req, stats_reset FROM pg_stat_bgwriter;   -- before 17',
-            ...(logCheckpointsOn || fromLog ? [] : ["SELECT name, setting FROM pg_settings WHERE name = 'log_checkpoints';   -- on: the log says why each checkpoint started"]),
+            ...(logCheckpointsOn || fromLog
+              ? []
+              : [
+                  "SELECT name, setting FROM pg_settings WHERE name = 'log_checkpoints';   -- on: the log says why each checkpoint started",
+                ]),
           ],
-          how_to_fix: logCheckpointsOn || fromLog ? [] : ['ALTER SYSTEM SET log_checkpoints = on; SELECT pg_reload_conf();   -- the log then says why each checkpoint started'],
+          how_to_fix:
+            logCheckpointsOn || fromLog
+              ? []
+              : [
+                  'ALTER SYSTEM SET log_checkpoints = on; SELECT pg_reload_conf();   -- the log then says why each checkpoint started',
+                ],
           metrics: metricsOf(),
         },
       ]
@@ -246,8 +296,14 @@ export const requestedCheckpoints: Rule<typeof defaults> = {
                   ? `ALTER SYSTEM SET max_wal_size = '${toSet}'; SELECT pg_reload_conf();   -- twice today's: WAL-driven checkpoints should become rare`
                   : `ALTER SYSTEM SET max_wal_size = '${toSet}'; SELECT pg_reload_conf();   -- the WAL of one checkpoint_timeout × (1 + checkpoint_completion_target), with headroom`,
               ]
-            : ["ALTER SYSTEM SET max_wal_size = '8GB'; SELECT pg_reload_conf();   -- e.g. double it until requested checkpoints become rare"]),
-          ...(logCheckpointsOn || fromLog ? [] : ['ALTER SYSTEM SET log_checkpoints = on; SELECT pg_reload_conf();   -- the log then says why each checkpoint started']),
+            : [
+                "ALTER SYSTEM SET max_wal_size = '8GB'; SELECT pg_reload_conf();   -- e.g. double it until requested checkpoints become rare",
+              ]),
+          ...(logCheckpointsOn || fromLog
+            ? []
+            : [
+                'ALTER SYSTEM SET log_checkpoints = on; SELECT pg_reload_conf();   -- the log then says why each checkpoint started',
+              ]),
         ],
         metrics: metricsOf(),
       },

@@ -12,7 +12,8 @@ const defaults = {
 
 export const connections: Rule<typeof defaults> = {
   id: 'pg_connections',
-  summary: 'Client connections near the slots max_connections leaves to ordinary roles: past them new connections fail.',
+  summary:
+    'Client connections near the slots max_connections leaves to ordinary roles: past them new connections fail.',
   collectors: ['activity', 'database_stats'],
   engine: 'postgres',
   category: 'capacity',
@@ -42,7 +43,7 @@ export const connections: Rule<typeof defaults> = {
           `${total} client connections of the ${usable} that ordinary roles may open (max_connections ${max} minus superuser_reserved_connections ${reserved}): ${pct(ratio)}. ` +
           `Of these, ${[...states, `${idle} idle`].join(', ')}.`,
         recommendation:
-          'Most connections are usually idle: put a pooler (PgBouncer in transaction mode) between the applications and PostgreSQL, and shrink the applications\' own pools. ' +
+          "Most connections are usually idle: put a pooler (PgBouncer in transaction mode) between the applications and PostgreSQL, and shrink the applications' own pools. " +
           'Raising max_connections needs a restart and costs memory per connection; it is the last resort.',
         how_to_investigate: [
           "SELECT usename, application_name, client_addr, state, count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' GROUP BY 1, 2, 3, 4 ORDER BY 5 DESC;",
@@ -54,7 +55,13 @@ export const connections: Rule<typeof defaults> = {
           "ALTER SYSTEM SET idle_session_timeout = '1h'; SELECT pg_reload_conf();   -- PostgreSQL 14+: ends sessions idle that long",
           `ALTER SYSTEM SET max_connections = ${Math.ceil((max * 1.5) / 10) * 10};   -- takes effect after a restart`,
         ],
-        metrics: { connections_total: total, max_connections: max, superuser_reserved_connections: reserved, usage_ratio: Number(ratio.toFixed(4)), idle_connections: idle },
+        metrics: {
+          connections_total: total,
+          max_connections: max,
+          superuser_reserved_connections: reserved,
+          usage_ratio: Number(ratio.toFixed(4)),
+          idle_connections: idle,
+        },
       },
     ]
   },

@@ -37,7 +37,10 @@ const defaults = {
 const n = (v: number) => v.toLocaleString('en-US')
 
 /** The severity of the table's dead rows under the thresholds, undefined below them. */
-export function deadRowsSeverity(table: TableRow, t: typeof defaults): { ratio: number; severity: Severity } | undefined {
+export function deadRowsSeverity(
+  table: TableRow,
+  t: typeof defaults,
+): { ratio: number; severity: Severity } | undefined {
   const dead = table.n_dead_tup ?? 0
   const live = table.n_live_tup ?? 0
   if (dead < t.min_dead_rows) return undefined
@@ -47,7 +50,10 @@ export function deadRowsSeverity(table: TableRow, t: typeof defaults): { ratio: 
 }
 
 /** The latest VACUUM of the table (manual or autovacuum), null when none is known. */
-export const lastVacuumAt = (table: TableRow) => (table.last_vacuum === null && table.last_autovacuum === null ? null : Math.max(table.last_vacuum ?? 0, table.last_autovacuum ?? 0))
+export const lastVacuumAt = (table: TableRow) =>
+  table.last_vacuum === null && table.last_autovacuum === null
+    ? null
+    : Math.max(table.last_vacuum ?? 0, table.last_autovacuum ?? 0)
 
 /** The tables past the thresholds, each with the holder that keeps VACUUM from cleaning it (if any), the worst first. */
 export function flaggedTables(ctx: Parameters<Rule['check']>[0], t: typeof defaults) {
@@ -57,7 +63,11 @@ export function flaggedTables(ctx: Parameters<Rule['check']>[0], t: typeof defau
       const found = deadRowsSeverity(table, t)
       if (found) flagged.push({ table, ...found, holder: await heldBy(ctx, lastVacuumAt(table)) })
     }
-    return flagged.sort((a, b) => (a.severity === b.severity ? 0 : a.severity === 'critical' ? -1 : 1) || b.table.n_dead_tup! - a.table.n_dead_tup!)
+    return flagged.sort(
+      (a, b) =>
+        (a.severity === b.severity ? 0 : a.severity === 'critical' ? -1 : 1) ||
+        b.table.n_dead_tup! - a.table.n_dead_tup!,
+    )
   })
 }
 
@@ -67,19 +77,31 @@ export function flaggedTables(ctx: Parameters<Rule['check']>[0], t: typeof defau
  * sample). Null when the series has no bucket from before then (the table was not sampled yet, or was
  * sampled in that same minute only).
  */
-export function deadRowsBefore(ctx: Parameters<Rule['check']>[0], table: TableRow, since: number): Promise<number | null> {
+export function deadRowsBefore(
+  ctx: Parameters<Rule['check']>[0],
+  table: TableRow,
+  since: number,
+): Promise<number | null> {
   return ctx.once(`dead_tuples:before:${table.schema_name}.${table.table_name}:${since}`, async () => {
     // An hour before is enough: every sampled hour has a row of each table (its first report of the hour).
-    const window = { since: since - 3_600_000, until: Math.max(since, Math.min(ctx.now, since + 60_000)), minuteFloor: minuteFloor(ctx.now) }
+    const window = {
+      since: since - 3_600_000,
+      until: Math.max(since, Math.min(ctx.now, since + 60_000)),
+      minuteFloor: minuteFloor(ctx.now),
+    }
     const series = await ctx.store.objects.tableSeries(ctx.db.id, table.schema_name, table.table_name, window)
     let before: number | null = null
-    for (const p of series.points) if (p.ts + series.resolution * 1000 <= since && p.n_dead_tup !== null) before = p.n_dead_tup
+    for (const p of series.points)
+      if (p.ts + series.resolution * 1000 <= since && p.n_dead_tup !== null) before = p.n_dead_tup
     return before
   })
 }
 
 /** Autovacuum's trigger for the table: autovacuum_vacuum_threshold + autovacuum_vacuum_scale_factor × its rows (server-wide values). */
-export function vacuumTrigger(table: TableRow, s: Record<string, string> | null): { threshold: number; base: number; factor: number } {
+export function vacuumTrigger(
+  table: TableRow,
+  s: Record<string, string> | null,
+): { threshold: number; base: number; factor: number } {
   const base = settingNumber(s?.autovacuum_vacuum_threshold) ?? 50
   const factor = settingNumber(s?.autovacuum_vacuum_scale_factor) ?? 0.2
   return { base, factor, threshold: Math.round(base + factor * (table.n_live_tup ?? 0)) }
@@ -87,22 +109,27 @@ export function vacuumTrigger(table: TableRow, s: Record<string, string> | null)
 
 /** Why a table's dead rows stay when no holder of the horizon is their cause: autovacuum off, below its trigger, not reached yet. */
 export function whyTheyStay(table: TableRow, s: Record<string, string> | null): string {
-  if (table.autovacuum_enabled === false) return 'autovacuum is turned off for the table, and no manual VACUUM has removed them'
-  if (s?.autovacuum === 'off') return 'autovacuum is off for the whole server (autovacuum = off), and no manual VACUUM has removed them'
+  if (table.autovacuum_enabled === false)
+    return 'autovacuum is turned off for the table, and no manual VACUUM has removed them'
+  if (s?.autovacuum === 'off')
+    return 'autovacuum is off for the whole server (autovacuum = off), and no manual VACUUM has removed them'
   const { threshold, base, factor } = vacuumTrigger(table, s)
   const dead = table.n_dead_tup ?? 0
   const trigger = `autovacuum_vacuum_threshold ${n(base)} + autovacuum_vacuum_scale_factor ${factor} × ${n(table.n_live_tup ?? 0)} rows = ${n(threshold)} dead rows`
-  if (dead < threshold) return `they are below autovacuum's trigger for the table (${trigger}), so autovacuum leaves them`
+  if (dead < threshold)
+    return `they are below autovacuum's trigger for the table (${trigger}), so autovacuum leaves them`
   const never = table.last_vacuum === null && table.last_autovacuum === null
   return `${never ? 'the table has never been vacuumed: ' : ''}autovacuum has not reached it since they passed its trigger (${trigger}; a per-table setting may raise it): its workers may be busy with other tables or throttled (autovacuum_vacuum_cost_limit)`
 }
 
 /** Turns autovacuum back on for a table whose storage parameters turned it off (for the table or its TOAST table). */
-export const resetAutovacuum = (name: string) => `ALTER TABLE ${name} RESET (autovacuum_enabled, toast.autovacuum_enabled);`
+export const resetAutovacuum = (name: string) =>
+  `ALTER TABLE ${name} RESET (autovacuum_enabled, toast.autovacuum_enabled);`
 
 export const deadTuples: Rule<typeof defaults> = {
   id: 'pg_dead_tuples',
-  summary: 'Tables carrying many dead rows: autovacuum is behind, off for them, or held back by whatever holds the xmin horizon (named).',
+  summary:
+    'Tables carrying many dead rows: autovacuum is behind, off for them, or held back by whatever holds the xmin horizon (named).',
   collectors: ['tables', 'database_stats'],
   engine: 'postgres',
   category: 'maintenance',
@@ -118,7 +145,13 @@ export const deadTuples: Rule<typeof defaults> = {
     const serverSettings = standing ? await settings(ctx) : null
     const standingHolds = new Map<TableRow, { text: string; blamed: boolean; before: number | null }>()
     for (const { table, holder } of flagged.slice(0, t.max_findings)) {
-      if (holder || !standing || standing.since === null || (lastVacuumAt(table) ?? Number.NEGATIVE_INFINITY) >= standing.since) continue
+      if (
+        holder ||
+        !standing ||
+        standing.since === null ||
+        (lastVacuumAt(table) ?? Number.NEGATIVE_INFINITY) >= standing.since
+      )
+        continue
       const since = standing.since
       const ago = duration(Math.max(0, ctx.now - since))
       const keeps = `no VACUUM can remove the rows deleted or updated after that until ${standing.ends}`
@@ -197,7 +230,9 @@ export const deadTuples: Rule<typeof defaults> = {
         object,
         title: `Many dead rows in ${name}`,
         detail: `${name} has ${n(table.n_dead_tup!)} dead rows against ${n(table.n_live_tup ?? 0)} live ones (${pct(ratio)} dead)${size}; ${lastVacuum(table)}.${
-          off ? ' Autovacuum is turned off for this table (autovacuum_enabled or toast.autovacuum_enabled = false in its storage parameters), so only a manual VACUUM removes them.' : ''
+          off
+            ? ' Autovacuum is turned off for this table (autovacuum_enabled or toast.autovacuum_enabled = false in its storage parameters), so only a manual VACUUM removes them.'
+            : ''
         } Dead rows bloat the table and its indexes and slow every scan of them.${mayHold(table)}`,
         recommendation: off
           ? 'Vacuum the table now and turn autovacuum back on for it (RESET falls back to the server-wide autovacuum settings); if it was turned off to keep vacuum out of bulk loads, vacuum the table after each load or on a schedule instead.'
@@ -208,16 +243,30 @@ export const deadTuples: Rule<typeof defaults> = {
           'SELECT pid, state, xact_start, backend_xmin, left(query, 80) AS query FROM pg_stat_activity WHERE backend_xmin IS NOT NULL ORDER BY age(backend_xmin) DESC LIMIT 5;   -- old snapshots keep dead rows alive',
           'SELECT slot_name, active, xmin, catalog_xmin FROM pg_replication_slots ORDER BY age(xmin) DESC NULLS LAST;',
           'SELECT * FROM pg_stat_progress_vacuum;',
-          ...(standingHolds.get(table)?.blamed === false && standingHolds.get(table)?.before !== null ? [] : mayHold(table) ? standing!.investigate.slice(0, 1) : []),
+          ...(standingHolds.get(table)?.blamed === false && standingHolds.get(table)?.before !== null
+            ? []
+            : mayHold(table)
+              ? standing!.investigate.slice(0, 1)
+              : []),
         ],
         how_to_fix: [
           `VACUUM (ANALYZE, VERBOSE) ${name};`,
           // Known on (from the agent): nothing to turn back on; unknown (an older agent): the conditional reset.
-          ...(off ? [`${resetAutovacuum(name)}   -- autovacuum is turned off for it`] : table.autovacuum_enabled === null ? [`${resetAutovacuum(name)}   -- if autovacuum was turned off for it`] : []),
+          ...(off
+            ? [`${resetAutovacuum(name)}   -- autovacuum is turned off for it`]
+            : table.autovacuum_enabled === null
+              ? [`${resetAutovacuum(name)}   -- if autovacuum was turned off for it`]
+              : []),
           `ALTER TABLE ${name} SET (autovacuum_vacuum_scale_factor = 0.05);   -- vacuum after 5 % of the rows changed instead of 20 %`,
         ],
         metrics: standingHolds.has(table)
-          ? { ...metrics, standing_holder: standing!.object, standing_holder_since: standing!.since, dead_rows_before_holder: standingHolds.get(table)!.before, holder_blamed: standingHolds.get(table)!.blamed ? 1 : 0 }
+          ? {
+              ...metrics,
+              standing_holder: standing!.object,
+              standing_holder_since: standing!.since,
+              dead_rows_before_holder: standingHolds.get(table)!.before,
+              holder_blamed: standingHolds.get(table)!.blamed ? 1 : 0,
+            }
           : metrics,
       }
     })
@@ -225,22 +274,38 @@ export const deadTuples: Rule<typeof defaults> = {
     const rest = flagged.slice(t.max_findings)
     if (rest.length > 0) {
       const dead = rest.reduce((sum, r) => sum + r.table.n_dead_tup!, 0)
-      const off = rest.filter((r) => r.table.autovacuum_enabled === false).map((r) => pgQualified(r.table.schema_name, r.table.table_name))
+      const off = rest
+        .filter((r) => r.table.autovacuum_enabled === false)
+        .map((r) => pgQualified(r.table.schema_name, r.table.table_name))
       const held = rest.filter((r) => r.holder)
       const holder = held[0]?.holder
       findings.push({
         severity: rest.some((r) => r.severity === 'critical') ? 'critical' : 'warning',
         title: `${rest.length} more tables with many dead rows`,
         detail: `Besides the tables named above, ${rest.length} more tables are past ${pct(t.warning_ratio, 0)} dead rows, ${n(dead)} dead rows in all.${
-          off.length > 0 ? ` Autovacuum is turned off for ${off.length} of them: ${off.slice(0, 20).join(', ')}${off.length > 20 ? ', ...' : ''}.` : ''
+          off.length > 0
+            ? ` Autovacuum is turned off for ${off.length} of them: ${off.slice(0, 20).join(', ')}${off.length > 20 ? ', ...' : ''}.`
+            : ''
         }${holder ? ` VACUUM cannot clean ${held.length} of them until ${holder.ends}: ${holder.about}.` : ''}`,
-        recommendation: 'Autovacuum is behind across many tables: check for long transactions and abandoned replication slots, then consider more autovacuum workers (autovacuum_max_workers) and a higher autovacuum_vacuum_cost_limit.',
+        recommendation:
+          'Autovacuum is behind across many tables: check for long transactions and abandoned replication slots, then consider more autovacuum workers (autovacuum_max_workers) and a higher autovacuum_vacuum_cost_limit.',
         how_to_investigate: [
           `SELECT relid::regclass, n_live_tup, n_dead_tup, last_autovacuum FROM pg_stat_user_tables WHERE n_dead_tup >= ${t.min_dead_rows} ORDER BY n_dead_tup DESC;`,
         ],
-        how_to_fix: [...(holder?.fix ?? []), 'VACUUM (ANALYZE);   -- the whole database', ...off.slice(0, 100).map(resetAutovacuum)],
-        objects: [...rest.slice(0, 100).map((r) => pgObject(r.table.schema_name, r.table.table_name)), ...(holder ? [holder.object] : [])],
-        metrics: { tables: rest.length, n_dead_tup: dead, ...(holder ? { held_tables: held.length, ...holder.metrics } : {}) },
+        how_to_fix: [
+          ...(holder?.fix ?? []),
+          'VACUUM (ANALYZE);   -- the whole database',
+          ...off.slice(0, 100).map(resetAutovacuum),
+        ],
+        objects: [
+          ...rest.slice(0, 100).map((r) => pgObject(r.table.schema_name, r.table.table_name)),
+          ...(holder ? [holder.object] : []),
+        ],
+        metrics: {
+          tables: rest.length,
+          n_dead_tup: dead,
+          ...(holder ? { held_tables: held.length, ...holder.metrics } : {}),
+        },
       })
     }
     return findings

@@ -31,24 +31,35 @@ export const deadlocks: Rule<typeof defaults> = {
   thresholds: defaults,
   async check(ctx) {
     const t = ctx.thresholds(deadlocks)
-    const [counted, logged] = await Promise.all([Promise.all([deadlocksOver(ctx, HOUR), deadlocksOver(ctx, 24 * HOUR)]), logEntries(ctx, ['deadlock'], 24 * HOUR)])
+    const [counted, logged] = await Promise.all([
+      Promise.all([deadlocksOver(ctx, HOUR), deadlocksOver(ctx, 24 * HOUR)]),
+      logEntries(ctx, ['deadlock'], 24 * HOUR),
+    ])
     const loggedHour = logged.filter((e) => e.ts >= ctx.now - HOUR).length
     const hour = Math.max(counted[0], loggedHour)
     const day = Math.max(counted[1], logged.length)
     const latest = logged[0]
     const statements = latest
-      ? (Array.isArray(latest.fields.statements) ? latest.fields.statements.filter((x): x is string => typeof x === 'string') : latest.statement ? [latest.statement] : [])
+      ? Array.isArray(latest.fields.statements)
+        ? latest.fields.statements.filter((x): x is string => typeof x === 'string')
+        : latest.statement
+          ? [latest.statement]
+          : []
       : []
     const fromLog = latest
       ? ` The latest in the log, at ${new Date(latest.ts).toISOString()}: ${statements.length > 0 ? statements.map((st, i) => `(${i + 1}) ${logExcerpt(st)}`).join('; ') : logExcerpt(latest.detail ?? latest.message)}.`
       : ''
-    const severity = severityAbove(hour, t.warning_per_hour, t.critical_per_hour) ?? (day >= t.info_per_day ? 'info' : undefined)
+    const severity =
+      severityAbove(hour, t.warning_per_hour, t.critical_per_hour) ?? (day >= t.info_per_day ? 'info' : undefined)
     if (!severity) return []
     const lockWaitsOn = /^(on|true|yes|1)$/i.test((await settings(ctx))?.log_lock_waits ?? '')
     return [
       {
         severity,
-        title: hour > 0 ? `${hour} deadlock${hour === 1 ? '' : 's'} in the last hour` : `${day} deadlock${day === 1 ? '' : 's'} in the last day`,
+        title:
+          hour > 0
+            ? `${hour} deadlock${hour === 1 ? '' : 's'} in the last hour`
+            : `${day} deadlock${day === 1 ? '' : 's'} in the last day`,
         detail:
           `PostgreSQL detected ${hour} deadlock${hour === 1 ? '' : 's'} in this database in the last hour and ${day} in the last 24 hours. ` +
           'Each time it aborted one of the transactions involved ("deadlock detected"), so each is a failed statement the application had to retry or report.' +
@@ -62,7 +73,11 @@ export const deadlocks: Rule<typeof defaults> = {
           "SELECT name, setting FROM pg_settings WHERE name IN ('deadlock_timeout', 'log_lock_waits');",
           ...statements.slice(0, 2).map((st, i) => `-- side ${i + 1} of the latest deadlock: ${commentText(st, 300)}`),
         ],
-        how_to_fix: lockWaitsOn ? [] : ['ALTER SYSTEM SET log_lock_waits = on; SELECT pg_reload_conf();   -- also logs lock waits longer than deadlock_timeout, the near misses'],
+        how_to_fix: lockWaitsOn
+          ? []
+          : [
+              'ALTER SYSTEM SET log_lock_waits = on; SELECT pg_reload_conf();   -- also logs lock waits longer than deadlock_timeout, the near misses',
+            ],
         metrics: { deadlocks_last_hour: hour, deadlocks_last_day: day },
       },
     ]

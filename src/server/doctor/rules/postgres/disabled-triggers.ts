@@ -17,7 +17,8 @@ export const disabledTriggers: Rule<typeof defaults> = {
   id: 'pg_disabled_triggers',
   engine: 'postgres',
   category: 'schema',
-  summary: 'Triggers switched off (DISABLE TRIGGER): a foreign key whose internal triggers are off is no longer checked (critical, naming the constraint); user triggers that are off, per table.',
+  summary:
+    'Triggers switched off (DISABLE TRIGGER): a foreign key whose internal triggers are off is no longer checked (critical, naming the constraint); user triggers that are off, per table.',
   collectors: ['triggers'],
   thresholds: defaults,
   async check(ctx) {
@@ -29,7 +30,8 @@ export const disabledTriggers: Rule<typeof defaults> = {
     // Foreign keys whose checks or actions are off: one finding per constraint.
     const keys = new Map<string, DisabledTrigger[]>()
     for (const tr of found.entries) {
-      if (!tr.internal || tr.constraint_name === null || tr.constraint_schema === null || tr.constraint_table === null) continue
+      if (!tr.internal || tr.constraint_name === null || tr.constraint_schema === null || tr.constraint_table === null)
+        continue
       const id = JSON.stringify([tr.constraint_schema, tr.constraint_table, tr.constraint_name])
       keys.set(id, [...(keys.get(id) ?? []), tr])
     }
@@ -58,7 +60,11 @@ export const disabledTriggers: Rule<typeof defaults> = {
           `SELECT format('ALTER TABLE %s DROP CONSTRAINT %I, ADD CONSTRAINT %I %s NOT VALID', conrelid::regclass, conname, conname, pg_get_constraintdef(oid)) FROM pg_constraint WHERE conrelid = ${rel} AND conname = ${pgString(first.constraint_name!)} /* in psql: the key again, unchecked */ \\gexec`,
           `ALTER TABLE ${table} VALIDATE CONSTRAINT ${pgIdent(first.constraint_name!)};   -- checks the rows written meanwhile: fails naming a row that breaks the key`,
         ],
-        metrics: { constraint_name: first.constraint_name, table: pgObject(first.constraint_schema!, first.constraint_table!), disabled_triggers: triggers.length },
+        metrics: {
+          constraint_name: first.constraint_name,
+          table: pgObject(first.constraint_schema!, first.constraint_table!),
+          disabled_triggers: triggers.length,
+        },
         as_of: found.ts,
       })
     }
@@ -82,8 +88,11 @@ export const disabledTriggers: Rule<typeof defaults> = {
         detail:
           `${triggers.length === 1 ? 'The trigger' : 'The triggers'} ${names.join(', ')} on ${table} ${triggers.length === 1 ? 'is' : 'are'} switched off (ALTER TABLE ... DISABLE TRIGGER): ` +
           'whatever they do (an audit row, a derived column, a check) is not done for the rows written meanwhile.',
-        recommendation: 'If they were switched off for a bulk load or a migration, turn them back on and redo their work for the rows written meanwhile; if they are no longer wanted, drop them so that nobody is misled.',
-        how_to_investigate: [`SELECT tgname, tgenabled, pg_get_triggerdef(oid) FROM pg_trigger WHERE tgrelid = ${pgRegclass(first.schema_name, first.table_name)} AND NOT tgisinternal;`],
+        recommendation:
+          'If they were switched off for a bulk load or a migration, turn them back on and redo their work for the rows written meanwhile; if they are no longer wanted, drop them so that nobody is misled.',
+        how_to_investigate: [
+          `SELECT tgname, tgenabled, pg_get_triggerdef(oid) FROM pg_trigger WHERE tgrelid = ${pgRegclass(first.schema_name, first.table_name)} AND NOT tgisinternal;`,
+        ],
         how_to_fix: triggers.map((tr) => `ALTER TABLE ${table} ENABLE TRIGGER ${pgIdent(tr.trigger_name)};`),
         metrics: { disabled_triggers: triggers.length },
         as_of: found.ts,
@@ -96,8 +105,17 @@ export const disabledTriggers: Rule<typeof defaults> = {
         title: `${rest.length} more tables with disabled triggers`,
         detail: `Besides the tables named above, ${rest.length} more tables have triggers switched off.`,
         recommendation: 'Turn them back on, or drop the ones no longer wanted.',
-        how_to_investigate: ["SELECT tgrelid::regclass, tgname FROM pg_trigger WHERE tgenabled = 'D' AND NOT tgisinternal ORDER BY 1, 2;"],
-        how_to_fix: rest.slice(0, 100).flatMap((trs) => trs.map((tr) => `ALTER TABLE ${pgQualified(tr.schema_name, tr.table_name)} ENABLE TRIGGER ${pgIdent(tr.trigger_name)};`)),
+        how_to_investigate: [
+          "SELECT tgrelid::regclass, tgname FROM pg_trigger WHERE tgenabled = 'D' AND NOT tgisinternal ORDER BY 1, 2;",
+        ],
+        how_to_fix: rest
+          .slice(0, 100)
+          .flatMap((trs) =>
+            trs.map(
+              (tr) =>
+                `ALTER TABLE ${pgQualified(tr.schema_name, tr.table_name)} ENABLE TRIGGER ${pgIdent(tr.trigger_name)};`,
+            ),
+          ),
         objects: rest.slice(0, 100).map((trs) => pgObject(trs[0]!.schema_name, trs[0]!.table_name)),
         metrics: { tables: rest.length },
         as_of: found.ts,

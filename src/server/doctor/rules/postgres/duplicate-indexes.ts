@@ -61,7 +61,12 @@ export function parseIndexDef(def: string): IndexShape | undefined {
     rest = rest.slice(list.end)
   }
   const where = rest.indexOf(' WHERE ')
-  return { method: head[1]!, columns: keys.items, include, predicate: where < 0 ? null : rest.slice(where + ' WHERE '.length) }
+  return {
+    method: head[1]!,
+    columns: keys.items,
+    include,
+    predicate: where < 0 ? null : rest.slice(where + ' WHERE '.length),
+  }
 }
 
 const same = (a: string[], b: string[]) => a.length === b.length && a.every((c, i) => c === b[i])
@@ -105,8 +110,16 @@ export function redundantIndexes(rows: IndexRow[]): { index: Parsed; cover: Pars
       const candidates = list.filter((c) => c !== index && covers(c.shape, index.shape))
       // Of identical indexes, keep the one keptOver() prefers; prefer the tightest cover.
       const cover = candidates
-        .filter((c) => !same(c.shape.columns, index.shape.columns) || !sameSet(c.shape.include, index.shape.include) || keptOver(c.row, index.row))
-        .sort((a, b) => a.shape.columns.length - b.shape.columns.length || Number(b.row.is_unique) - Number(a.row.is_unique))[0]
+        .filter(
+          (c) =>
+            !same(c.shape.columns, index.shape.columns) ||
+            !sameSet(c.shape.include, index.shape.include) ||
+            keptOver(c.row, index.row),
+        )
+        .sort(
+          (a, b) =>
+            a.shape.columns.length - b.shape.columns.length || Number(b.row.is_unique) - Number(a.row.is_unique),
+        )[0]
       if (cover) redundant.push({ index, cover })
     }
   }
@@ -130,12 +143,18 @@ export const duplicateIndexes: Rule<typeof defaults> = {
       const name = pgQualified(i.schema_name, i.index_name)
       const coverName = pgQualified(cover.row.schema_name, cover.row.index_name)
       const table = pgQualified(i.schema_name, i.table_name)
-      const how = same(index.shape.columns, cover.shape.columns) ? 'indexes the same columns' : 'starts with all of its columns'
+      const how = same(index.shape.columns, cover.shape.columns)
+        ? 'indexes the same columns'
+        : 'starts with all of its columns'
       const size = i.size_bytes === null ? '' : ` (${bytes(i.size_bytes)})`
       return {
         severity: 'warning',
         object: pgObject(i.schema_name, i.index_name),
-        objects: [pgObject(i.schema_name, i.index_name), pgObject(cover.row.schema_name, cover.row.index_name), pgObject(i.schema_name, i.table_name)],
+        objects: [
+          pgObject(i.schema_name, i.index_name),
+          pgObject(cover.row.schema_name, cover.row.index_name),
+          pgObject(i.schema_name, i.table_name),
+        ],
         title: `Redundant index ${name}`,
         detail: `${name}${size} on ${table} is covered by ${coverName}, which ${how} (${index.shape.method} (${index.shape.columns.join(', ')}) against ${cover.shape.method} (${cover.shape.columns.join(', ')})${index.shape.predicate ? `, both WHERE ${index.shape.predicate}` : ''}). Every write to ${table} maintains both; queries can use ${coverName} instead.`,
         recommendation: `Drop ${name}; ${coverName} serves the same lookups.`,
@@ -144,7 +163,11 @@ export const duplicateIndexes: Rule<typeof defaults> = {
           `SELECT conname FROM pg_constraint WHERE conindid = ${pgRegclass(i.schema_name, i.index_name)};   -- an index backing a constraint is dropped with the constraint`,
         ],
         how_to_fix: [`DROP INDEX CONCURRENTLY ${name};`],
-        metrics: { size_bytes: i.size_bytes, idx_scan: i.idx_scan, covering_index: pgObject(cover.row.schema_name, cover.row.index_name) },
+        metrics: {
+          size_bytes: i.size_bytes,
+          idx_scan: i.idx_scan,
+          covering_index: pgObject(cover.row.schema_name, cover.row.index_name),
+        },
       }
     })
 
@@ -156,10 +179,15 @@ export const duplicateIndexes: Rule<typeof defaults> = {
         title: `${rest.length} more redundant indexes`,
         detail: `Besides the indexes named above, ${rest.length} more indexes are covered by another index of their table, ${bytes(size)} in all: ${rest
           .slice(0, 20)
-          .map((r) => `${pgObject(r.index.row.schema_name, r.index.row.index_name)} (by ${pgObject(r.cover.row.index_name)})`)
+          .map(
+            (r) =>
+              `${pgObject(r.index.row.schema_name, r.index.row.index_name)} (by ${pgObject(r.cover.row.index_name)})`,
+          )
           .join(', ')}${rest.length > 20 ? ', ...' : ''}.`,
         recommendation: 'Drop each redundant index once you have checked that its covering index is valid and kept.',
-        how_to_investigate: ['SELECT indrelid::regclass AS table, indexrelid::regclass AS index, pg_get_indexdef(indexrelid) FROM pg_index ORDER BY 1, 2;'],
+        how_to_investigate: [
+          'SELECT indrelid::regclass AS table, indexrelid::regclass AS index, pg_get_indexdef(indexrelid) FROM pg_index ORDER BY 1, 2;',
+        ],
         how_to_fix: ['DROP INDEX CONCURRENTLY <schema>.<index>;   -- for each redundant one'],
         objects: rest.slice(0, 100).map((r) => pgObject(r.index.row.schema_name, r.index.row.index_name)),
         metrics: { indexes: rest.length, size_bytes: size },

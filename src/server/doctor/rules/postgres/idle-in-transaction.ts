@@ -82,7 +82,8 @@ export const idleInTransaction: Rule<typeof defaults> = {
           .slice(0, 20)
           .map((a) => `pid ${a.pid} (${duration(a.duration_ms!)})`)
           .join(', ')}${rest.length > 20 ? ', …' : ''}.`,
-        recommendation: 'Many such sessions at once point to one application code path (or a connection pool that leaks transactions): find it by application_name.',
+        recommendation:
+          'Many such sessions at once point to one application code path (or a connection pool that leaks transactions): find it by application_name.',
         how_to_investigate: [
           `SELECT application_name, usename, count(*), max(now() - state_change) AS longest_idle FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' GROUP BY 1, 2 ORDER BY 3 DESC;`,
         ],

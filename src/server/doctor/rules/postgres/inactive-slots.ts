@@ -25,7 +25,8 @@ const BROKEN = ['unreserved', 'lost']
 
 export const inactiveSlots: Rule<typeof defaults> = {
   id: 'pg_inactive_replication_slot',
-  summary: 'Replication slots nobody consumes, keeping WAL (and, for logical slots, holding back vacuum) until the disk fills.',
+  summary:
+    'Replication slots nobody consumes, keeping WAL (and, for logical slots, holding back vacuum) until the disk fills.',
   collectors: ['replication'],
   engine: 'postgres',
   category: 'replication',
@@ -39,24 +40,33 @@ export const inactiveSlots: Rule<typeof defaults> = {
       if (slot.active) continue
       const retained = slot.lag_bytes ?? 0
       const broken = slot.wal_status !== null && BROKEN.includes(slot.wal_status)
-      const severity: Severity | undefined = broken ? 'critical' : severityAbove(retained, t.warning_bytes, t.critical_bytes)
+      const severity: Severity | undefined = broken
+        ? 'critical'
+        : severityAbove(retained, t.warning_bytes, t.critical_bytes)
       if (!severity) continue
       const name = pgString(slot.slot_name)
       found.push({
         retained,
         severity,
         object: slot.slot_name,
-        title: slot.wal_status === 'lost' ? 'An inactive replication slot has lost its WAL' : 'An inactive replication slot retains WAL',
+        title:
+          slot.wal_status === 'lost'
+            ? 'An inactive replication slot has lost its WAL'
+            : 'An inactive replication slot retains WAL',
         detail:
           `The ${slot.slot_type} slot ${name} is not in use and holds back ${bytes(retained)} of WAL` +
           (slot.wal_status ? ` (wal_status ${slot.wal_status})` : '') +
-          (slot.wal_status === 'lost' ? '; the WAL its consumer needs is gone, so that consumer cannot resume from it.' : '; PostgreSQL cannot remove that WAL until the slot is consumed or dropped.') +
-          (slot.slot_type === 'logical' ? ' A logical slot also keeps vacuum from removing dead rows of the system catalogs.' : ''),
+          (slot.wal_status === 'lost'
+            ? '; the WAL its consumer needs is gone, so that consumer cannot resume from it.'
+            : '; PostgreSQL cannot remove that WAL until the slot is consumed or dropped.') +
+          (slot.slot_type === 'logical'
+            ? ' A logical slot also keeps vacuum from removing dead rows of the system catalogs.'
+            : ''),
         recommendation:
           'Find the consumer of the slot (a replica, a backup tool, a logical replication or CDC client). If it is gone for good, drop the slot; if it will come back, make sure it does soon, and cap what a slot may retain with max_slot_wal_keep_size.',
         how_to_investigate: [
           'SELECT slot_name, slot_type, database, active, wal_status, pg_size_pretty(pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)) AS retained_wal FROM pg_replication_slots ORDER BY pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn) DESC NULLS LAST;',
-          "SELECT pg_size_pretty(sum(size)) AS wal_on_disk FROM pg_ls_waldir();",
+          'SELECT pg_size_pretty(sum(size)) AS wal_on_disk FROM pg_ls_waldir();',
           "SELECT name, setting, unit FROM pg_settings WHERE name IN ('max_slot_wal_keep_size', 'max_wal_size');",
         ],
         how_to_fix: [

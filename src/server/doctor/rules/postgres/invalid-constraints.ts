@@ -16,13 +16,15 @@ const defaults = {
 }
 
 const objectOf = (c: InvalidConstraint) => pgObject(c.schema_name, c.table_name, c.constraint_name)
-const validate = (c: InvalidConstraint) => `ALTER TABLE ${pgQualified(c.schema_name, c.table_name)} VALIDATE CONSTRAINT ${pgIdent(c.constraint_name)};`
+const validate = (c: InvalidConstraint) =>
+  `ALTER TABLE ${pgQualified(c.schema_name, c.table_name)} VALIDATE CONSTRAINT ${pgIdent(c.constraint_name)};`
 const LIST_SQL =
   'SELECT conrelid::regclass AS table_name, conname, pg_get_constraintdef(oid) AS definition FROM pg_constraint WHERE NOT convalidated ORDER BY 1, 2;'
 
 export const invalidConstraints: Rule<typeof defaults> = {
   id: 'pg_invalid_constraints',
-  summary: 'Constraints added NOT VALID and never validated: the rows that were there may break them, and the planner does not trust them.',
+  summary:
+    'Constraints added NOT VALID and never validated: the rows that were there may break them, and the planner does not trust them.',
   collectors: ['constraints'],
   engine: 'postgres',
   category: 'schema',
@@ -31,7 +33,10 @@ export const invalidConstraints: Rule<typeof defaults> = {
     const t = ctx.thresholds(invalidConstraints)
     const { entries } = await ctx.once<Snapshot<InvalidConstraint>>('invalid_constraints', async () => {
       const found = await ctx.store.latestSnapshot(ctx.db.id, 'invalid_constraints')
-      return { ts: found?.ts ?? null, entries: Array.isArray(found?.payload) ? (found.payload as InvalidConstraint[]) : [] }
+      return {
+        ts: found?.ts ?? null,
+        entries: Array.isArray(found?.payload) ? (found.payload as InvalidConstraint[]) : [],
+      }
     })
     const findings: FindingDraft[] = entries.slice(0, t.max_findings).map((c) => {
       const table = pgQualified(c.schema_name, c.table_name)

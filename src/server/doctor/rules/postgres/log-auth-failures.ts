@@ -30,7 +30,10 @@ export const logAuthFailures: Rule<typeof defaults> = {
     const severity = count >= t.critical_count ? 'critical' : count >= t.warning_count ? 'warning' : undefined
     if (!severity) return []
     const entries = await logEntries(ctx, ['auth_failed'], windowMs)
-    const pairs = new Map<string, { user: string | null; client: string | null; count: number; method: string | null; message: string }>()
+    const pairs = new Map<
+      string,
+      { user: string | null; client: string | null; count: number; method: string | null; message: string }
+    >()
     for (const e of entries) {
       // The client's address without its port: one client reconnects from many ports.
       const client = e.client === null ? null : e.client.replace(/(\(\d+\)|:\d+)$/, '')
@@ -51,18 +54,28 @@ export const logAuthFailures: Rule<typeof defaults> = {
         title: `${count} failed logins in ${t.window_minutes} minutes${top?.user ? ` (most for user ${logExcerpt(top.user, 60)})` : ''}`,
         detail:
           `The server logged ${count} failed authentications in the last ${t.window_minutes} minutes.` +
-          (ranked.length > 0 ? ` Among the ${entries.length} entries read, the most: ${ranked.slice(0, 3).map(who).join('; ')}.` : '') +
+          (ranked.length > 0
+            ? ` Among the ${entries.length} entries read, the most: ${ranked.slice(0, 3).map(who).join('; ')}.`
+            : '') +
           (top ? ` The server said: "${logExcerpt(top.message)}"${top.method ? ` (method ${top.method})` : ''}.` : ''),
         recommendation:
           'If the client is yours, give it the right password (a rotated secret not deployed, an expired role: VALID UNTIL) or a pg_hba.conf entry; if it is not, block the address ' +
           'at the firewall or in pg_hba.conf (reject), and make sure the role has a strong password or uses certificates. Each attempt costs the server a process start.',
         how_to_investigate: [
           'SELECT line_number, type, database, user_name, address, auth_method, error FROM pg_hba_file_rules;',
-          ...(top?.user ? [`SELECT rolname, rolcanlogin, rolvaliduntil FROM pg_roles WHERE rolname = ${pgString(top.user)};`] : []),
+          ...(top?.user
+            ? [`SELECT rolname, rolcanlogin, rolvaliduntil FROM pg_roles WHERE rolname = ${pgString(top.user)};`]
+            : []),
           "SELECT name, setting FROM pg_settings WHERE name IN ('password_encryption', 'log_connections', 'authentication_timeout');",
         ],
         how_to_fix: [],
-        metrics: { failed_logins: count, entries_read: entries.length, top_user: top?.user ?? null, top_client: top?.client ?? null, top_count: top?.count ?? null },
+        metrics: {
+          failed_logins: count,
+          entries_read: entries.length,
+          top_user: top?.user ?? null,
+          top_client: top?.client ?? null,
+          top_count: top?.count ?? null,
+        },
       },
     ]
   },

@@ -20,7 +20,10 @@ const HOLDER_JOIN_MS = 60_000
 /** A lock wait naming no holders counts when logged this long before the cancel at most. */
 const MOMENT_JOIN_MS = 1_000
 
-const pidsOf = (v: unknown): number[] => (Array.isArray(v) ? v : typeof v === 'number' ? [v] : typeof v === 'string' ? v.split(/[,\s]+/) : []).map(Number).filter((n) => Number.isSafeInteger(n) && n > 0)
+const pidsOf = (v: unknown): number[] =>
+  (Array.isArray(v) ? v : typeof v === 'number' ? [v] : typeof v === 'string' ? v.split(/[,\s]+/) : [])
+    .map(Number)
+    .filter((n) => Number.isSafeInteger(n) && n > 0)
 
 /** The logged lock wait of the session whose lock request cancelled this autovacuum, when the log has one. */
 export function waiterOf(cancel: StoredLogEntry, waits: readonly StoredLogEntry[]): StoredLogEntry | null {
@@ -28,7 +31,10 @@ export function waiterOf(cancel: StoredLogEntry, waits: readonly StoredLogEntry[
   for (const w of waits) {
     const holders = pidsOf(w.fields.holders)
     const gap = cancel.ts - w.ts
-    const joined = holders.length > 0 ? cancel.pid !== null && holders.includes(cancel.pid) && Math.abs(gap) <= HOLDER_JOIN_MS : gap >= 0 && gap <= MOMENT_JOIN_MS
+    const joined =
+      holders.length > 0
+        ? cancel.pid !== null && holders.includes(cancel.pid) && Math.abs(gap) <= HOLDER_JOIN_MS
+        : gap >= 0 && gap <= MOMENT_JOIN_MS
     if (joined && (best === null || Math.abs(gap) < Math.abs(cancel.ts - best.ts))) best = w
   }
   return best
@@ -46,8 +52,13 @@ const defaults = {
  * name: the known table (the latest tables collected) whose schema.name it ends with, else its parts when
  * they are exactly two or three; null when dots in the names make it ambiguous.
  */
-export function tableParts(logged: string, known: readonly { schema_name: string; table_name: string }[] = []): { schema: string; name: string } | null {
-  const match = known.find((t) => logged === `${t.schema_name}.${t.table_name}` || logged.endsWith(`.${t.schema_name}.${t.table_name}`))
+export function tableParts(
+  logged: string,
+  known: readonly { schema_name: string; table_name: string }[] = [],
+): { schema: string; name: string } | null {
+  const match = known.find(
+    (t) => logged === `${t.schema_name}.${t.table_name}` || logged.endsWith(`.${t.schema_name}.${t.table_name}`),
+  )
   if (match) return { schema: match.schema_name, name: match.table_name }
   const parts = logged.split('.')
   if (parts.length === 3) return { schema: parts[1]!, name: parts[2]! }
@@ -57,7 +68,8 @@ export function tableParts(logged: string, known: readonly { schema_name: string
 
 export const logAutovacuumCancelled: Rule<typeof defaults> = {
   id: 'pg_log_autovacuum_cancelled',
-  summary: 'Autovacuum on a table cancelled again and again by sessions asking for conflicting locks (named from the log).',
+  summary:
+    'Autovacuum on a table cancelled again and again by sessions asking for conflicting locks (named from the log).',
   collectors: ['log_events', 'tables'],
   engine: 'postgres',
   category: 'maintenance',
@@ -65,7 +77,8 @@ export const logAutovacuumCancelled: Rule<typeof defaults> = {
   async check(ctx) {
     const t = ctx.thresholds(logAutovacuumCancelled)
     const entries = await logEntries(ctx, ['autovacuum_cancelled'], t.window_minutes * 60_000)
-    const waits = entries.length > 0 ? await logEntries(ctx, ['lock_wait'], t.window_minutes * 60_000 + HOLDER_JOIN_MS) : []
+    const waits =
+      entries.length > 0 ? await logEntries(ctx, ['lock_wait'], t.window_minutes * 60_000 + HOLDER_JOIN_MS) : []
     const lockWaitsLogged = /^(on|true|yes|1)$/i.test((await settings(ctx))?.log_lock_waits ?? '')
     const byTable = new Map<string, typeof entries>()
     for (const e of entries) {
@@ -77,12 +90,20 @@ export const logAutovacuumCancelled: Rule<typeof defaults> = {
     }
     const known = byTable.size > 0 ? await ctx.tables() : []
     const findings: FindingDraft[] = []
-    const ranked = [...byTable].map(([table, list]) => ({ table, list, count: list.reduce((n, e) => n + e.count, 0) })).sort((a, b) => b.count - a.count)
+    const ranked = [...byTable]
+      .map(([table, list]) => ({ table, list, count: list.reduce((n, e) => n + e.count, 0) }))
+      .sort((a, b) => b.count - a.count)
     for (const { table, list, count } of ranked.slice(0, t.max_tables)) {
       if (count < t.warning_count) continue
       // Who wanted the lock: the joined lock waits (pid, statement, mode), else the cancel's own blocker_pid.
       const joined = list.map((e) => waiterOf(e, waits)).filter((w): w is StoredLogEntry => w !== null)
-      const blockers = [...new Set([...joined.map((w) => w.pid), ...list.map((e) => numberField(e, 'blocker_pid'))].filter((p): p is number => p !== null))]
+      const blockers = [
+        ...new Set(
+          [...joined.map((w) => w.pid), ...list.map((e) => numberField(e, 'blocker_pid'))].filter(
+            (p): p is number => p !== null,
+          ),
+        ),
+      ]
       const withStatement = joined.find((w) => w.statement !== null) ?? list.find((e) => e.statement !== null)
       const mode = joined.map((w) => textField(w, 'mode')).find((m) => m !== null) ?? null
       const parts = tableParts(table, known)
@@ -91,8 +112,12 @@ export const logAutovacuumCancelled: Rule<typeof defaults> = {
           ? ` The lock was wanted by ${blockers.length > 0 ? `pid ${blockers.slice(0, 5).join(', ')}` : 'a session'}` +
             (mode ? ` (${mode})` : '') +
             (withStatement ? ` running: ${logExcerpt(withStatement.statement!)}` : '') +
-            (withStatement?.user ? ` (user ${withStatement.user}${withStatement.application ? `, application ${withStatement.application}` : ''})` : '') +
-            (joined.length > 0 ? `, as its lock wait${joined.length === 1 ? '' : 's'} logged at the same moment show${joined.length === 1 ? 's' : ''}` : '') +
+            (withStatement?.user
+              ? ` (user ${withStatement.user}${withStatement.application ? `, application ${withStatement.application}` : ''})`
+              : '') +
+            (joined.length > 0
+              ? `, as its lock wait${joined.length === 1 ? '' : 's'} logged at the same moment show${joined.length === 1 ? 's' : ''}`
+              : '') +
             '.'
           : lockWaitsLogged
             ? ' The log names no session that waited for the table at those moments (the lock waits were shorter than deadlock_timeout, or their entries were not sent).'
@@ -110,16 +135,39 @@ export const logAutovacuumCancelled: Rule<typeof defaults> = {
           'Find the job that takes the conflicting lock (DDL, LOCK TABLE, TRUNCATE, CREATE INDEX without CONCURRENTLY) and run it less often or at another time; ' +
           'vacuum the table by hand at a quiet moment meanwhile (a manual VACUUM is not cancelled by lock requests).',
         how_to_investigate: [
-          ...(parts ? [`SELECT relname, n_dead_tup, last_autovacuum, last_vacuum, autovacuum_count FROM pg_stat_user_tables WHERE relid = ${pgRegclass(parts.schema, parts.name)};`] : []),
-          ...blockers.slice(0, 3).map((p) => `SELECT pid, usename, application_name, state, xact_start, left(query, 200) FROM pg_stat_activity WHERE pid = ${p};`),
-          ...(withStatement ? [`-- the statement that wanted the lock: ${commentText(withStatement.statement!, 300)}`] : []),
+          ...(parts
+            ? [
+                `SELECT relname, n_dead_tup, last_autovacuum, last_vacuum, autovacuum_count FROM pg_stat_user_tables WHERE relid = ${pgRegclass(parts.schema, parts.name)};`,
+              ]
+            : []),
+          ...blockers
+            .slice(0, 3)
+            .map(
+              (p) =>
+                `SELECT pid, usename, application_name, state, xact_start, left(query, 200) FROM pg_stat_activity WHERE pid = ${p};`,
+            ),
+          ...(withStatement
+            ? [`-- the statement that wanted the lock: ${commentText(withStatement.statement!, 300)}`]
+            : []),
           "SELECT name, setting FROM pg_settings WHERE name IN ('deadlock_timeout', 'log_lock_waits', 'log_autovacuum_min_duration');",
         ],
         how_to_fix: [
-          ...(parts ? [`VACUUM (VERBOSE, ANALYZE) ${pgQualified(parts.schema, parts.name)};   -- at a quiet moment; not cancelled by lock requests`] : []),
-          ...(lockWaitsLogged || blockers.length > 0 ? [] : ['ALTER SYSTEM SET log_lock_waits = on; SELECT pg_reload_conf();   -- the session that cancels the next vacuum logs its statement']),
+          ...(parts
+            ? [
+                `VACUUM (VERBOSE, ANALYZE) ${pgQualified(parts.schema, parts.name)};   -- at a quiet moment; not cancelled by lock requests`,
+              ]
+            : []),
+          ...(lockWaitsLogged || blockers.length > 0
+            ? []
+            : [
+                'ALTER SYSTEM SET log_lock_waits = on; SELECT pg_reload_conf();   -- the session that cancels the next vacuum logs its statement',
+              ]),
         ],
-        metrics: { cancellations: count, blocker_pids: blockers.length > 0 ? blockers.join(',') : null, lock_waits_joined: joined.length },
+        metrics: {
+          cancellations: count,
+          blocker_pids: blockers.length > 0 ? blockers.join(',') : null,
+          lock_waits_joined: joined.length,
+        },
       })
     }
     return findings

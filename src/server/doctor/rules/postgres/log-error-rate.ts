@@ -17,11 +17,20 @@ import { MAX_LOG_ENTRIES, logExcerpt } from './log-evidence.ts'
 const defaults = { ...ERROR_RATE_DEFAULTS }
 
 /** Kinds other rules judge. */
-const OWN_RULE_KINDS = new Set(['auth_failed', 'deadlock', 'out_of_memory', 'could_not_fork', 'disk_full', 'server_crash', 'autovacuum_cancelled'])
+const OWN_RULE_KINDS = new Set([
+  'auth_failed',
+  'deadlock',
+  'out_of_memory',
+  'could_not_fork',
+  'disk_full',
+  'server_crash',
+  'autovacuum_cancelled',
+])
 
 export const logErrorRate: Rule<typeof defaults> = {
   id: 'pg_log_error_rate',
-  summary: 'Errors in the server log far above their own baseline of the day before, naming the top SQLSTATE, message and statement.',
+  summary:
+    'Errors in the server log far above their own baseline of the day before, naming the top SQLSTATE, message and statement.',
   collectors: ['log_events'],
   engine: 'postgres',
   category: 'reliability',
@@ -32,12 +41,35 @@ export const logErrorRate: Rule<typeof defaults> = {
     if (!severity) return []
     // The most frequent error among the entries sent whole.
     const entries = (
-      await ctx.once(`log-errors:${start}:${end}`, () => ctx.store.logEvents.entries(ctx.db.id, { since: start, until: end, severities: ERROR_SEVERITIES }, MAX_LOG_ENTRIES))
+      await ctx.once(`log-errors:${start}:${end}`, () =>
+        ctx.store.logEvents.entries(
+          ctx.db.id,
+          { since: start, until: end, severities: ERROR_SEVERITIES },
+          MAX_LOG_ENTRIES,
+        ),
+      )
     ).filter((e) => !OWN_RULE_KINDS.has(e.kind))
-    const groups = new Map<string, { sqlstate: string | null; fingerprint: string; count: number; statement: string | null; message: string; users: Set<string> }>()
+    const groups = new Map<
+      string,
+      {
+        sqlstate: string | null
+        fingerprint: string
+        count: number
+        statement: string | null
+        message: string
+        users: Set<string>
+      }
+    >()
     for (const e of entries) {
       const key = JSON.stringify([e.sqlstate, e.fingerprint])
-      const g = groups.get(key) ?? { sqlstate: e.sqlstate, fingerprint: e.fingerprint, count: 0, statement: null, message: e.message, users: new Set<string>() }
+      const g = groups.get(key) ?? {
+        sqlstate: e.sqlstate,
+        fingerprint: e.fingerprint,
+        count: 0,
+        statement: null,
+        message: e.message,
+        users: new Set<string>(),
+      }
       g.count += e.count
       g.statement ??= e.statement
       if (e.user) g.users.add(e.user)

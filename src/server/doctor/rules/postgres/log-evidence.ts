@@ -10,16 +10,33 @@ import type { DoctorContext } from '../../context.ts'
 export const MAX_LOG_ENTRIES = 5_000
 
 /** The entries of `kinds` in the trailing `windowMs` (up to ctx.now), newest first. */
-export function logEntries(ctx: DoctorContext, kinds: readonly string[], windowMs: number, severities?: readonly string[]): Promise<StoredLogEntry[]> {
+export function logEntries(
+  ctx: DoctorContext,
+  kinds: readonly string[],
+  windowMs: number,
+  severities?: readonly string[],
+): Promise<StoredLogEntry[]> {
   return ctx.once(`log:${kinds.join(',')}:${windowMs}:${severities?.join(',') ?? ''}`, () =>
-    ctx.store.logEvents.entries(ctx.db.id, { since: ctx.now - windowMs, until: ctx.now + 1, kinds, severities }, MAX_LOG_ENTRIES),
+    ctx.store.logEvents.entries(
+      ctx.db.id,
+      { since: ctx.now - windowMs, until: ctx.now + 1, kinds, severities },
+      MAX_LOG_ENTRIES,
+    ),
   )
 }
 
 /** Counts by kind, then severity, over [since, until) (whole minutes: the count table's). */
-export function logCounts(ctx: DoctorContext, since: number, until: number): Promise<Map<string, Record<string, number>>> {
+export function logCounts(
+  ctx: DoctorContext,
+  since: number,
+  until: number,
+): Promise<Map<string, Record<string, number>>> {
   return ctx.once(`log-counts:${since}:${until}`, async () => {
-    const rows = await ctx.store.logEvents.counts(ctx.db.id, { since, until, minuteFloor: minuteFloor(ctx.now) }, Math.max(60_000, until - since))
+    const rows = await ctx.store.logEvents.counts(
+      ctx.db.id,
+      { since, until, minuteFloor: minuteFloor(ctx.now) },
+      Math.max(60_000, until - since),
+    )
     const byKind = new Map<string, Record<string, number>>()
     for (const r of rows) {
       const k = byKind.get(r.kind) ?? {}
@@ -31,9 +48,14 @@ export function logCounts(ctx: DoctorContext, since: number, until: number): Pro
 }
 
 /** Sum of a kind's counts (all severities, or those given). */
-export function countOf(counts: Map<string, Record<string, number>>, kind: string, severities?: readonly string[]): number {
+export function countOf(
+  counts: Map<string, Record<string, number>>,
+  kind: string,
+  severities?: readonly string[],
+): number {
   let n = 0
-  for (const [severity, count] of Object.entries(counts.get(kind) ?? {})) if (!severities || severities.includes(severity)) n += count
+  for (const [severity, count] of Object.entries(counts.get(kind) ?? {}))
+    if (!severities || severities.includes(severity)) n += count
   return n
 }
 

@@ -21,10 +21,14 @@ const KINDS = ['out_of_memory', 'could_not_fork', 'disk_full', 'server_crash'] a
 const MINUTE = 60_000
 
 const ADVICE: Record<(typeof KINDS)[number], string> = {
-  out_of_memory: 'out of memory: lower work_mem × connections (and maintenance_work_mem), use a connection pooler, check the host for other memory users and for swap',
-  could_not_fork: 'could not fork: the host is out of processes or memory (ulimit -u, vm.overcommit, cgroup limits); fewer connections help',
-  disk_full: 'disk full: free space on the volume named (WAL held by a slot or a failing archiver, temp files, logs) before the server stops',
-  server_crash: 'a process crashed: the log lines before it say why (a signal 9 is usually the kernel OOM killer; dmesg shows it); every session was reset',
+  out_of_memory:
+    'out of memory: lower work_mem × connections (and maintenance_work_mem), use a connection pooler, check the host for other memory users and for swap',
+  could_not_fork:
+    'could not fork: the host is out of processes or memory (ulimit -u, vm.overcommit, cgroup limits); fewer connections help',
+  disk_full:
+    'disk full: free space on the volume named (WAL held by a slot or a failing archiver, temp files, logs) before the server stops',
+  server_crash:
+    'a process crashed: the log lines before it say why (a signal 9 is usually the kernel OOM killer; dmesg shows it); every session was reset',
 }
 
 const iso = (ms: number) => new Date(ms).toISOString()
@@ -49,12 +53,15 @@ export const logResourceFaults: Rule<typeof defaults> = {
     const total = byKind.reduce((n, k) => n + k.count, 0)
     if (total < t.critical_count) return []
     const entries = (await logEntries(ctx, KINDS, windowMs)).filter((e) => !elsewhere.has(e.kind))
-    const first: StoredLogEntry | undefined = entries.reduce<StoredLogEntry | undefined>((a, e) => (a === undefined || e.ts < a.ts ? e : a), undefined)
+    const first: StoredLogEntry | undefined = entries.reduce<StoredLogEntry | undefined>(
+      (a, e) => (a === undefined || e.ts < a.ts ? e : a),
+      undefined,
+    )
     const summary = byKind.map((k) => `${k.count} × ${LOG_KINDS[k.kind].label.toLowerCase()}`).join(', ')
     return [
       {
         severity: 'critical',
-        title: `${first ? LOG_KINDS[first.kind as LogKind]?.label ?? 'Resource fault' : 'Resource faults'} in the server log in the last ${t.window_minutes} minutes`,
+        title: `${first ? (LOG_KINDS[first.kind as LogKind]?.label ?? 'Resource fault') : 'Resource faults'} in the server log in the last ${t.window_minutes} minutes`,
         detail:
           `The server logged ${summary} in the last ${t.window_minutes} minutes.` +
           (first
@@ -71,7 +78,10 @@ export const logResourceFaults: Rule<typeof defaults> = {
           'grep -i -E "out of memory|killed process" /var/log/kern.log   # on the host: the kernel OOM killer (or dmesg -T)',
         ],
         how_to_fix: [],
-        metrics: Object.fromEntries([...byKind.map((k) => [k.kind, k.count]), ['first_at', first ? iso(first.ts) : null]]),
+        metrics: Object.fromEntries([
+          ...byKind.map((k) => [k.kind, k.count]),
+          ['first_at', first ? iso(first.ts) : null],
+        ]),
       },
     ]
   },

@@ -19,7 +19,12 @@ const defaults = {
 const short = (text: string, max = 300) => (text.length > max ? `${text.slice(0, max)}…` : text)
 
 function who(a: ActiveQuery): string {
-  const parts = [a.user && `user ${a.user}`, a.application_name && `application "${a.application_name}"`, a.database && `database ${a.database}`, a.client_addr && `from ${a.client_addr}`]
+  const parts = [
+    a.user && `user ${a.user}`,
+    a.application_name && `application "${a.application_name}"`,
+    a.database && `database ${a.database}`,
+    a.client_addr && `from ${a.client_addr}`,
+  ]
   return parts.filter(Boolean).join(', ')
 }
 
@@ -59,10 +64,17 @@ export const longRunningQueries: Rule<typeof defaults> = {
           `SELECT pid, now() - query_start AS waiting_for, query FROM pg_stat_activity WHERE ${pid} = ANY(pg_blocking_pids(pid));`,
         ],
         how_to_fix: [
-          cancelStatement(a, { seenAt: ts, effect: 'cancels the statement (pg_terminate_backend in place of pg_cancel_backend also ends the session)' }),
+          cancelStatement(a, {
+            seenAt: ts,
+            effect: 'cancels the statement (pg_terminate_backend in place of pg_cancel_backend also ends the session)',
+          }),
           `ALTER ROLE ${role} SET statement_timeout = '${Math.max(1, Math.round(t.warning_s / 60))}min';   -- applies to the role's new sessions`,
         ],
-        metrics: { pid: Number(a.pid), running_s: Math.round(a.duration_ms! / 1000), transaction_age_s: xactAge === null ? null : Math.round(xactAge / 1000) },
+        metrics: {
+          pid: Number(a.pid),
+          running_s: Math.round(a.duration_ms! / 1000),
+          transaction_age_s: xactAge === null ? null : Math.round(xactAge / 1000),
+        },
       }
     })
     const rest = long.slice(t.max_findings)
@@ -74,7 +86,8 @@ export const longRunningQueries: Rule<typeof defaults> = {
           .slice(0, 20)
           .map((a) => `pid ${a.pid} (${duration(a.duration_ms!)})`)
           .join(', ')}${rest.length > 20 ? ', …' : ''}.`,
-        recommendation: 'So many long statements at once usually share a cause: a slow plan after a deploy, a missing index, or lock contention. Look at them together.',
+        recommendation:
+          'So many long statements at once usually share a cause: a slow plan after a deploy, a missing index, or lock contention. Look at them together.',
         how_to_investigate: [
           `SELECT pid, usename, application_name, now() - query_start AS running_for, wait_event_type, wait_event, left(query, 200) FROM pg_stat_activity WHERE state = 'active' AND now() - query_start > interval '${t.warning_s} seconds' ORDER BY query_start;`,
         ],

@@ -41,7 +41,10 @@ export interface MemoryAdvice {
  * The advice for a host of `totalBytes` of memory (null: unknown) whose current settings are `current`
  * (SHOW's text; absent when not collected). Pure: unit-tested.
  */
-export function memoryAdvice(totalBytes: number | null | undefined, current: { shared_buffers?: string; effective_cache_size?: string } = {}): MemoryAdvice {
+export function memoryAdvice(
+  totalBytes: number | null | undefined,
+  current: { shared_buffers?: string; effective_cache_size?: string } = {},
+): MemoryAdvice {
   if (!totalBytes || totalBytes <= 0) {
     const now = current.shared_buffers ? ` (now ${current.shared_buffers})` : ''
     return {
@@ -65,23 +68,40 @@ export function memoryAdvice(totalBytes: number | null | undefined, current: { s
   const parts: string[] = []
   const memory = bytes(totalBytes)
   if (nowShared === undefined || nowShared < settingBytes(sharedBuffers, 1)!) {
-    commands.push(`ALTER SYSTEM SET shared_buffers = ${pgString(sharedBuffers)};   -- ${commentText(`25 % of the host's ${memory}${current.shared_buffers ? `, now ${current.shared_buffers}` : ''}`)}; takes effect after a restart`)
-    parts.push(`shared_buffers ${sharedBuffers} (25 % of the host's ${memory}${current.shared_buffers ? `; now ${current.shared_buffers}` : ''})`)
+    commands.push(
+      `ALTER SYSTEM SET shared_buffers = ${pgString(sharedBuffers)};   -- ${commentText(`25 % of the host's ${memory}${current.shared_buffers ? `, now ${current.shared_buffers}` : ''}`)}; takes effect after a restart`,
+    )
+    parts.push(
+      `shared_buffers ${sharedBuffers} (25 % of the host's ${memory}${current.shared_buffers ? `; now ${current.shared_buffers}` : ''})`,
+    )
   }
   if (nowCache === undefined || nowCache < settingBytes(effectiveCache, 1)!) {
-    commands.push(`ALTER SYSTEM SET effective_cache_size = ${pgString(effectiveCache)};   -- ${commentText(`75 % of the host's ${memory}${current.effective_cache_size ? `, now ${current.effective_cache_size}` : ''}`)}; SELECT pg_reload_conf() applies it`)
-    parts.push(`effective_cache_size ${effectiveCache} (75 %${current.effective_cache_size ? `; now ${current.effective_cache_size}` : ''})`)
+    commands.push(
+      `ALTER SYSTEM SET effective_cache_size = ${pgString(effectiveCache)};   -- ${commentText(`75 % of the host's ${memory}${current.effective_cache_size ? `, now ${current.effective_cache_size}` : ''}`)}; SELECT pg_reload_conf() applies it`,
+    )
+    parts.push(
+      `effective_cache_size ${effectiveCache} (75 %${current.effective_cache_size ? `; now ${current.effective_cache_size}` : ''})`,
+    )
   }
   const text =
     parts.length > 0
       ? `Sized to the host's ${memory} of memory: ${parts.join(', and ')}.`
       : `shared_buffers (${current.shared_buffers}) and effective_cache_size (${current.effective_cache_size}) are already at or above 25 % and 75 % of the host's ${memory}: more memory for PostgreSQL is not the fix; fewer blocks read is.`
-  return { total_bytes: totalBytes, shared_buffers: sharedBuffers, effective_cache_size: effectiveCache, text, commands }
+  return {
+    total_bytes: totalBytes,
+    shared_buffers: sharedBuffers,
+    effective_cache_size: effectiveCache,
+    text,
+    commands,
+  }
 }
 
 /** The advice for this database: the host's memory from the host collector, the settings from the latest batch that carried them. */
 export async function memoryAdviceFor(ctx: DoctorContext): Promise<MemoryAdvice> {
-  const [host, current] = await Promise.all([ctx.once('host', () => ctx.store.host.latestHost(ctx.db.id)), settings(ctx)])
+  const [host, current] = await Promise.all([
+    ctx.once('host', () => ctx.store.host.latestHost(ctx.db.id)),
+    settings(ctx),
+  ])
   return memoryAdvice(host?.status.memory?.total_bytes ?? null, {
     ...(current?.shared_buffers ? { shared_buffers: current.shared_buffers } : {}),
     ...(current?.effective_cache_size ? { effective_cache_size: current.effective_cache_size } : {}),

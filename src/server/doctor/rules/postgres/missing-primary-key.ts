@@ -22,7 +22,8 @@ const n = (v: number) => v.toLocaleString('en-US')
 
 export const missingPrimaryKey: Rule<typeof defaults> = {
   id: 'pg_missing_primary_key',
-  summary: 'Tables without a primary key: logical replication, pg_repack and most ORMs need one, and nothing stops duplicate rows.',
+  summary:
+    'Tables without a primary key: logical replication, pg_repack and most ORMs need one, and nothing stops duplicate rows.',
   collectors: ['tables'],
   engine: 'postgres',
   category: 'schema',
@@ -30,7 +31,9 @@ export const missingPrimaryKey: Rule<typeof defaults> = {
   async check(ctx) {
     const t = ctx.thresholds(missingPrimaryKey)
     // ctx.tables() is ordered by size, the largest first; has_primary_key is null from older agents.
-    const keyless = (await ctx.tables()).filter((table) => table.has_primary_key === false && (table.n_live_tup ?? 0) >= t.min_rows)
+    const keyless = (await ctx.tables()).filter(
+      (table) => table.has_primary_key === false && (table.n_live_tup ?? 0) >= t.min_rows,
+    )
     const severityOf = (table: TableRow) => ((table.n_live_tup ?? 0) >= t.warning_rows ? 'warning' : 'info')
     keyless.sort((a, b) => (severityOf(a) === severityOf(b) ? 0 : severityOf(a) === 'warning' ? -1 : 1))
 
@@ -44,7 +47,8 @@ export const missingPrimaryKey: Rule<typeof defaults> = {
         object: pgObject(table.schema_name, table.table_name),
         title: `Table ${name} has no primary key`,
         detail: `${name} (${n(table.n_live_tup ?? 0)} rows${size}) has no primary key: logical replication cannot replicate its UPDATEs and DELETEs without one (REPLICA IDENTITY FULL makes the subscriber scan the table for each row), tools such as pg_repack and most ORMs need one, and nothing prevents duplicate rows.`,
-        recommendation: 'Make its natural key (unique, NOT NULL columns) the primary key, building the index concurrently first; without a natural key, add an identity column as the key.',
+        recommendation:
+          'Make its natural key (unique, NOT NULL columns) the primary key, building the index concurrently first; without a natural key, add an identity column as the key.',
         how_to_investigate: [
           `SELECT conname, contype, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = ${pgRegclass(table.schema_name, table.table_name)};`,
           `SELECT indexrelid::regclass, indisunique, pg_get_indexdef(indexrelid) FROM pg_index WHERE indrelid = ${pgRegclass(table.schema_name, table.table_name)};   -- a unique index on NOT NULL columns can become the key`,

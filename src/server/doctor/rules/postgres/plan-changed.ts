@@ -36,11 +36,13 @@ const excerpt = (text: string, n: number) => {
   const flat = text.replace(/\s+/g, ' ').trim()
   return flat.length > n ? `${flat.slice(0, n)}…` : flat
 }
-const shape = (p: StoredPlan) => `${p.seq_scans} sequential and ${p.index_scans} index scans, estimated cost ${p.total_cost}`
+const shape = (p: StoredPlan) =>
+  `${p.seq_scans} sequential and ${p.index_scans} index scans, estimated cost ${p.total_cost}`
 
 export const planChanged: Rule<typeof defaults> = {
   id: 'pg_plan_changed',
-  summary: 'A costly statement whose newest plan has another shape and a higher estimated cost than the plan before it.',
+  summary:
+    'A costly statement whose newest plan has another shape and a higher estimated cost than the plan before it.',
   collectors: ['query_stats', 'explain_plans'],
   engine: 'postgres',
   category: 'performance',
@@ -79,9 +81,13 @@ export const planChanged: Rule<typeof defaults> = {
           `GET /api/v1/databases/${ctx.db.id}/queries/${urlSegment(q.query_hash)}/explain   -- the plans before and after`,
           `SELECT query FROM pg_stat_statements WHERE queryid = ${pgNumber(q.query_hash)};   -- its text, to run under EXPLAIN (ANALYZE, BUFFERS) with typical values for the $n parameters`,
           ...tables.map(
-            (r) => `SELECT relname, last_analyze, last_autoanalyze, n_mod_since_analyze, n_live_tup FROM pg_stat_user_tables WHERE relname = ${pgString(r)};`,
+            (r) =>
+              `SELECT relname, last_analyze, last_autoanalyze, n_mod_since_analyze, n_live_tup FROM pg_stat_user_tables WHERE relname = ${pgString(r)};`,
           ),
-          ...tables.map((r) => `SELECT indexrelid::regclass AS index, indisvalid FROM pg_index WHERE indrelid = ${pgRegclass(null, r)};`),
+          ...tables.map(
+            (r) =>
+              `SELECT indexrelid::regclass AS index, indisvalid FROM pg_index WHERE indrelid = ${pgRegclass(null, r)};`,
+          ),
         ],
         how_to_fix: tables.length > 0 ? tables.map((r) => `ANALYZE ${pgIdent(r)};`) : ['ANALYZE;'],
         objects: [q.query_hash, ...tables],

@@ -27,7 +27,8 @@ export const preparedTransactions: Rule<typeof defaults> = {
   id: 'pg_prepared_transactions',
   engine: 'postgres',
   category: 'reliability',
-  summary: 'Prepared transactions (PREPARE TRANSACTION) left open past 5 minutes (warning_s): orphans outside a two-phase-commit system, holding their locks and the xmin horizon (named by gid, owner and database).',
+  summary:
+    'Prepared transactions (PREPARE TRANSACTION) left open past 5 minutes (warning_s): orphans outside a two-phase-commit system, holding their locks and the xmin horizon (named by gid, owner and database).',
   collectors: ['database_stats'],
   thresholds: defaults,
   // From any prepared transaction at all (0) to a month.
@@ -63,12 +64,19 @@ export const preparedTransactions: Rule<typeof defaults> = {
         how_to_investigate: [
           `SELECT gid, prepared, now() - prepared AS pending_for, owner, database, age(transaction) AS xid_age FROM pg_prepared_xacts WHERE gid = ${quoted};`,
           `SELECT l.locktype, l.mode, l.relation::regclass AS relation FROM pg_prepared_xacts p JOIN pg_locks x ON x.locktype = 'transactionid' AND x.transactionid = p.transaction AND x.pid IS NULL JOIN pg_locks l ON l.pid IS NULL AND l.virtualtransaction = x.virtualtransaction WHERE p.gid = ${quoted};   -- what it holds`,
-          'SELECT pid, wait_event_type, wait_event, now() - query_start AS waiting_for, left(query, 80) AS query FROM pg_stat_activity WHERE wait_event_type = \'Lock\';   -- who waits',
+          "SELECT pid, wait_event_type, wait_event, now() - query_start AS waiting_for, left(query, 80) AS query FROM pg_stat_activity WHERE wait_event_type = 'Lock';   -- who waits",
         ],
         how_to_fix: [
           `ROLLBACK PREPARED ${quoted};   -- in database ${commentText(h.database ?? 'of the transaction', 60)}; write COMMIT PREPARED instead to keep its changes`,
         ],
-        metrics: { gid, owner: h.owner ?? null, database: h.database ?? null, prepared_age_s: Math.round(ageS), locks, xmin_age_xids: xids },
+        metrics: {
+          gid,
+          owner: h.owner ?? null,
+          database: h.database ?? null,
+          prepared_age_s: Math.round(ageS),
+          locks,
+          xmin_age_xids: xids,
+        },
         as_of: named.ts,
       })
     }

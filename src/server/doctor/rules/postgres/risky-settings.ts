@@ -15,7 +15,8 @@ const defaults = {}
 
 export const riskySettings: Rule<typeof defaults> = {
   id: 'pg_risky_settings',
-  summary: 'Settings that put the data or the database\'s upkeep at risk now (fsync off, track_counts off, autovacuum off, ...).',
+  summary:
+    "Settings that put the data or the database's upkeep at risk now (fsync off, track_counts off, autovacuum off, ...).",
   collectors: ['database_stats'],
   engine: 'postgres',
   category: 'configuration',
@@ -32,8 +33,11 @@ export const riskySettings: Rule<typeof defaults> = {
         detail:
           'fsync = off: PostgreSQL does not wait for its writes to reach the disk, so an operating system crash or a power loss can leave the cluster corrupted beyond repair, committed data lost with it. ' +
           'It is meant only for throwaway data (a bulk load you can redo from scratch).',
-        recommendation: 'Turn fsync back on (a reload is enough). If the server crashed while it was off, restore from a backup rather than trust the data. For faster commits at no corruption risk, use synchronous_commit = off instead.',
-        how_to_investigate: ["SELECT name, setting, source, sourcefile, sourceline FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit', 'full_page_writes');"],
+        recommendation:
+          'Turn fsync back on (a reload is enough). If the server crashed while it was off, restore from a backup rather than trust the data. For faster commits at no corruption risk, use synchronous_commit = off instead.',
+        how_to_investigate: [
+          "SELECT name, setting, source, sourcefile, sourceline FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit', 'full_page_writes');",
+        ],
         how_to_fix: ['ALTER SYSTEM SET fsync = on; SELECT pg_reload_conf();'],
         metrics: { fsync_on: 0 },
       })
@@ -46,7 +50,8 @@ export const riskySettings: Rule<typeof defaults> = {
         detail:
           'track_counts = off: PostgreSQL no longer counts inserted, updated and deleted rows, and autovacuum decides from those counts, so it stops vacuuming and analyzing tables (only anti-wraparound vacuums still run). ' +
           'Dead rows pile up, tables bloat and planner statistics go stale.',
-        recommendation: 'Turn track_counts back on (a reload is enough), then ANALYZE the database so the planner has fresh statistics.',
+        recommendation:
+          'Turn track_counts back on (a reload is enough), then ANALYZE the database so the planner has fresh statistics.',
         how_to_investigate: [
           "SELECT name, setting, source, sourcefile, sourceline FROM pg_settings WHERE name IN ('track_counts', 'autovacuum');",
           'SELECT relname, n_dead_tup, last_autovacuum, last_autoanalyze FROM pg_stat_user_tables ORDER BY n_dead_tup DESC LIMIT 10;',
@@ -63,12 +68,16 @@ export const riskySettings: Rule<typeof defaults> = {
         detail:
           'autovacuum = off: no table is vacuumed or analyzed automatically any more, except the anti-wraparound vacuums PostgreSQL forces when a table gets too old. ' +
           'Dead rows pile up (bloat, slower scans), the visibility map goes stale (no index-only scans) and planner statistics age until plans go wrong.',
-        recommendation: 'Turn autovacuum back on (a reload is enough); to keep it off some big tables, set autovacuum_enabled = false on those tables only, and tune the cost limits rather than disabling it.',
+        recommendation:
+          'Turn autovacuum back on (a reload is enough); to keep it off some big tables, set autovacuum_enabled = false on those tables only, and tune the cost limits rather than disabling it.',
         how_to_investigate: [
           "SELECT name, setting, source, sourcefile, sourceline FROM pg_settings WHERE name LIKE 'autovacuum%';",
           'SELECT relname, n_dead_tup, last_autovacuum, last_autoanalyze FROM pg_stat_user_tables ORDER BY n_dead_tup DESC LIMIT 10;',
         ],
-        how_to_fix: ['ALTER SYSTEM SET autovacuum = on; SELECT pg_reload_conf();', 'VACUUM (ANALYZE);   -- catch up on the tables left behind'],
+        how_to_fix: [
+          'ALTER SYSTEM SET autovacuum = on; SELECT pg_reload_conf();',
+          'VACUUM (ANALYZE);   -- catch up on the tables left behind',
+        ],
         metrics: { autovacuum_on: 0 },
       })
     }
@@ -80,8 +89,11 @@ export const riskySettings: Rule<typeof defaults> = {
         detail:
           'full_page_writes = off: after a checkpoint PostgreSQL no longer writes a whole page to the WAL before its first change, so an operating system crash or power loss in the middle of a page write can leave a torn page that recovery cannot repair: unrecoverable or silent data corruption. ' +
           'It is only safe on storage that writes database pages atomically (ZFS, some battery-backed controllers).',
-        recommendation: 'Turn full_page_writes back on unless the storage guarantees atomic 8 kB page writes; to reduce WAL volume safely use wal_compression instead.',
-        how_to_investigate: ["SELECT name, setting, source, sourcefile, sourceline FROM pg_settings WHERE name IN ('full_page_writes', 'wal_compression', 'fsync');"],
+        recommendation:
+          'Turn full_page_writes back on unless the storage guarantees atomic 8 kB page writes; to reduce WAL volume safely use wal_compression instead.',
+        how_to_investigate: [
+          "SELECT name, setting, source, sourcefile, sourceline FROM pg_settings WHERE name IN ('full_page_writes', 'wal_compression', 'fsync');",
+        ],
         how_to_fix: ['ALTER SYSTEM SET full_page_writes = on; SELECT pg_reload_conf();'],
         metrics: { full_page_writes_on: 0 },
       })
@@ -94,8 +106,12 @@ export const riskySettings: Rule<typeof defaults> = {
         detail:
           'The pg_stat_statements extension is not created in this database, so there are no statement statistics: dbm cannot show the top queries, their plans or the statements that spill to temp files. ' +
           'The extension is created per database, and its library must also be in shared_preload_libraries.',
-        recommendation: 'Create the extension in this database; if shared_preload_libraries does not list pg_stat_statements yet, add it (keeping the libraries listed) and restart.',
-        how_to_investigate: ["SELECT extname, extversion FROM pg_extension WHERE extname = 'pg_stat_statements';", 'SHOW shared_preload_libraries;'],
+        recommendation:
+          'Create the extension in this database; if shared_preload_libraries does not list pg_stat_statements yet, add it (keeping the libraries listed) and restart.',
+        how_to_investigate: [
+          "SELECT extname, extversion FROM pg_extension WHERE extname = 'pg_stat_statements';",
+          'SHOW shared_preload_libraries;',
+        ],
         how_to_fix: [
           'CREATE EXTENSION IF NOT EXISTS pg_stat_statements;',
           "ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements';   -- only if it lists nothing else yet (else keep those and append); restart afterwards",

@@ -31,7 +31,8 @@ export const rollbackRatio: Rule<typeof defaults> = {
   id: 'pg_rollback_ratio',
   engine: 'postgres',
   category: 'reliability',
-  summary: 'A low commit ratio with real volume: many transactions rolled back, absolutely or against the database\'s own previous week.',
+  summary:
+    "A low commit ratio with real volume: many transactions rolled back, absolutely or against the database's own previous week.",
   collectors: ['database_stats'],
   thresholds: defaults,
   ranges: {
@@ -61,7 +62,8 @@ export const rollbackRatio: Rule<typeof defaults> = {
     const weekShare = weekTotal >= t.min_transactions ? weekRollbacks / weekTotal : null
     const share = rollbacks / total
     const absolute = severityBelow(ratio, t.warning_commit_ratio, t.critical_commit_ratio)
-    const risen = weekShare !== null && share >= weekShare * t.baseline_factor && share - weekShare >= t.baseline_min_increase
+    const risen =
+      weekShare !== null && share >= weekShare * t.baseline_factor && share - weekShare >= t.baseline_min_increase
     const severity = absolute ?? (risen ? 'warning' : undefined)
     if (!severity) return []
     const minutes = `${t.window_minutes} minutes`
@@ -71,7 +73,9 @@ export const rollbackRatio: Rule<typeof defaults> = {
         : ` In the previous week ${pct(weekShare)} of its ${n(weekTotal)} transactions were rolled back${risen ? `: the share is ${(share / Math.max(weekShare, 1e-9)).toFixed(weekShare > 0 ? 1 : 0)} times that now` : ''}.`
     const finding: FindingDraft = {
       severity,
-      title: absolute ? `Only ${pct(ratio)} of transactions committed in ${t.window_minutes} min: ${rate.toFixed(1)} rollbacks a second` : `Rollbacks rose to ${pct(share)} of transactions from ${pct(weekShare!)} last week`,
+      title: absolute
+        ? `Only ${pct(ratio)} of transactions committed in ${t.window_minutes} min: ${rate.toFixed(1)} rollbacks a second`
+        : `Rollbacks rose to ${pct(share)} of transactions from ${pct(weekShare!)} last week`,
       detail:
         `In the last ${minutes} this database committed ${n(commits)} transactions and rolled back ${n(rollbacks)} (${pct(ratio)} committed, ${rate.toFixed(1)} rollbacks a second).${against} ` +
         'Each rollback is work thrown away: a failed statement, an aborted request, or a client that rolls back what it could have committed.',
@@ -80,9 +84,11 @@ export const rollbackRatio: Rule<typeof defaults> = {
       how_to_investigate: [
         'SELECT datname, xact_commit, xact_rollback, round(100.0 * xact_rollback / nullif(xact_commit + xact_rollback, 0), 1) AS rollback_pct, stats_reset FROM pg_stat_database WHERE datname = current_database();',
         "SELECT name, setting FROM pg_settings WHERE name IN ('log_min_error_statement', 'log_min_messages');",
-        'SELECT query, calls FROM pg_stat_statements WHERE query ILIKE \'rollback%\' ORDER BY calls DESC LIMIT 5;   -- explicit ROLLBACKs (failed statements are not counted there)',
+        "SELECT query, calls FROM pg_stat_statements WHERE query ILIKE 'rollback%' ORDER BY calls DESC LIMIT 5;   -- explicit ROLLBACKs (failed statements are not counted there)",
       ],
-      how_to_fix: ["ALTER SYSTEM SET log_min_error_statement = 'error'; SELECT pg_reload_conf();   -- log the statement of every error, to find what fails"],
+      how_to_fix: [
+        "ALTER SYSTEM SET log_min_error_statement = 'error'; SELECT pg_reload_conf();   -- log the statement of every error, to find what fails",
+      ],
       metrics: {
         commit_ratio: Number(ratio.toFixed(4)),
         xact_commit: commits,

@@ -25,7 +25,8 @@ function upperLimit(s: SequenceStat): number {
 
 export const sequenceExhaustion: Rule<typeof defaults> = {
   id: 'pg_sequence_exhaustion',
-  summary: 'Sequences close to their maximum, or to the maximum of the column they feed: at the limit every INSERT fails.',
+  summary:
+    'Sequences close to their maximum, or to the maximum of the column they feed: at the limit every INSERT fails.',
   collectors: ['tables'],
   engine: 'postgres',
   category: 'capacity',
@@ -42,20 +43,31 @@ export const sequenceExhaustion: Rule<typeof defaults> = {
       const owner = s.owned_by
       const table = owner ? pgQualified(owner.schema_name, owner.table_name) : undefined
       const column = owner ? pgIdent(owner.column_name) : undefined
-      const narrowColumn = owner !== null && owner !== undefined && owner.column_type !== 'bigint' && owner.column_type in TYPE_MAX
+      const narrowColumn =
+        owner !== null && owner !== undefined && owner.column_type !== 'bigint' && owner.column_type in TYPE_MAX
       const limit = upperLimit(s)
       const position =
         s.increment_by > 0
           ? `is at ${n(s.last_value!)} of ${n(limit)}: ${pct(s.used_ratio!)} used, ${n(Math.max(0, limit - s.last_value!))} values left`
           : `is at ${n(s.last_value!)}, counting down: ${pct(s.used_ratio!)} of its range used`
       const fix: string[] = []
-      if (s.data_type !== 'bigint') fix.push(`ALTER SEQUENCE ${name} AS bigint;   -- raises its maximum to bigint's too when it was ${commentText(s.data_type, 40)}'s`)
-      if (narrowColumn) fix.push(`ALTER TABLE ${table} ALTER COLUMN ${column} TYPE bigint;   -- rewrites the table under an ACCESS EXCLUSIVE lock; on a large table migrate through a new bigint column instead`)
-      if (s.data_type === 'bigint' && !narrowColumn) fix.push(`ALTER SEQUENCE ${name} NO MAXVALUE;   -- its maximum was set below bigint's`)
+      if (s.data_type !== 'bigint')
+        fix.push(
+          `ALTER SEQUENCE ${name} AS bigint;   -- raises its maximum to bigint's too when it was ${commentText(s.data_type, 40)}'s`,
+        )
+      if (narrowColumn)
+        fix.push(
+          `ALTER TABLE ${table} ALTER COLUMN ${column} TYPE bigint;   -- rewrites the table under an ACCESS EXCLUSIVE lock; on a large table migrate through a new bigint column instead`,
+        )
+      if (s.data_type === 'bigint' && !narrowColumn)
+        fix.push(`ALTER SEQUENCE ${name} NO MAXVALUE;   -- its maximum was set below bigint's`)
       return {
         severity: severityOf(s),
         object: pgObject(s.schema_name, s.sequence_name),
-        objects: [pgObject(s.schema_name, s.sequence_name), ...(owner ? [pgObject(owner.schema_name, owner.table_name)] : [])],
+        objects: [
+          pgObject(s.schema_name, s.sequence_name),
+          ...(owner ? [pgObject(owner.schema_name, owner.table_name)] : []),
+        ],
         title: `Sequence ${name} is close to its maximum`,
         detail: `${name} (${s.data_type}) ${position}${owner ? `; it feeds ${table}.${column} (${owner.column_type})` : ''}. When it runs out, every INSERT that needs a new value fails.`,
         recommendation:
@@ -65,11 +77,18 @@ export const sequenceExhaustion: Rule<typeof defaults> = {
         how_to_investigate: [
           `SELECT * FROM pg_sequences WHERE schemaname = ${pgString(s.schema_name)} AND sequencename = ${pgString(s.sequence_name)};`,
           ...(table
-            ? [`SELECT conrelid::regclass AS referencing_table, conname FROM pg_constraint WHERE confrelid = ${pgRegclass(owner!.schema_name, owner!.table_name)} AND contype = 'f';   -- these columns must be widened too`]
+            ? [
+                `SELECT conrelid::regclass AS referencing_table, conname FROM pg_constraint WHERE confrelid = ${pgRegclass(owner!.schema_name, owner!.table_name)} AND contype = 'f';   -- these columns must be widened too`,
+              ]
             : []),
         ],
         how_to_fix: fix,
-        metrics: { used_ratio: Number(s.used_ratio!.toFixed(4)), last_value: s.last_value, max_value: limit, data_type: s.data_type },
+        metrics: {
+          used_ratio: Number(s.used_ratio!.toFixed(4)),
+          last_value: s.last_value,
+          max_value: limit,
+          data_type: s.data_type,
+        },
       }
     })
 
@@ -83,8 +102,12 @@ export const sequenceExhaustion: Rule<typeof defaults> = {
           .map((s) => `${pgObject(s.schema_name, s.sequence_name)} (${pct(s.used_ratio!)})`)
           .join(', ')}${rest.length > 20 ? ', ...' : ''}.`,
         recommendation: 'Widen each of them, and the columns they feed, to bigint.',
-        how_to_investigate: ['SELECT schemaname, sequencename, data_type, last_value, max_value FROM pg_sequences ORDER BY last_value::numeric / max_value DESC NULLS LAST;'],
-        how_to_fix: ['ALTER SEQUENCE <schema>.<sequence> AS bigint;   -- and ALTER TABLE ... ALTER COLUMN ... TYPE bigint for its column'],
+        how_to_investigate: [
+          'SELECT schemaname, sequencename, data_type, last_value, max_value FROM pg_sequences ORDER BY last_value::numeric / max_value DESC NULLS LAST;',
+        ],
+        how_to_fix: [
+          'ALTER SEQUENCE <schema>.<sequence> AS bigint;   -- and ALTER TABLE ... ALTER COLUMN ... TYPE bigint for its column',
+        ],
         objects: rest.slice(0, 100).map((s) => pgObject(s.schema_name, s.sequence_name)),
         metrics: { sequences: rest.length },
       })

@@ -27,7 +27,16 @@ import type { StoredPlan } from '../../../store/statements/plans.ts'
 import type { IndexRow, TableRow } from '../../../store/objects/types.ts'
 import type { ColumnStat } from '../../../../shared/wire.ts'
 import type { DoctorContext } from '../../context.ts'
-import { type ColumnCondition, type IndexAdvice, type IndexShapeAdvice, type PlanNode, adviseIndex, indexShape, scanConditions, seqScanNodes } from '../../index-advice.ts'
+import {
+  type ColumnCondition,
+  type IndexAdvice,
+  type IndexShapeAdvice,
+  type PlanNode,
+  adviseIndex,
+  indexShape,
+  scanConditions,
+  seqScanNodes,
+} from '../../index-advice.ts'
 import { type FindingDraft, type Rule, pct } from '../../types.ts'
 import { tableSizeMetrics, tableSizeText } from '../../table-size-text.ts'
 import { commentText, pgIdent, pgQualified, pgRegclass, pgString, urlSegment, pgObject } from '../../sql-text.ts'
@@ -80,7 +89,6 @@ interface SeqScanNode {
   plan_rows: number | null
 }
 
-
 /** The Seq Scans in the newest plans (sampled or from auto_explain) of the window's costliest statements. */
 async function planScans(ctx: DoctorContext, windowMs: number, top: number): Promise<SeqScanNode[]> {
   const found: SeqScanNode[] = []
@@ -132,7 +140,12 @@ interface Advice extends IndexAdvice {
 }
 
 /** The index for the table from the filtering scans' conditions: the costliest statement's, and every statement it serves. */
-function advise(table: TableRow, filtering: SeqScanNode[], indexes: IndexRow[], columnStats: ColumnStat[]): Advice | undefined {
+function advise(
+  table: TableRow,
+  filtering: SeqScanNode[],
+  indexes: IndexRow[],
+  columnStats: ColumnStat[],
+): Advice | undefined {
   const stats = columnStats.filter((c) => c.schema_name === table.schema_name && c.table_name === table.table_name)
   const shape = indexShape(filtering[0]!.conditions, stats)
   if (shape.columns.length === 0) return undefined
@@ -140,13 +153,22 @@ function advise(table: TableRow, filtering: SeqScanNode[], indexes: IndexRow[], 
   const advice = adviseIndex(table.schema_name, table.table_name, shape.columns, own, shape.whereNull)
   const served = filtering.filter((f) => indexShape(f.conditions, stats).columns[0] === shape.columns[0])
   const statements = [...new Map(served.map((f) => [f.query_hash, f])).values()]
-  const equalityColumns = new Set(filtering[0]!.conditions.filter((c) => c.kind === 'equality' && !c.join).map((c) => c.column)).size
-  return { ...advice, order: shape.order, ...(shape.reason ? { reason: shape.reason } : {}), equalityColumns, statements }
+  const equalityColumns = new Set(
+    filtering[0]!.conditions.filter((c) => c.kind === 'equality' && !c.join).map((c) => c.column),
+  ).size
+  return {
+    ...advice,
+    order: shape.order,
+    ...(shape.reason ? { reason: shape.reason } : {}),
+    equalityColumns,
+    statements,
+  }
 }
 
 export const sequentialScans: Rule<typeof defaults> = {
   id: 'pg_sequential_scans',
-  summary: 'Large tables read by frequent full sequential scans, with the index to create from the sampled plans and column statistics.',
+  summary:
+    'Large tables read by frequent full sequential scans, with the index to create from the sampled plans and column statistics.',
   collectors: ['tables', 'indexes', 'query_stats', 'explain_plans', 'column_stats'],
   engine: 'postgres',
   category: 'performance',
@@ -178,13 +200,26 @@ export const sequentialScans: Rule<typeof defaults> = {
       if (fullReads < t.min_seq_scans || share < Math.min(t.min_seq_share, t.min_seq_share_with_plan)) continue
 
       plans ??= await planScans(ctx, windowMs, t.top_statements)
-      const own = plans.filter((p) => p.relation === table.table_name && (p.schema === null || p.schema === table.schema_name))
-      const selective = (p: SeqScanNode) => p.filter !== null && p.plan_rows !== null && p.plan_rows <= t.max_filter_share * live
+      const own = plans.filter(
+        (p) => p.relation === table.table_name && (p.schema === null || p.schema === table.schema_name),
+      )
+      const selective = (p: SeqScanNode) =>
+        p.filter !== null && p.plan_rows !== null && p.plan_rows <= t.max_filter_share * live
       // The statements are the costliest first, so the first filtering one is the one to name.
       const filtering = own.filter(selective)
       const filtered = filtering[0]
       if (filtered) {
-        if (share >= t.min_seq_share_with_plan) scanned.push({ table, seq, fullReads, idx, rows, share, filtered, advice: advise(table, filtering, await ctx.indexes(), (await ctx.columnStats()).entries) })
+        if (share >= t.min_seq_share_with_plan)
+          scanned.push({
+            table,
+            seq,
+            fullReads,
+            idx,
+            rows,
+            share,
+            filtered,
+            advice: advise(table, filtering, await ctx.indexes(), (await ctx.columnStats()).entries),
+          })
         continue
       }
       // One call of a statement reads the table once for each of its plan's scans of it (or more, inside a
@@ -193,9 +228,13 @@ export const sequentialScans: Rule<typeof defaults> = {
       if (wholeReads >= t.whole_read_share * fullReads) continue
       if (share >= t.min_seq_share) scanned.push({ table, seq, fullReads, idx, rows, share, filtered: undefined })
     }
-    const severityOf = (s: Scanned) => (s.filtered || (s.table.table_size_bytes ?? 0) >= t.warning_table_bytes ? 'warning' : 'info')
-    scanned.sort((a, b) => (severityOf(a) === severityOf(b) ? 0 : severityOf(a) === 'warning' ? -1 : 1) || b.rows - a.rows)
-    const span = t.window_s % 3600 === 0 ? `${t.window_s / 3600 === 1 ? 'hour' : `${t.window_s / 3600} hours`}` : `${t.window_s} s`
+    const severityOf = (s: Scanned) =>
+      s.filtered || (s.table.table_size_bytes ?? 0) >= t.warning_table_bytes ? 'warning' : 'info'
+    scanned.sort(
+      (a, b) => (severityOf(a) === severityOf(b) ? 0 : severityOf(a) === 'warning' ? -1 : 1) || b.rows - a.rows,
+    )
+    const span =
+      t.window_s % 3600 === 0 ? `${t.window_s / 3600 === 1 ? 'hour' : `${t.window_s / 3600} hours`}` : `${t.window_s} s`
     // The statement time of the window, for each advised index's share (the 100 costliest, as pg_slow_statements counts it).
     const allMs = scanned.some((s) => s.advice)
       ? (await ctx.queries(windowMs, 'total_time', 100)).reduce((sum, q) => sum + q.total_time_ms, 0)
@@ -228,10 +267,14 @@ export const sequentialScans: Rule<typeof defaults> = {
         : ''
       const timeMs = a ? a.statements.reduce((sum, q) => sum + q.total_time_ms, 0) : 0
       const benefit = a
-        ? ` An index leading with ${pgIdent(a.columns[0]!)} serves ${a.statements.length === 1 ? 'that statement' : `${a.statements.length} of the costliest statements (${a.statements
-            .slice(0, 5)
-            .map((q) => q.query_hash)
-            .join(', ')}${a.statements.length > 5 ? ', …' : ''})`}: ${allMs > 0 ? `${pct(timeMs / allMs)} of the statement time in the last ${span}` : 'their time'}.`
+        ? ` An index leading with ${pgIdent(a.columns[0]!)} serves ${
+            a.statements.length === 1
+              ? 'that statement'
+              : `${a.statements.length} of the costliest statements (${a.statements
+                  .slice(0, 5)
+                  .map((q) => q.query_hash)
+                  .join(', ')}${a.statements.length > 5 ? ', …' : ''})`
+          }: ${allMs > 0 ? `${pct(timeMs / allMs)} of the statement time in the last ${span}` : 'their time'}.`
         : ''
       const existing = a?.existing
         ? a.existing.complete
@@ -248,12 +291,14 @@ export const sequentialScans: Rule<typeof defaults> = {
           : a
             ? `Create the index on ${columns} below (built CONCURRENTLY, so writes go on), then check the statements' next plans.`
             : f
-          ? `Index the columns that statement filters ${name} on (and check the other statements that scan it); build the index CONCURRENTLY so writes go on.`
-          : `Find the statements that scan ${name} in pg_stat_statements and index the columns they filter or join on; scans that need the whole table anyway (reports, exports) are expected.`,
+              ? `Index the columns that statement filters ${name} on (and check the other statements that scan it); build the index CONCURRENTLY so writes go on.`
+              : `Find the statements that scan ${name} in pg_stat_statements and index the columns they filter or join on; scans that need the whole table anyway (reports, exports) are expected.`,
         how_to_investigate: [
           `SELECT seq_scan, seq_tup_read, idx_scan, n_live_tup FROM pg_stat_user_tables WHERE relid = ${pgRegclass(s.table.schema_name, s.table.table_name)};`,
           `SELECT queryid, calls, rows, round(mean_exec_time::numeric, 2) AS mean_ms, query FROM pg_stat_statements WHERE query ILIKE ${pgString(`%${s.table.table_name}%`)} ORDER BY total_exec_time DESC LIMIT 10;`,
-          ...(f ? [`GET /api/v1/databases/${ctx.db.id}/queries/${urlSegment(f.query_hash)}/explain   -- its sampled plans`] : []),
+          ...(f
+            ? [`GET /api/v1/databases/${ctx.db.id}/queries/${urlSegment(f.query_hash)}/explain   -- its sampled plans`]
+            : []),
           `EXPLAIN (ANALYZE, BUFFERS) <one of those statements>;   -- a Seq Scan on ${name} with a Filter names the columns to index`,
           ...(a && a.columns.length > 1
             ? [
@@ -262,10 +307,16 @@ export const sequentialScans: Rule<typeof defaults> = {
             : []),
         ],
         how_to_fix: a?.existing?.complete
-          ? [`ANALYZE ${name};   -- then compare the statement's plan: EXPLAIN (ANALYZE, BUFFERS) with its real parameters`]
+          ? [
+              `ANALYZE ${name};   -- then compare the statement's plan: EXPLAIN (ANALYZE, BUFFERS) with its real parameters`,
+            ]
           : a
-            ? [`${a.create}   -- for statement ${commentText(f!.query_hash, 64)}${a.statements.length > 1 ? ` and ${a.statements.length - 1} more` : ''}`]
-            : [`CREATE INDEX CONCURRENTLY ON ${name} (<filtered columns>);${f ? `   -- the columns of the Filter of statement ${commentText(f.query_hash, 64)}, named in the detail` : ''}`],
+            ? [
+                `${a.create}   -- for statement ${commentText(f!.query_hash, 64)}${a.statements.length > 1 ? ` and ${a.statements.length - 1} more` : ''}`,
+              ]
+            : [
+                `CREATE INDEX CONCURRENTLY ON ${name} (<filtered columns>);${f ? `   -- the columns of the Filter of statement ${commentText(f.query_hash, 64)}, named in the detail` : ''}`,
+              ],
         metrics: {
           full_reads: Number(s.fullReads.toFixed(2)),
           seq_scan: s.seq,
@@ -296,7 +347,10 @@ export const sequentialScans: Rule<typeof defaults> = {
         title: `${rest.length} more tables read by frequent sequential scans`,
         detail: `Besides the tables named above, ${rest.length} more tables of ${n(t.min_live_rows)} rows or more were read by frequent full sequential scans in the last ${span}: ${rest
           .slice(0, 20)
-          .map((s) => `${pgObject(s.table.schema_name, s.table.table_name)} (read whole ${n(Math.round(s.fullReads))} times)`)
+          .map(
+            (s) =>
+              `${pgObject(s.table.schema_name, s.table.table_name)} (read whole ${n(Math.round(s.fullReads))} times)`,
+          )
           .join(', ')}${rest.length > 20 ? ', ...' : ''}.`,
         recommendation: 'Index the columns their statements filter on, the busiest first.',
         how_to_investigate: [

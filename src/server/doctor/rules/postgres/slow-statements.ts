@@ -28,7 +28,8 @@ const excerpt = (text: string, n: number) => {
 
 export const slowStatements: Rule<typeof defaults> = {
   id: 'pg_slow_statements',
-  summary: 'Statements slow on average that cost a meaningful share of the statement time over the last hour, with the index or work_mem that would help.',
+  summary:
+    'Statements slow on average that cost a meaningful share of the statement time over the last hour, with the index or work_mem that would help.',
   collectors: ['query_stats', 'explain_plans'],
   engine: 'postgres',
   category: 'performance',
@@ -44,7 +45,10 @@ export const slowStatements: Rule<typeof defaults> = {
       if (q.total_calls < t.min_calls || share < t.min_share || q.mean_time_ms < t.warning_mean_ms) continue
       const text = excerpt(q.query_text, 300)
       // The data are minute buckets: a statement seen in one bucket covers (at least) that minute.
-      const covered = q.first_bucket === null ? t.window_s * 1000 : Math.min(t.window_s * 1000, Math.max(60_000, ctx.now - q.first_bucket))
+      const covered =
+        q.first_bucket === null
+          ? t.window_s * 1000
+          : Math.min(t.window_s * 1000, Math.max(60_000, ctx.now - q.first_bucket))
       // The index its newest sampled plan asks for: for an ORDER BY ... LIMIT that sorts a table read
       // whole, one in the sort's order; else the one its filter asks for, as pg_sequential_scans reads one (plan-advice.ts).
       const sorted = await planSortIndexAdvice(ctx, q.query_hash, t.window_s * 1000)
@@ -52,11 +56,19 @@ export const slowStatements: Rule<typeof defaults> = {
       const found = sorted ?? advice
       const index = found
         ? found.existing?.complete
-          ? [`ANALYZE ${found.table};   -- index ${pgIdent(found.existing.index_name)} already leads with (${found.columns.map((c) => pgIdent(c)).join(', ')}), yet its plan scans ${found.table} whole: fresh statistics first, then its plan with real values`]
+          ? [
+              `ANALYZE ${found.table};   -- index ${pgIdent(found.existing.index_name)} already leads with (${found.columns.map((c) => pgIdent(c)).join(', ')}), yet its plan scans ${found.table} whole: fresh statistics first, then its plan with real values`,
+            ]
           : sorted
-            ? [`${sorted.create}   -- its plan reads ${sorted.table} whole by a Seq Scan and sorts it for ORDER BY ... LIMIT (${commentText(`Sort Key: ${sorted.sortKey}`, 120)}): an index in that order returns the first rows without the sort`]
-            : [`${advice!.create}   -- its plan reads ${advice!.table} by a Seq Scan with ${commentText(`Filter: ${advice!.filter}`, 120)}`]
-        : ['CREATE INDEX CONCURRENTLY ON <table> (<filtered or joined columns>);   -- when its plan scans a large table for few rows (no sampled plan of it says which yet)']
+            ? [
+                `${sorted.create}   -- its plan reads ${sorted.table} whole by a Seq Scan and sorts it for ORDER BY ... LIMIT (${commentText(`Sort Key: ${sorted.sortKey}`, 120)}): an index in that order returns the first rows without the sort`,
+              ]
+            : [
+                `${advice!.create}   -- its plan reads ${advice!.table} by a Seq Scan with ${commentText(`Filter: ${advice!.filter}`, 120)}`,
+              ]
+        : [
+            'CREATE INDEX CONCURRENTLY ON <table> (<filtered or joined columns>);   -- when its plan scans a large table for few rows (no sampled plan of it says which yet)',
+          ]
       // Memory only for a statement that spilled in the window, sized for one execution of it (work-mem.ts).
       // Its plans say whether it runs in parallel (temp bytes are every process's); the settings, what is in effect.
       const memory =
@@ -84,7 +96,9 @@ export const slowStatements: Rule<typeof defaults> = {
         ],
         how_to_fix: [
           ...index,
-          ...(memory ? [`${memoryCommand(memory)}   -- it spilled to temporary files: ${commentText(memoryReason(memory), 300)}`] : []),
+          ...(memory
+            ? [`${memoryCommand(memory)}   -- it spilled to temporary files: ${commentText(memoryReason(memory), 300)}`]
+            : []),
           `SELECT pg_stat_statements_reset(0, 0, ${pgNumber(q.query_hash)});   -- after the fix, to measure it afresh`,
         ],
         metrics: {
@@ -104,7 +118,8 @@ export const slowStatements: Rule<typeof defaults> = {
         severity: rest.some((f) => f.severity === 'critical') ? 'critical' : 'warning',
         title: 'More slow statements',
         detail: `${rest.length} more statements are slow and weigh at least ${pct(t.min_share, 0)} of the statement time each: ${rest.map((f) => f.object).join(', ')}.`,
-        recommendation: 'Fix the costliest first (the findings above); the list of statements by total time shows them all.',
+        recommendation:
+          'Fix the costliest first (the findings above); the list of statements by total time shows them all.',
         how_to_investigate: [`GET /api/v1/databases/${ctx.db.id}/queries?sort_by=total_time&since=<one hour ago>`],
         how_to_fix: [],
         objects: rest.map((f) => f.object!),

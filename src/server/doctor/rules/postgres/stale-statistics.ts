@@ -31,7 +31,12 @@ const DEFAULT_SCALE_FACTOR = 0.1
 const n = (v: number) => Math.round(v).toLocaleString('en-US')
 
 /** Whether the table's series shows at least `rows` live rows at or before `at` (an hour's look back). */
-async function hadRowsBefore(ctx: Parameters<Rule['check']>[0], table: TableRow, at: number, rows: number): Promise<boolean> {
+async function hadRowsBefore(
+  ctx: Parameters<Rule['check']>[0],
+  table: TableRow,
+  at: number,
+  rows: number,
+): Promise<boolean> {
   const window = { since: at - 3_600_000, until: at, minuteFloor: minuteFloor(ctx.now) }
   const series = await ctx.store.objects.tableSeries(ctx.db.id, table.schema_name, table.table_name, window)
   return series.points.some((p) => p.ts + series.resolution * 1000 <= at && (p.n_live_tup ?? 0) >= rows)
@@ -48,7 +53,8 @@ export const staleStatistics: Rule<typeof defaults> = {
   id: 'pg_stale_statistics',
   engine: 'postgres',
   category: 'maintenance',
-  summary: 'Planner statistics gone stale: rows modified since the last ANALYZE past the autovacuum analyze threshold, or a table with rows never analyzed (with the ANALYZE to run).',
+  summary:
+    'Planner statistics gone stale: rows modified since the last ANALYZE past the autovacuum analyze threshold, or a table with rows never analyzed (with the ANALYZE to run).',
   collectors: ['tables'],
   thresholds: defaults,
   async check(ctx) {
@@ -69,7 +75,10 @@ export const staleStatistics: Rule<typeof defaults> = {
         // With autovacuum on, a table just loaded is autovacuum's to analyze first (its naptime is a minute):
         // named only once it had its rows grace_minutes ago.
         const autovacuumOn = !serverOff && table.autovacuum_enabled !== false
-        if (rows >= t.min_rows && (!autovacuumOn || (await hadRowsBefore(ctx, table, ctx.now - t.grace_minutes * 60_000, t.min_rows))))
+        if (
+          rows >= t.min_rows &&
+          (!autovacuumOn || (await hadRowsBefore(ctx, table, ctx.now - t.grace_minutes * 60_000, t.min_rows)))
+        )
           stale.push({ table, never: true, mods, line })
         continue
       }
@@ -109,7 +118,10 @@ export const staleStatistics: Rule<typeof defaults> = {
           `SELECT reloptions FROM pg_class WHERE oid = ${rel};   -- a table's own autovacuum_enabled or autovacuum_analyze_* settings`,
           "SELECT name, setting FROM pg_settings WHERE name IN ('autovacuum', 'autovacuum_analyze_threshold', 'autovacuum_analyze_scale_factor', 'autovacuum_max_workers', 'autovacuum_naptime');",
         ],
-        how_to_fix: [`ANALYZE ${name};`, ...(tableOff ? [`${resetAutovacuum(name)}   -- autovacuum is turned off for it`] : [])],
+        how_to_fix: [
+          `ANALYZE ${name};`,
+          ...(tableOff ? [`${resetAutovacuum(name)}   -- autovacuum is turned off for it`] : []),
+        ],
         metrics: {
           never_analyzed: never ? 1 : 0,
           n_mod_since_analyze: mods,

@@ -34,13 +34,25 @@ const excerpt = (text: string, n: number) => {
   return flat.length > n ? `${flat.slice(0, n)}…` : flat
 }
 const ms = (v: number) => (v >= 100 ? v.toFixed(0) : String(Number(v.toPrecision(3))))
-const span = (s: number) => (s % 3600 === 0 ? `${s / 3600} hour${s === 3600 ? '' : 's'}` : `${Math.round(s / 60)} minutes`)
-const shape = (p: StoredPlan) => `${p.seq_scans} sequential and ${p.index_scans} index scans, estimated cost ${p.total_cost ?? 'unknown'}`
+const span = (s: number) =>
+  s % 3600 === 0 ? `${s / 3600} hour${s === 3600 ? '' : 's'}` : `${Math.round(s / 60)} minutes`
+const shape = (p: StoredPlan) =>
+  `${p.seq_scans} sequential and ${p.index_scans} index scans, estimated cost ${p.total_cost ?? 'unknown'}`
 
 /** Statement sums over [since, until), memoised per diagnosis. */
-function statsBetween(ctx: DoctorContext, since: number, until: number, limit: number): Promise<Map<string, QueryStatsRow>> {
+function statsBetween(
+  ctx: DoctorContext,
+  since: number,
+  until: number,
+  limit: number,
+): Promise<Map<string, QueryStatsRow>> {
   return ctx.once(`statement_regressed:${since}:${until}:${limit}`, async () => {
-    const rows = await ctx.store.listQueryStats(ctx.db.id, { since, until, minuteFloor: minuteFloor(ctx.now) }, 'total_time', limit)
+    const rows = await ctx.store.listQueryStats(
+      ctx.db.id,
+      { since, until, minuteFloor: minuteFloor(ctx.now) },
+      'total_time',
+      limit,
+    )
     return new Map(rows.map((r) => [r.query_hash, r]))
   })
 }
@@ -101,7 +113,9 @@ export const statementRegressed: Rule<typeof defaults> = {
           `SELECT calls, mean_exec_time, total_exec_time FROM pg_stat_statements WHERE queryid = ${pgNumber(q.query_hash)};`,
           `SELECT query FROM pg_stat_statements WHERE queryid = ${pgNumber(q.query_hash)};   -- its text, to run under EXPLAIN (ANALYZE, BUFFERS) with typical values`,
         ],
-        how_to_fix: [`SELECT pg_stat_statements_reset(0, 0, ${pgNumber(q.query_hash)});   -- after the fix, to measure it afresh`],
+        how_to_fix: [
+          `SELECT pg_stat_statements_reset(0, 0, ${pgNumber(q.query_hash)});   -- after the fix, to measure it afresh`,
+        ],
         metrics: {
           query_hash: q.query_hash,
           mean_before_ms: Number(b.mean_time_ms.toFixed(3)),

@@ -65,7 +65,8 @@ function loggedSpills(entries: StoredLogEntry[]): LoggedSpill[] {
 
 export const tempFiles: Rule<typeof defaults> = {
   id: 'pg_temp_files',
-  summary: 'Temporary files written over the last hour by sorts and hashes that outgrew work_mem, with the statements that spill and the memory they need.',
+  summary:
+    'Temporary files written over the last hour by sorts and hashes that outgrew work_mem, with the statements that spill and the memory they need.',
   collectors: ['database_stats', 'query_stats', 'explain_plans', 'log_events'],
   engine: 'postgres',
   category: 'performance',
@@ -80,7 +81,8 @@ export const tempFiles: Rule<typeof defaults> = {
     // The counters when collected; the log's sum when it says more (counters not collected, or a log read whole).
     const written = Math.max(counters, loggedBytes)
     const files = counters >= loggedBytes ? counted : loggedFiles
-    const severity = severityAbove(written, t.warning_bytes, t.critical_bytes) ?? (written >= t.info_bytes ? 'info' : undefined)
+    const severity =
+      severityAbove(written, t.warning_bytes, t.critical_bytes) ?? (written >= t.info_bytes ? 'info' : undefined)
     if (!severity) return []
     const spilling = (await ctx.queries(windowMs, 'total_time', 1000))
       .filter((q) => q.temp_blks_written > 0)
@@ -99,7 +101,13 @@ export const tempFiles: Rule<typeof defaults> = {
       // auto_explain's plans carry the actual figures that size it; a sampled one still says whether it runs in parallel.
       const plans = (await ctx.plans(q.query_hash, windowMs, PLANS)).map((p) => p.plan_json)
       const written = q.temp_blks_written * BLOCK
-      const advice = memoryAdvice({ text: q.query_text, plans, tempBytes: written, calls: q.total_calls, settings: known })
+      const advice = memoryAdvice({
+        text: q.query_text,
+        plans,
+        tempBytes: written,
+        calls: q.total_calls,
+        settings: known,
+      })
       if (advice && advised.length < 3) advised.push({ label: `statement ${q.query_hash}`, advice })
       statementLines.push(
         `statement ${q.query_hash}, ${bytes(written)} written to temporary files in ${plural(q.total_calls, 'call')} (${bytes(written / Math.max(1, q.total_calls))} per call)` +
@@ -107,20 +115,33 @@ export const tempFiles: Rule<typeof defaults> = {
       )
     }
     // The log's largest spill, when pg_stat_statements does not already name its statement.
-    const topAdvice = top && !spilling.some((q) => top.queryId !== null && q.query_hash === top.queryId)
-      ? memoryAdvice({ text: top.statement, largestFile: top.largest, settings: known })
-      : undefined
-    const topLabel = top ? (top.statement ? `the statement ${commentText(logExcerpt(top.statement, 120), 140)}` : `statement ${commentText(top.queryId ?? top.key, 64)}`) : ''
+    const topAdvice =
+      top && !spilling.some((q) => top.queryId !== null && q.query_hash === top.queryId)
+        ? memoryAdvice({ text: top.statement, largestFile: top.largest, settings: known })
+        : undefined
+    const topLabel = top
+      ? top.statement
+        ? `the statement ${commentText(logExcerpt(top.statement, 120), 140)}`
+        : `statement ${commentText(top.queryId ?? top.key, 64)}`
+      : ''
     if (topAdvice) advised.unshift({ label: topLabel, advice: topAdvice })
     const fromLog = top
       ? ` The server log shows ${plural(loggedFiles, 'temporary file')} (${bytes(loggedBytes)}) in the same ${window}; the largest single file, ${bytes(top.largest)}, came from ` +
         `${top.statement ? `this statement: ${short(top.statement)}` : top.queryId ? `statement ${top.queryId}` : 'a statement the log does not show'}` +
         ` (${plural(top.files, 'file')}, ${bytes(top.bytes)} in all).` +
-        (topAdvice ? (topAdvice.raise ? ` ${topAdvice.setting} of about ${topAdvice.mb} MB would keep one execution of it in memory.` : ` It is ${memoryNeedText(topAdvice)}.`) : '')
+        (topAdvice
+          ? topAdvice.raise
+            ? ` ${topAdvice.setting} of about ${topAdvice.mb} MB would keep one execution of it in memory.`
+            : ` It is ${memoryNeedText(topAdvice)}.`
+          : '')
       : ''
     const first = spilling[0]
     const leading =
-      first && first.temp_blks_written * BLOCK * 2 >= written ? first.query_hash : top?.queryId && top.bytes * 2 >= written ? top.queryId : null
+      first && first.temp_blks_written * BLOCK * 2 >= written
+        ? first.query_hash
+        : top?.queryId && top.bytes * 2 >= written
+          ? top.queryId
+          : null
     return [
       {
         severity,
@@ -139,12 +160,24 @@ export const tempFiles: Rule<typeof defaults> = {
           'SELECT temp_files, pg_size_pretty(temp_bytes), stats_reset FROM pg_stat_database WHERE datname = current_database();',
           'EXPLAIN (ANALYZE, BUFFERS) <the statement>;   -- "Sort Method: external merge  Disk: ..." or "Batches: N" on a hash node shows the spill',
           'SHOW work_mem;',
-          ...spilling.slice(0, 3).map((q) => `SELECT query FROM pg_stat_statements WHERE queryid = ${pgNumber(q.query_hash)};   -- the text of statement ${commentText(q.query_hash, 64)}`),
+          ...spilling
+            .slice(0, 3)
+            .map(
+              (q) =>
+                `SELECT query FROM pg_stat_statements WHERE queryid = ${pgNumber(q.query_hash)};   -- the text of statement ${commentText(q.query_hash, 64)}`,
+            ),
         ],
         how_to_fix: [
           // One setting per statement, sized for one execution of it (work-mem.ts).
-          ...advised.map(({ label, advice }) => `${memoryCommand(advice)}   -- for ${commentText(label, 160)} alone: ${commentText(memoryReason(advice), 300)}`),
-          ...(logTempFilesOn ? [] : ["ALTER SYSTEM SET log_temp_files = '10MB'; SELECT pg_reload_conf();   -- log every spill over 10 MB with its statement"]),
+          ...advised.map(
+            ({ label, advice }) =>
+              `${memoryCommand(advice)}   -- for ${commentText(label, 160)} alone: ${commentText(memoryReason(advice), 300)}`,
+          ),
+          ...(logTempFilesOn
+            ? []
+            : [
+                "ALTER SYSTEM SET log_temp_files = '10MB'; SELECT pg_reload_conf();   -- log every spill over 10 MB with its statement",
+              ]),
         ],
         objects: [...new Set([...spilling.map((q) => q.query_hash), ...(top?.queryId ? [top.queryId] : [])])],
         metrics: {

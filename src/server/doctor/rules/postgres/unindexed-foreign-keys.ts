@@ -21,7 +21,8 @@ const n = (v: number) => v.toLocaleString('en-US')
 
 export const unindexedForeignKeys: Rule<typeof defaults> = {
   id: 'pg_unindexed_foreign_keys',
-  summary: 'Foreign keys whose referencing columns lead no index: each delete or key update of a referenced row scans the referencing table.',
+  summary:
+    'Foreign keys whose referencing columns lead no index: each delete or key update of a referenced row scans the referencing table.',
   collectors: ['tables'],
   engine: 'postgres',
   category: 'performance',
@@ -30,8 +31,12 @@ export const unindexedForeignKeys: Rule<typeof defaults> = {
     const t = ctx.thresholds(unindexedForeignKeys)
     const { entries } = await ctx.unindexedForeignKeys()
     const severityOf = (f: UnindexedForeignKey) =>
-      (f.n_live_tup ?? 0) >= t.warning_rows || (f.table_size_bytes ?? 0) >= t.warning_bytes ? ('warning' as const) : ('info' as const)
-    const keys = [...entries].sort((a, b) => (severityOf(a) === severityOf(b) ? 0 : severityOf(a) === 'warning' ? -1 : 1))
+      (f.n_live_tup ?? 0) >= t.warning_rows || (f.table_size_bytes ?? 0) >= t.warning_bytes
+        ? ('warning' as const)
+        : ('info' as const)
+    const keys = [...entries].sort((a, b) =>
+      severityOf(a) === severityOf(b) ? 0 : severityOf(a) === 'warning' ? -1 : 1,
+    )
 
     const findings: FindingDraft[] = keys.slice(0, t.max_findings).map((f) => {
       const table = pgQualified(f.schema_name, f.table_name)
@@ -51,7 +56,12 @@ export const unindexedForeignKeys: Rule<typeof defaults> = {
           `SELECT query, calls, mean_exec_time FROM pg_stat_statements WHERE query ILIKE ${pgString(`%${f.table_name}%`)} ORDER BY total_exec_time DESC LIMIT 10;`,
         ],
         how_to_fix: [`CREATE INDEX CONCURRENTLY ${index} ON ${table} (${columns});`],
-        metrics: { n_live_tup: f.n_live_tup, table_size_bytes: f.table_size_bytes, columns: f.columns.join(','), referenced_table: f.referenced_table },
+        metrics: {
+          n_live_tup: f.n_live_tup,
+          table_size_bytes: f.table_size_bytes,
+          columns: f.columns.join(','),
+          referenced_table: f.referenced_table,
+        },
       }
     })
     const rest = keys.slice(t.max_findings)

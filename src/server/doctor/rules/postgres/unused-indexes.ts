@@ -22,7 +22,8 @@ const defaults = {
 
 export const unusedIndexes: Rule<typeof defaults> = {
   id: 'pg_unused_indexes',
-  summary: 'Indexes never scanned (neither primary nor unique, larger than 1 MB): they cost every write and serve no read.',
+  summary:
+    'Indexes never scanned (neither primary nor unique, larger than 1 MB): they cost every write and serve no read.',
   collectors: ['indexes'],
   engine: 'postgres',
   category: 'performance',
@@ -33,10 +34,19 @@ export const unusedIndexes: Rule<typeof defaults> = {
     const indexes = await ctx.indexes()
     const duplicated = new Set(redundantIndexes(indexes).flatMap((r) => [r.index.row, r.cover.row]))
     const unused = indexes
-      .filter((i) => i.idx_scan === 0 && !i.is_primary && !i.is_unique && i.is_valid && (i.size_bytes ?? 0) > t.min_bytes && !duplicated.has(i))
+      .filter(
+        (i) =>
+          i.idx_scan === 0 &&
+          !i.is_primary &&
+          !i.is_unique &&
+          i.is_valid &&
+          (i.size_bytes ?? 0) > t.min_bytes &&
+          !duplicated.has(i),
+      )
       .sort((a, b) => b.size_bytes! - a.size_bytes!)
     const severityOf = (i: IndexRow) => (i.size_bytes! >= t.warning_bytes ? 'warning' : 'info')
-    const caveat = 'Scans are counted since the statistics were last reset, and on this server only: an index used only by queries on a replica shows no scans here.'
+    const caveat =
+      'Scans are counted since the statistics were last reset, and on this server only: an index used only by queries on a replica shows no scans here.'
 
     const findings: FindingDraft[] = unused.slice(0, t.max_findings).map((i) => {
       const name = pgQualified(i.schema_name, i.index_name)
@@ -48,7 +58,8 @@ export const unusedIndexes: Rule<typeof defaults> = {
         objects: [pgObject(i.schema_name, i.index_name), pgObject(i.schema_name, i.table_name)],
         title: `Unused index ${name}`,
         detail: `${name} on ${table} (${bytes(i.size_bytes!)}) has not been scanned once (idx_scan 0), yet every insert and every non-HOT update of ${table} maintains it. ${caveat}`,
-        recommendation: 'Check that no replica uses it and that the statistics cover a full business cycle (month-end jobs included), then drop it; keep its definition to recreate it if needed.',
+        recommendation:
+          'Check that no replica uses it and that the statistics cover a full business cycle (month-end jobs included), then drop it; keep its definition to recreate it if needed.',
         how_to_investigate: [
           'SELECT stats_reset FROM pg_stat_database WHERE datname = current_database();   -- scans are counted since then',
           `SELECT idx_scan, pg_size_pretty(pg_relation_size(indexrelid)) FROM pg_stat_user_indexes WHERE indexrelid = ${pgRegclass(i.schema_name, i.index_name)};   -- on the primary and on each replica`,

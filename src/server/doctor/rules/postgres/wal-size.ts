@@ -36,7 +36,8 @@ export const walSize: Rule<typeof defaults> = {
   id: 'pg_wal_size',
   engine: 'postgres',
   category: 'capacity',
-  summary: 'pg_wal grown past max_wal_size, naming what holds the WAL: a replication slot, wal_keep_size, the archiver failing or behind, an overdue checkpoint.',
+  summary:
+    'pg_wal grown past max_wal_size, naming what holds the WAL: a replication slot, wal_keep_size, the archiver failing or behind, an overdue checkpoint.',
   collectors: ['wal_dir', 'replication', 'archiver'],
   thresholds: defaults,
   async check(ctx) {
@@ -60,9 +61,7 @@ export const walSize: Rule<typeof defaults> = {
       holders.push({
         bytes: held,
         words: `the ${slot.active ? 'active' : 'inactive'} ${slot.slot_type} replication slot ${name} keeps ${bytes(held)} from its restart_lsn${slot.active ? ' (its consumer lags)' : ' (nobody consumes it)'}`,
-        fix: slot.active
-          ? []
-          : [`SELECT pg_drop_replication_slot(${name});   -- if its consumer is gone for good`],
+        fix: slot.active ? [] : [`SELECT pg_drop_replication_slot(${name});   -- if its consumer is gone for good`],
       })
     }
     const keep = settingBytes(s?.wal_keep_size, MB) ?? 0
@@ -70,7 +69,7 @@ export const walSize: Rule<typeof defaults> = {
       holders.push({
         bytes: Math.min(keep, size),
         words: `wal_keep_size keeps ${bytes(keep)} for standbys without a slot`,
-        fix: ["ALTER SYSTEM RESET wal_keep_size; SELECT pg_reload_conf();   -- if no standby without a slot needs it"],
+        fix: ['ALTER SYSTEM RESET wal_keep_size; SELECT pg_reload_conf();   -- if no standby without a slot needs it'],
         chosen: true,
       })
     }
@@ -122,8 +121,14 @@ export const walSize: Rule<typeof defaults> = {
         ],
         how_to_fix: [
           ...named.flatMap((h) => h.fix),
-          ...(slots.length > 0 && !/^\d/.test(s?.max_slot_wal_keep_size ?? '') ? ["ALTER SYSTEM SET max_slot_wal_keep_size = '50GB'; SELECT pg_reload_conf();   -- a cap on what any slot may keep"] : []),
-          ...(named.some((h) => h.fix.some((f) => f.startsWith('CHECKPOINT'))) ? [] : ['CHECKPOINT;   -- once released: removes the WAL files nothing holds (a superuser or pg_checkpoint)']),
+          ...(slots.length > 0 && !/^\d/.test(s?.max_slot_wal_keep_size ?? '')
+            ? [
+                "ALTER SYSTEM SET max_slot_wal_keep_size = '50GB'; SELECT pg_reload_conf();   -- a cap on what any slot may keep",
+              ]
+            : []),
+          ...(named.some((h) => h.fix.some((f) => f.startsWith('CHECKPOINT')))
+            ? []
+            : ['CHECKPOINT;   -- once released: removes the WAL files nothing holds (a superuser or pg_checkpoint)']),
         ],
         metrics: {
           wal_bytes: size,

@@ -25,7 +25,8 @@ const n = (v: number) => v.toLocaleString('en-US')
 
 export const wraparound: Rule<typeof defaults> = {
   id: 'pg_wraparound',
-  summary: 'Transaction ID or multixact ID age near wraparound, past which the database goes read-only until VACUUM freezes old rows.',
+  summary:
+    'Transaction ID or multixact ID age near wraparound, past which the database goes read-only until VACUUM freezes old rows.',
   collectors: ['database_stats'],
   engine: 'postgres',
   category: 'maintenance',
@@ -99,7 +100,12 @@ export const wraparound: Rule<typeof defaults> = {
           `${k.vacuumdb}   # every database, the tables past ${n(k.warning)}`,
         ],
         ...(holder ? { objects: [k.object, holder.object] } : {}),
-        metrics: { age: k.age, used_ratio: Number((k.age / LIMIT).toFixed(4)), [k.setting]: typeof k.freezeMaxAge === 'number' ? k.freezeMaxAge : null, ...(holder?.metrics ?? {}) },
+        metrics: {
+          age: k.age,
+          used_ratio: Number((k.age / LIMIT).toFixed(4)),
+          [k.setting]: typeof k.freezeMaxAge === 'number' ? k.freezeMaxAge : null,
+          ...(holder?.metrics ?? {}),
+        },
       })
     }
     return findings

@@ -35,7 +35,8 @@ const CLEANUP =
 
 export const xminHorizon: Rule<typeof defaults> = {
   id: 'pg_xmin_horizon',
-  summary: 'The xmin horizon held back by a session, WAL sender, replication slot or prepared transaction (named), so VACUUM can neither clean nor freeze.',
+  summary:
+    'The xmin horizon held back by a session, WAL sender, replication slot or prepared transaction (named), so VACUUM can neither clean nor freeze.',
   collectors: ['database_stats', 'replication'],
   engine: 'postgres',
   category: 'maintenance',
@@ -47,18 +48,33 @@ export const xminHorizon: Rule<typeof defaults> = {
     if (holders.length === 0) return []
     const num = (v: number | null | undefined) => (typeof v === 'number' ? v : null)
     const byXids = (age: number) => severityAbove(age, t.warning_xids, t.critical_xids)
-    const byTime = (seconds: number | null) => (seconds === null ? undefined : severityAbove(seconds, t.warning_s, t.critical_s))
+    const byTime = (seconds: number | null) =>
+      seconds === null ? undefined : severityAbove(seconds, t.warning_s, t.critical_s)
     // The tables whose dead rows each holder keeps VACUUM from removing (pg_dead_tuples' own judgement).
     const held = new Map<Holder, { name: string; dead: number; severity: Severity }[]>()
     for (const f of await flaggedTables(ctx, ctx.thresholds(deadTuples))) {
-      if (f.holder) held.set(f.holder, [...(held.get(f.holder) ?? []), { name: pgObject(f.table.schema_name, f.table.table_name), dead: f.table.n_dead_tup ?? 0, severity: f.severity }])
+      if (f.holder)
+        held.set(f.holder, [
+          ...(held.get(f.holder) ?? []),
+          {
+            name: pgObject(f.table.schema_name, f.table.table_name),
+            dead: f.table.n_dead_tup ?? 0,
+            severity: f.severity,
+          },
+        ])
     }
     const heldText = (tables: { name: string; dead: number }[]) =>
       tables.length === 0
         ? ''
-        : ` It keeps VACUUM from removing ${n(tables.reduce((sum, x) => sum + x.dead, 0))} dead rows in ${tables.length === 1 ? '' : `${tables.length} tables: `}${tables.slice(0, 10).map((x) => x.name).join(', ')}${tables.length > 10 ? ', …' : ''}.`
+        : ` It keeps VACUUM from removing ${n(tables.reduce((sum, x) => sum + x.dead, 0))} dead rows in ${tables.length === 1 ? '' : `${tables.length} tables: `}${tables
+            .slice(0, 10)
+            .map((x) => x.name)
+            .join(', ')}${tables.length > 10 ? ', …' : ''}.`
     const heldSeverity = (tables: { severity: Severity }[]) => worst(...tables.map((x) => x.severity))
-    const heldMetrics = (tables: { dead: number }[]) => ({ held_tables: tables.length, held_dead_rows: tables.reduce((sum, x) => sum + x.dead, 0) })
+    const heldMetrics = (tables: { dead: number }[]) => ({
+      held_tables: tables.length,
+      held_dead_rows: tables.reduce((sum, x) => sum + x.dead, 0),
+    })
     const findings: FindingDraft[] = []
 
     // The oldest session (or WAL sender): the one whose end moves the horizon.
@@ -73,12 +89,17 @@ export const xminHorizon: Rule<typeof defaults> = {
         findings.push({
           severity,
           object: backend.object,
-          title: `${backend.kind === 'walsender' ? 'A standby\'s feedback' : 'A transaction'} holds back cleanup: ${n(age)} transactions${xactAge !== null ? `, ${duration(xactAge * 1000)}` : ''}`,
+          title: `${backend.kind === 'walsender' ? "A standby's feedback" : 'A transaction'} holds back cleanup: ${n(age)} transactions${xactAge !== null ? `, ${duration(xactAge * 1000)}` : ''}`,
           detail: `The oldest transaction or snapshot of this database belongs to ${backend.about}: ${n(age)} transactions old. ${CLEANUP}${heldText(tables)}`,
           recommendation: backend.advice,
           how_to_investigate: backend.investigate,
           how_to_fix: backend.fix,
-          metrics: { pid, xmin_age_xids: age, transaction_age_s: xactAge === null ? null : Math.round(xactAge), ...heldMetrics(tables) },
+          metrics: {
+            pid,
+            xmin_age_xids: age,
+            transaction_age_s: xactAge === null ? null : Math.round(xactAge),
+            ...heldMetrics(tables),
+          },
         })
       }
     }
@@ -104,7 +125,12 @@ export const xminHorizon: Rule<typeof defaults> = {
             "A physical slot of a standby with hot_standby_feedback holds it for the standby's longest query.",
           how_to_investigate: slots[0]!.investigate,
           how_to_fix: [...new Set(slots.flatMap((h) => h.fix))],
-          metrics: { xmin_age_xids: slotAge, slots: Math.max(replication.length, slots.length), inactive_slots: inactive.length, ...heldMetrics(tables) },
+          metrics: {
+            xmin_age_xids: slotAge,
+            slots: Math.max(replication.length, slots.length),
+            inactive_slots: inactive.length,
+            ...heldMetrics(tables),
+          },
         })
       }
     }
@@ -129,7 +155,12 @@ export const xminHorizon: Rule<typeof defaults> = {
           recommendation: `${oldest.advice} The command below rolls the oldest back; write COMMIT PREPARED in it to commit instead.`,
           how_to_investigate: oldest.investigate,
           how_to_fix: oldest.fix,
-          metrics: { prepared_transactions: count, xmin_age_xids: preparedAge, prepared_age_s: preparedFor === null ? null : Math.round(preparedFor), ...heldMetrics(tables) },
+          metrics: {
+            prepared_transactions: count,
+            xmin_age_xids: preparedAge,
+            prepared_age_s: preparedFor === null ? null : Math.round(preparedFor),
+            ...heldMetrics(tables),
+          },
         })
       }
     }

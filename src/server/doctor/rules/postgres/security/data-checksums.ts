@@ -11,7 +11,8 @@ export const dataChecksums: Rule<typeof defaults> = {
   id: 'pg_data_checksums',
   engine: 'postgres',
   category: 'configuration',
-  summary: 'Data checksums off (data_checksums): corrupted pages are read as good; turned on offline with pg_checksums.',
+  summary:
+    'Data checksums off (data_checksums): corrupted pages are read as good; turned on offline with pg_checksums.',
   collectors: ['security'],
   thresholds: defaults,
   async check(ctx) {
@@ -28,7 +29,10 @@ export const dataChecksums: Rule<typeof defaults> = {
         recommendation:
           'Turn checksums on: with the server stopped, pg_checksums --enable on the data directory (it rewrites every file: minutes per tens of GB; on a primary with standbys, do each standby first or rebuild them), or build a new replica with initdb --data-checksums and switch over to it. The cost at run time is a few percent of CPU.',
         how_to_investigate: ['SHOW data_checksums;', 'SHOW data_directory;   -- the directory pg_checksums needs'],
-        how_to_fix: ['-- stop the server cleanly, then on the host as its operating-system user: pg_checksums --enable --progress -D <data directory>; then start it and check:', 'SHOW data_checksums;'],
+        how_to_fix: [
+          '-- stop the server cleanly, then on the host as its operating-system user: pg_checksums --enable --progress -D <data directory>; then start it and check:',
+          'SHOW data_checksums;',
+        ],
         metrics: { data_checksums: found.status.data_checksums },
         as_of: found.ts,
       },

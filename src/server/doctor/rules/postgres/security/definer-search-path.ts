@@ -26,7 +26,8 @@ export const definerSearchPath: Rule<typeof defaults> = {
   id: 'pg_definer_search_path',
   engine: 'postgres',
   category: 'security',
-  summary: 'SECURITY DEFINER functions without a fixed search_path (pg_proc.proconfig), named schema.function(args): critical when a superuser owns them.',
+  summary:
+    'SECURITY DEFINER functions without a fixed search_path (pg_proc.proconfig), named schema.function(args): critical when a superuser owns them.',
   collectors: ['security'],
   thresholds: defaults,
   async check(ctx) {
@@ -43,7 +44,7 @@ export const definerSearchPath: Rule<typeof defaults> = {
         title: `${fn}: SECURITY DEFINER without a fixed search_path`,
         detail:
           `${fn} runs with the rights of its owner ${pgIdent(f.owner)}${f.owner_superuser ? ' (a superuser)' : ''} but finds tables, functions and operators through the caller's search_path. ` +
-          'A caller who may create objects in a schema on that path (public before PostgreSQL 15, or pg_temp, which is searched first for tables) can place an object of the same name there and have the function use it with the owner\'s rights' +
+          "A caller who may create objects in a schema on that path (public before PostgreSQL 15, or pg_temp, which is searched first for tables) can place an object of the same name there and have the function use it with the owner's rights" +
           `${f.owner_superuser ? ': a way for any such caller to become a superuser' : ''}.`,
         recommendation:
           'Give the function a search_path of its own: the schemas it really uses, trusted ones only, with pg_temp last; or qualify every name in its body with its schema. Revoke EXECUTE from PUBLIC if only some roles should call it.',

@@ -35,7 +35,8 @@ export const hbaMethods: Rule<typeof defaults> = {
   id: 'pg_hba_methods',
   engine: 'postgres',
   category: 'security',
-  summary: 'pg_hba.conf lines with trust (no password) or password (clear text), where pg_hba_file_rules is readable (a superuser, or a GRANT on the view and its function).',
+  summary:
+    'pg_hba.conf lines with trust (no password) or password (clear text), where pg_hba_file_rules is readable (a superuser, or a GRANT on the view and its function).',
   collectors: ['security'],
   thresholds: defaults,
   async check(ctx) {
@@ -45,7 +46,10 @@ export const hbaMethods: Rule<typeof defaults> = {
     const findings: FindingDraft[] = []
     for (const rule of found.status.hba_rules.slice(0, t.max_findings)) {
       const trust = rule.auth_method === 'trust'
-      const from = rule.type === 'local' ? 'the local socket' : `${commentText(rule.address ?? 'any address', 100)}${rule.netmask ? `/${commentText(rule.netmask, 40)}` : ''}`
+      const from =
+        rule.type === 'local'
+          ? 'the local socket'
+          : `${commentText(rule.address ?? 'any address', 100)}${rule.netmask ? `/${commentText(rule.netmask, 40)}` : ''}`
       const line = `${rule.type} ${list(rule.database)} ${list(rule.user_name)}${rule.type === 'local' ? '' : ` ${from}`} ${rule.auth_method}`
       const severity = severityOf(rule)
       findings.push({
@@ -61,7 +65,7 @@ export const hbaMethods: Rule<typeof defaults> = {
             : `password sends the password itself to the server${rule.type === 'hostssl' ? ' (inside TLS here)' : rule.type === 'local' ? ' (over the local socket here)' : ', unencrypted unless the client happens to use TLS'}; scram-sha-256 proves it without sending it.`),
         recommendation: trust
           ? 'Replace trust with scram-sha-256 (or peer for the local socket, cert for certificates) and reload; give the roles that used it passwords first.'
-          : 'Replace password with scram-sha-256 (the roles\' passwords must be stored as SCRAM: see pg_md5_passwords) and reload.',
+          : "Replace password with scram-sha-256 (the roles' passwords must be stored as SCRAM: see pg_md5_passwords) and reload.",
         how_to_investigate: [
           `SELECT line_number, type, database, user_name, address, netmask, auth_method, options FROM pg_hba_file_rules WHERE line_number = ${rule.line_number};`,
           'SHOW hba_file;',
@@ -69,7 +73,7 @@ export const hbaMethods: Rule<typeof defaults> = {
         how_to_fix: [
           `-- ${commentText(`in pg_hba.conf, line ${rule.line_number}: change ${rule.auth_method} to ${trust && rule.type === 'local' ? 'peer or scram-sha-256' : 'scram-sha-256'}`)}`,
           'SELECT pg_reload_conf();',
-          "SELECT line_number, error FROM pg_hba_file_rules WHERE error IS NOT NULL;   -- the file as read again: no errors",
+          'SELECT line_number, error FROM pg_hba_file_rules WHERE error IS NOT NULL;   -- the file as read again: no errors',
         ],
         metrics: { line_number: rule.line_number, auth_method: rule.auth_method, type: rule.type },
         as_of: found.ts,

@@ -15,7 +15,8 @@ export const md5Passwords: Rule<typeof defaults> = {
   id: 'pg_md5_passwords',
   engine: 'postgres',
   category: 'security',
-  summary: 'password_encryption = md5, and roles whose stored password is an MD5 hash (where pg_authid is readable: a superuser or pg_read_all_data; the finding says when it is not).',
+  summary:
+    'password_encryption = md5, and roles whose stored password is an MD5 hash (where pg_authid is readable: a superuser or pg_read_all_data; the finding says when it is not).',
   collectors: ['security'],
   thresholds: defaults,
   async check(ctx) {
@@ -23,7 +24,10 @@ export const md5Passwords: Rule<typeof defaults> = {
     if (!found) return []
     const s = found.status
     const findings: FindingDraft[] = []
-    const unseen = s.md5_roles === null ? ' Which roles already hold an MD5 hash is not visible to the monitoring role: pg_authid needs a superuser, or pg_read_all_data from PostgreSQL 14 (the query below, run as a superuser, lists them).' : ''
+    const unseen =
+      s.md5_roles === null
+        ? ' Which roles already hold an MD5 hash is not visible to the monitoring role: pg_authid needs a superuser, or pg_read_all_data from PostgreSQL 14 (the query below, run as a superuser, lists them).'
+        : ''
     if (s.password_encryption?.trim().toLowerCase() === 'md5') {
       findings.push({
         severity: 'warning',
@@ -33,13 +37,16 @@ export const md5Passwords: Rule<typeof defaults> = {
           'password_encryption is md5, so every password set from now on is stored as an MD5 hash of the password and the role name. Whoever reads such a hash (a backup, a replica, pg_authid) can log in with it, and MD5 authentication is open to replay and timing attacks; ' +
           `PostgreSQL 18 deprecates MD5 passwords and a later release removes them. SCRAM-SHA-256 (the default since PostgreSQL 14) stores a salted verifier instead.${unseen}`,
         recommendation:
-          'Set password_encryption to scram-sha-256, then set each MD5 password again (the role\'s owner or a superuser, with \\password in psql) so it is stored as SCRAM. pg_hba lines with md5 accept SCRAM passwords too, so clients keep working; switch them to scram-sha-256 once no MD5 password is left.',
+          "Set password_encryption to scram-sha-256, then set each MD5 password again (the role's owner or a superuser, with \\password in psql) so it is stored as SCRAM. pg_hba lines with md5 accept SCRAM passwords too, so clients keep working; switch them to scram-sha-256 once no MD5 password is left.",
         how_to_investigate: [
           "SELECT name, setting, source, sourcefile, sourceline FROM pg_settings WHERE name = 'password_encryption';",
           "SELECT rolname FROM pg_authid WHERE rolpassword LIKE 'md5%' ORDER BY 1;   -- as a superuser",
         ],
         how_to_fix: ["ALTER SYSTEM SET password_encryption = 'scram-sha-256';", 'SELECT pg_reload_conf();'],
-        metrics: { password_encryption: s.password_encryption, md5_roles: s.md5_roles === null ? null : s.md5_roles.length },
+        metrics: {
+          password_encryption: s.password_encryption,
+          md5_roles: s.md5_roles === null ? null : s.md5_roles.length,
+        },
         as_of: found.ts,
       })
     }
@@ -60,7 +67,10 @@ export const md5Passwords: Rule<typeof defaults> = {
           `SELECT rolname, rolcanlogin, rolvaliduntil FROM pg_roles WHERE rolname IN (${named.map((n) => pgString(n)).join(', ')});`,
           "SELECT rolname FROM pg_authid WHERE rolpassword LIKE 'md5%' ORDER BY 1;   -- as a superuser",
         ],
-        how_to_fix: ["SET password_encryption = 'scram-sha-256';   -- then in the same psql session, for each role: \\password <role>", ...named.map((n) => `-- ${commentText(`\\password ${pgIdent(n)}`)}`)],
+        how_to_fix: [
+          "SET password_encryption = 'scram-sha-256';   -- then in the same psql session, for each role: \\password <role>",
+          ...named.map((n) => `-- ${commentText(`\\password ${pgIdent(n)}`)}`),
+        ],
         metrics: { md5_roles: s.md5_roles.length },
         as_of: found.ts,
       })

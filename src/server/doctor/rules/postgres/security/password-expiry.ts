@@ -20,7 +20,8 @@ export const passwordExpiry: Rule<typeof defaults> = {
   id: 'pg_password_expiry',
   engine: 'postgres',
   category: 'security',
-  summary: 'Login roles whose password expired (info) or expires within days (warning), from rolvaliduntil, with the command that moves the date.',
+  summary:
+    'Login roles whose password expired (info) or expires within days (warning), from rolvaliduntil, with the command that moves the date.',
   collectors: ['security'],
   thresholds: defaults,
   async check(ctx) {
@@ -40,18 +41,23 @@ export const passwordExpiry: Rule<typeof defaults> = {
       findings.push({
         severity: expired ? 'info' : 'warning',
         object: `role ${role}`,
-        title: expired ? `The password of role ${role} expired on ${date(until)}` : `The password of role ${role} expires in ${inDays} (${date(until)})`,
+        title: expired
+          ? `The password of role ${role} expired on ${date(until)}`
+          : `The password of role ${role} expires in ${inDays} (${date(until)})`,
         detail:
           `Role ${role} can log in and its password is valid until ${new Date(until).toISOString()} (rolvaliduntil)${r.superuser ? '; it is a superuser' : ''}. ` +
           (expired
             ? `Since then every login with its password fails (peer, certificate and other methods still work). If the role was shut out on purpose, nothing is wrong; if it is still used, its logins are failing now.`
             : `In ${inDays} every login with its password starts failing, which stops whatever application or job logs in as it.`),
-        recommendation: 'Set a new password before the date and move the date (or remove it), then update the clients that use the role; if the role is no longer used, drop it or make it NOLOGIN.',
+        recommendation:
+          'Set a new password before the date and move the date (or remove it), then update the clients that use the role; if the role is no longer used, drop it or make it NOLOGIN.',
         how_to_investigate: [
           `SELECT rolname, rolcanlogin, rolvaliduntil FROM pg_roles WHERE rolname = ${pgString(r.name)};`,
           `SELECT count(*) FROM pg_stat_activity WHERE usename = ${pgString(r.name)};   -- sessions of the role now`,
         ],
-        how_to_fix: [`ALTER ROLE ${role} VALID UNTIL 'infinity';   -- or a new date, with a new password (\\password in psql)`],
+        how_to_fix: [
+          `ALTER ROLE ${role} VALID UNTIL 'infinity';   -- or a new date, with a new password (\\password in psql)`,
+        ],
         metrics: { valid_until: date(until), days_left: Math.round(((until - ctx.now) / DAY) * 10) / 10 },
         as_of: found.ts,
       })
@@ -63,7 +69,9 @@ export const passwordExpiry: Rule<typeof defaults> = {
         title: `${rest.length} more login roles whose password expired or expires within ${t.warning_days} days`,
         detail: `Besides the roles named above, ${rest.length} more login roles have a password that expired or expires within ${t.warning_days} days.`,
         recommendation: 'Move their dates or set new passwords; make the unused ones NOLOGIN.',
-        how_to_investigate: [`SELECT rolname, rolvaliduntil FROM pg_roles WHERE rolcanlogin AND rolvaliduntil < now() + interval '${t.warning_days} days' ORDER BY rolvaliduntil;`],
+        how_to_investigate: [
+          `SELECT rolname, rolvaliduntil FROM pg_roles WHERE rolcanlogin AND rolvaliduntil < now() + interval '${t.warning_days} days' ORDER BY rolvaliduntil;`,
+        ],
         how_to_fix: [],
         objects: rest.slice(0, 100).map((r) => `role ${pgIdent(r.name)}`),
         metrics: { roles: rest.length },

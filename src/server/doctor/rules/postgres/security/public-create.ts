@@ -15,7 +15,8 @@ export const publicCreate: Rule<typeof defaults> = {
   id: 'pg_public_create',
   engine: 'postgres',
   category: 'security',
-  summary: 'Schemas where every role may create objects (CREATE for PUBLIC): public before PostgreSQL 15, or granted again after, with the REVOKE.',
+  summary:
+    'Schemas where every role may create objects (CREATE for PUBLIC): public before PostgreSQL 15, or granted again after, with the REVOKE.',
   collectors: ['security'],
   thresholds: defaults,
   async check(ctx) {

@@ -19,7 +19,8 @@ export const sslOff: Rule<typeof defaults> = {
   id: 'pg_ssl_off',
   engine: 'postgres',
   category: 'security',
-  summary: 'ssl = off on a server that listens beyond loopback (listen_addresses): connections cross the network unencrypted.',
+  summary:
+    'ssl = off on a server that listens beyond loopback (listen_addresses): connections cross the network unencrypted.',
   collectors: ['security'],
   thresholds: defaults,
   async check(ctx) {
@@ -43,7 +44,11 @@ export const sslOff: Rule<typeof defaults> = {
           `SELECT name, setting, source FROM pg_settings WHERE name IN (${['ssl', 'listen_addresses', 'ssl_cert_file', 'ssl_key_file', 'ssl_min_protocol_version'].map(pgString).join(', ')});`,
           'SELECT ssl, count(*) FROM pg_stat_ssl JOIN pg_stat_activity USING (pid) WHERE client_addr IS NOT NULL GROUP BY ssl;   -- connections with and without TLS',
         ],
-        how_to_fix: ['-- put the certificate and key where ssl_cert_file and ssl_key_file point (server.crt and server.key in the data directory by default), then:', 'ALTER SYSTEM SET ssl = on;', 'SELECT pg_reload_conf();'],
+        how_to_fix: [
+          '-- put the certificate and key where ssl_cert_file and ssl_key_file point (server.crt and server.key in the data directory by default), then:',
+          'ALTER SYSTEM SET ssl = on;',
+          'SELECT pg_reload_conf();',
+        ],
         metrics: { ssl: s.ssl, listen_addresses: s.listen_addresses },
         as_of: found.ts,
       },

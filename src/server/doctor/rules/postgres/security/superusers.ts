@@ -25,7 +25,8 @@ export const superusers: Rule<typeof defaults, typeof lists> = {
   id: 'pg_superusers',
   engine: 'postgres',
   category: 'security',
-  summary: 'Superusers beyond the bootstrap role and the allowed names (allowed_names), more than allowed_superusers, each with the command that takes the right away.',
+  summary:
+    'Superusers beyond the bootstrap role and the allowed names (allowed_names), more than allowed_superusers, each with the command that takes the right away.',
   collectors: ['security'],
   thresholds: defaults,
   ranges: { allowed_superusers: { min: 0, max: 1000, whole: true } },
@@ -48,7 +49,7 @@ export const superusers: Rule<typeof defaults, typeof lists> = {
         title: `${extra.length} superuser${extra.length === 1 ? '' : 's'} besides the bootstrap role: ${names.slice(0, 5).join(', ')}${extra.length > 5 ? ', ...' : ''}`,
         detail:
           `Besides the role initdb made${allowed.size > 0 ? ' and the allowed ones' : ''}, ${extra.length} role${extra.length === 1 ? ' is a superuser' : 's are superusers'} (${names.join(', ')}${extra.length > named.length ? ', ...' : ''}), ${login} of them able to log in. ` +
-          'A superuser bypasses every permission check and can read and write files and run programs on the host as the server\'s operating-system user, so each one more is one more password that gives away the whole server. ' +
+          "A superuser bypasses every permission check and can read and write files and run programs on the host as the server's operating-system user, so each one more is one more password that gives away the whole server. " +
           `${t.allowed_superusers > 0 ? `The threshold allows ${t.allowed_superusers}. ` : ''}An application or a monitoring tool rarely needs one: the predefined roles (pg_monitor, pg_read_all_data, pg_write_all_data, pg_signal_backend, pg_checkpoint) give the usual parts.`,
         recommendation:
           "Take the superuser right from the roles that do not need it and grant them what they do use instead; a second administrator you mean to keep goes in this database's allowed_names list of pg_superusers (Settings → Doctor thresholds, or PUT /api/v1/databases/{id}/thresholds).",
@@ -56,8 +57,16 @@ export const superusers: Rule<typeof defaults, typeof lists> = {
           'SELECT rolname, rolcanlogin, rolreplication, rolbypassrls, rolvaliduntil, oid = 10 AS bootstrap FROM pg_roles WHERE rolsuper ORDER BY rolname;',
           `SELECT usename, client_addr, application_name, backend_start FROM pg_stat_activity WHERE usename IN (${named.map((r) => pgString(r.name)).join(', ')});   -- who uses them now`,
         ],
-        how_to_fix: named.map((r) => `ALTER ROLE ${pgIdent(r.name)} NOSUPERUSER;   -- ${commentText(`then GRANT it what it uses (pg_monitor, pg_read_all_data, ...)`)}`),
-        metrics: { superusers: extra.length, allowed_superusers: t.allowed_superusers, allowed_names: allowed.size, login_superusers: login },
+        how_to_fix: named.map(
+          (r) =>
+            `ALTER ROLE ${pgIdent(r.name)} NOSUPERUSER;   -- ${commentText(`then GRANT it what it uses (pg_monitor, pg_read_all_data, ...)`)}`,
+        ),
+        metrics: {
+          superusers: extra.length,
+          allowed_superusers: t.allowed_superusers,
+          allowed_names: allowed.size,
+          login_superusers: login,
+        },
         as_of: found.ts,
       },
     ]

@@ -55,7 +55,8 @@ export const versionSupport: Rule<typeof defaults> = {
   id: 'pg_version_support',
   engine: 'postgres',
   category: 'security',
-  summary: 'A minor release behind (how many, and how many fixed security issues) and a major past or near its end of life, from a release table shipped in the binary (offline; the finding gives its date).',
+  summary:
+    'A minor release behind (how many, and how many fixed security issues) and a major past or near its end of life, from a release table shipped in the binary (offline; the finding gives its date).',
   collectors: ['security'],
   thresholds: defaults,
   async check(ctx) {
@@ -81,9 +82,21 @@ export const versionSupport: Rule<typeof defaults> = {
             : 'None of the newer minor releases fixed a security issue, but each fixes bugs (some of them data corruption). ') +
           `Minor releases of one major share the data format: updating is installing the new binaries and restarting, no dump and no pg_upgrade. (${asOfText}.)`,
         recommendation: `Update to ${latest.version} (your distribution's or image's package), reading the release notes of each minor release skipped for steps it asks for (some ask to REINDEX some indexes), then restart the server; a standby first, then the primary.`,
-        how_to_investigate: ['SELECT version();', `-- ${commentText(`release notes: https://www.postgresql.org/docs/release/${latest.version}/ and the security advisories: https://www.postgresql.org/support/security/`)}`],
-        how_to_fix: [`-- ${commentText(`install PostgreSQL ${latest.version} and restart the server (standbys first)`)}`, "SELECT current_setting('server_version');   -- after the restart"],
-        metrics: { version: shown, latest: latest.version, minors_behind: newer.length, security_releases_behind: security.length, table_as_of: PG_RELEASES_AS_OF },
+        how_to_investigate: [
+          'SELECT version();',
+          `-- ${commentText(`release notes: https://www.postgresql.org/docs/release/${latest.version}/ and the security advisories: https://www.postgresql.org/support/security/`)}`,
+        ],
+        how_to_fix: [
+          `-- ${commentText(`install PostgreSQL ${latest.version} and restart the server (standbys first)`)}`,
+          "SELECT current_setting('server_version');   -- after the restart",
+        ],
+        metrics: {
+          version: shown,
+          latest: latest.version,
+          minors_behind: newer.length,
+          security_releases_behind: security.length,
+          table_as_of: PG_RELEASES_AS_OF,
+        },
       })
     }
     if (line) {
@@ -94,13 +107,20 @@ export const versionSupport: Rule<typeof defaults> = {
         findings.push({
           severity: past ? 'warning' : 'info',
           object: `PostgreSQL ${line.major}`,
-          title: past ? `PostgreSQL ${line.major} reached its end of life on ${line.eol}` : `PostgreSQL ${line.major} reaches its end of life on ${line.eol}`,
+          title: past
+            ? `PostgreSQL ${line.major} reached its end of life on ${line.eol}`
+            : `PostgreSQL ${line.major} reaches its end of life on ${line.eol}`,
           detail:
             `The server runs ${shown}. PostgreSQL supports a major version for five years; ${line.major} ${past ? 'ended' : 'ends'} on ${line.eol}${past ? ': no release fixes its bugs or security issues any more' : `, in ${Math.ceil((eol - ctx.now) / DAY)} days: no fix comes after it`}. ` +
             `Supported majors${supported.length ? `: ${supported.join(', ')}` : ' are newer than the table'} (${asOfText}).`,
           recommendation: `Plan the upgrade to a supported major (pg_upgrade, or logical replication to a new server for little downtime), reading the release notes' migration sections of every major in between.`,
-          how_to_investigate: ['SELECT version();', "SELECT name, installed_version FROM pg_available_extensions WHERE installed_version IS NOT NULL;   -- extensions to have on the new major"],
-          how_to_fix: [`-- ${commentText(`upgrade to PostgreSQL ${supported[supported.length - 1] ?? 'a supported major'} with pg_upgrade --check first, or through logical replication`)}`],
+          how_to_investigate: [
+            'SELECT version();',
+            'SELECT name, installed_version FROM pg_available_extensions WHERE installed_version IS NOT NULL;   -- extensions to have on the new major',
+          ],
+          how_to_fix: [
+            `-- ${commentText(`upgrade to PostgreSQL ${supported[supported.length - 1] ?? 'a supported major'} with pg_upgrade --check first, or through logical replication`)}`,
+          ],
           metrics: { version: shown, major: line.major, eol: line.eol, table_as_of: PG_RELEASES_AS_OF },
         })
       }
