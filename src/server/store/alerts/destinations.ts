@@ -8,7 +8,7 @@ import { num, numOrNull, type DbRow } from '../rows.ts'
 import type { SqlDriver } from '../driver.ts'
 import { UniqueViolation } from '../driver.ts'
 import { consequencesOf } from './alerts.ts'
-import type { AlertConsequence } from './types.ts'
+import type { AlertConsequence, AlertSeverity } from './types.ts'
 import { dropDestinationFromRoutes } from './routing.ts'
 
 export type AlertDestinationKind = 'email' | 'webhook' | 'slack' | 'teams' | 'pagerduty' | 'opsgenie' | 'alertmanager'
@@ -79,7 +79,7 @@ export interface OpenAlert {
     id: string
     key: string
     rule: string
-    severity: 'critical' | 'warning' | 'info'
+    severity: AlertSeverity
     title: string
     detail: string
     opened_at: number

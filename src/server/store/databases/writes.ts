@@ -1,6 +1,7 @@
 // Registering, changing and removing databases (databases/types.ts DatabaseWrites), and registration by
 // an agent's first batch (registerFromBatch, in the ingest's transaction). Registrations of one
 // organization take its lock, so concurrent ones count each other against a limit.
+import { DEFAULT_POLL_INTERVAL_SECONDS } from '../../../shared/database-limits.ts'
 import type { IngestBatch } from '../../../shared/wire.ts'
 import { num } from '../rows.ts'
 import type { SqlDriver } from '../driver.ts'
@@ -22,7 +23,11 @@ const PATCHABLE_COLUMNS = [
 
 /** The lock held while an organization's set of databases changes (registration within a limit). */
 export const databasesLock = (orgId: string) => `dbm:databases:${orgId}`
-export const DB_DEFAULTS = { poll_interval_seconds: 10, collect_explain_plans: true, collect_replication: true }
+export const DB_DEFAULTS = {
+  poll_interval_seconds: DEFAULT_POLL_INTERVAL_SECONDS,
+  collect_explain_plans: true,
+  collect_replication: true,
+}
 
 /** `onDeleted`: told each database deleted (the store's caches of its telemetry forget it). */
 export function databaseWrites(driver: SqlDriver, onDeleted: (databaseId: string) => void): DatabaseWrites {
