@@ -1004,7 +1004,6 @@ async function main(): Promise<number> {
     return n === 0 ? '0' : `${n}: ${other.map(([s, c]) => `${c} × ${s}`).join(', ')}`
   }
   const ingestP99 = percentile(lat, 0.99)
-  const _readP99 = Math.max(p(queries, 0.99), p(overview, 0.99))
   const command = ['bun bench/fleet.ts', ...process.argv.slice(2)].join(' ')
   const storeLabel = o.store === 'sqlite' ? 'SQLite' : `PostgreSQL 17, ${serves} serve${serves === 1 ? '' : 's'}`
   const lines = [

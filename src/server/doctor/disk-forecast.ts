@@ -13,6 +13,19 @@ export const FORECAST_MIN_SPAN_MS = 10 * 60_000
 /** A fill time further away than this is no fill time (a year). */
 export const FORECAST_HORIZON_MS = 365 * 24 * 3_600_000
 
+/**
+ * The severity of a disk that fills in `leftMs` (null: no fill in sight): critical within
+ * `critical_fill_hours`, warning within `warning_fill_days`. The PostgreSQL and ClickHouse disk rules share it.
+ */
+export function fillSeverity(
+  leftMs: number | null,
+  t: { critical_fill_hours: number; warning_fill_days: number },
+): 'critical' | 'warning' | undefined {
+  if (leftMs === null) return undefined
+  if (leftMs <= t.critical_fill_hours * 3_600_000) return 'critical'
+  return leftMs <= t.warning_fill_days * 86_400_000 ? 'warning' : undefined
+}
+
 export interface Trend {
   /** Change per second of the fitted value (bytes/s; negative: shrinking). */
   rate_per_s: number

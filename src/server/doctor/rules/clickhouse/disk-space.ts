@@ -8,7 +8,7 @@
 // disk, whichever threshold it crossed. What grows: dbm keeps only the latest parts (no history of
 // table sizes), so the finding names the biggest tables now and says so; part_log tells what grew.
 import { parseDiskMetricKey } from '../../../../shared/metrics.ts'
-import { filesystemForecasts } from '../../disk-forecast.ts'
+import { filesystemForecasts, fillSeverity } from '../../disk-forecast.ts'
 import { chString, chTable } from '../../sql-text.ts'
 import { bytes, duration, type FindingDraft, pct, type Rule, severityBelow, worseSeverity } from '../../types.ts'
 import { count } from './common.ts'
@@ -72,14 +72,7 @@ export const diskSpace: Rule<typeof defaults> = {
       const ratio = free / total
       const byFree = severityBelow(ratio, t.warning_free_below, t.critical_free_below)
       const left = forecast?.fills_at != null ? Math.max(0, forecast.fills_at - forecast.ts) : null
-      const byFill =
-        left === null
-          ? undefined
-          : left <= t.critical_fill_hours * 3_600_000
-            ? 'critical'
-            : left <= t.warning_fill_days * 86_400_000
-              ? 'warning'
-              : undefined
+      const byFill = fillSeverity(left, t)
       const severity = worseSeverity(byFree, byFill)
       if (!severity) continue
       const rate = forecast

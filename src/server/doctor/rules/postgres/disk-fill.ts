@@ -6,7 +6,7 @@
 // with fixes whose names pass through pgString. A full data or WAL disk stops PostgreSQL (a PANIC
 // when WAL cannot be written); a full tablespace fails the writes to its tables.
 import type { ArchiverStatus } from '../../../../shared/wire.ts'
-import { FORECAST_WINDOW_MS, filesystemForecasts } from '../../disk-forecast.ts'
+import { FORECAST_WINDOW_MS, filesystemForecasts, fillSeverity } from '../../disk-forecast.ts'
 import { commentText, pgQualified, pgRegclass, pgString } from '../../sql-text.ts'
 import { bytes, duration, type FindingDraft, pct, type Rule, worseSeverity } from '../../types.ts'
 import { TABLE_SIZE_LABELS, tableTotalBytes } from '../../../../shared/table-size.ts'
@@ -44,14 +44,7 @@ export const diskFill: Rule<typeof defaults> = {
       const free = fs.available_bytes / fs.total_bytes
       const { trend, fills_at } = forecasts[i]!
       const left = fills_at === null ? null : Math.max(0, fills_at - latest.ts)
-      const byFill =
-        left === null
-          ? undefined
-          : left <= t.critical_fill_hours * 3_600_000
-            ? 'critical'
-            : left <= t.warning_fill_days * 86_400_000
-              ? 'warning'
-              : undefined
+      const byFill = fillSeverity(left, t)
       const byFree = free < t.critical_free_below ? 'critical' : free < t.warning_free_below ? 'warning' : undefined
       const severity = worseSeverity(byFill, byFree)
       if (!severity) continue
