@@ -21,8 +21,8 @@ export function storeUnavailable(): HttpError {
   return new HttpError(503, 'store unavailable', { 'retry-after': String(STORE_RETRY_AFTER_SECONDS) })
 }
 
-/** What a 503 for a refused write tells the client to wait: a full disk is rarely freed within seconds. */
-export const STORE_REFUSAL_RETRY_AFTER_SECONDS = 30
+/** What a 503 for a refused write tells the client to wait: as for an outage (the agent adds its jitter). */
+export const STORE_REFUSAL_RETRY_AFTER_SECONDS = STORE_RETRY_AFTER_SECONDS
 /** The most characters of the driver's own text a refusal's answer carries. */
 const REFUSAL_DETAIL_CHARS = 300
 
