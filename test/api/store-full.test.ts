@@ -153,3 +153,61 @@ describe('serve on SQLite while its file may not grow', () => {
     expect(server.logs.join('\n')).not.toMatch(/rollback|unhandled error/i)
   }, 30_000)
 })
+
+describe('serve on PostgreSQL while its disk is full (SQLSTATE 53100)', () => {
+  let server: TestServer
+  let databaseUrl: string
+  let dataDir: string
+  let key: string
+  const DISK_FULL = `the store's disk is full (SQLSTATE 53100): could not extend file "base/1/2": No space left on device`
+
+  beforeAll(async () => {
+    databaseUrl = await (await sharedPostgres(17)).freshDatabase()
+    dataDir = mkdtempSync(join(tmpdir(), 'dbm-full-pg-'))
+    server = await startTestServer('postgres', { databaseUrl, dataDir })
+    ;({ key } = await agentAccount(server))
+  }, 60_000)
+
+  afterAll(async () => {
+    await server?.stop()
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true })
+  })
+
+  test('ingest and /healthz answer 503 naming 53100, one error line; writes answer again once it passes', async () => {
+    // The server's real error with a full disk's SQLSTATE, on the tables a batch and the probe write.
+    const admin = postgres(databaseUrl, { max: 1, onnotice: () => {} })
+    await admin.unsafe(`
+      CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        RAISE EXCEPTION 'could not extend file "base/1/2": No space left on device' USING ERRCODE = 'disk_full';
+      END $$;
+      CREATE TRIGGER full_disk BEFORE INSERT ON ingest_batches FOR EACH ROW EXECUTE FUNCTION refuse();
+      CREATE TRIGGER full_disk BEFORE INSERT ON rate_events FOR EACH ROW EXECUTE FUNCTION refuse();`)
+    try {
+      const errorsBefore = server.logs.filter((l) => / ERROR /.test(l)).length
+      for (let i = 0; i < 2; i++) {
+        const ingest = await server.call('POST', '/api/v1/ingest', { apiKey: key, body: batch('pg', 5) })
+        expect([ingest.status, ingest.body, ingest.headers.get('retry-after')]).toEqual([
+          503,
+          { error: DISK_FULL },
+          '5',
+        ])
+      }
+      const health = await server.call('GET', '/healthz')
+      expect(health.status).toBe(503)
+      expect(health.body).toMatchObject({ status: 'unavailable', store: 'unavailable', reason: DISK_FULL })
+      expect(server.logs.filter((l) => / ERROR /.test(l)).slice(errorsBefore)).toEqual([
+        expect.stringMatching(/ ERROR store refuses writes; .* code="SQLSTATE 53100" cause=/),
+      ])
+      expect(server.store.reachability?.available).toBe(true)
+
+      await admin.unsafe('DROP TRIGGER full_disk ON ingest_batches; DROP TRIGGER full_disk ON rate_events')
+      const ingest = await server.call('POST', '/api/v1/ingest', { apiKey: key, body: batch('pg', 5) })
+      expect(ingest.status).toBe(200)
+      expect((await server.call('GET', '/healthz')).status).toBe(200)
+      expect(server.logs.join('\n')).not.toMatch(/rollback|unhandled error/i)
+    } finally {
+      await admin.end()
+    }
+  }, 30_000)
+})
