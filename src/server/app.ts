@@ -42,10 +42,9 @@ import { pgCheckRoutes } from './routes/pg-checks.ts'
 import { sessionHistoryRoutes } from './routes/session-history.ts'
 import { queryRoutes } from './routes/queries.ts'
 import { serverOptions } from './server-options.ts'
-import { logStoreOutages, storeUnavailable } from './store-outages.ts'
+import { logStoreOutages, logStoreWriteFaults, storeFaultAnswer } from './store-outages.ts'
 import { observeIngest, serverMetrics } from './metrics.ts'
 import { metricsRoute } from './routes/metrics.ts'
-import { isStoreUnreachable } from './store/reachability.ts'
 import { dashboardRoutes } from './web/dashboard.ts'
 import { acceptInvitePage, resetPasswordPage } from './web/reset-password.ts'
 import { withSecurityHeaders } from './web/security-headers.ts'
@@ -124,6 +123,7 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
   // headers and its caller, before its body is read (ingest-admission.ts).
   const admission = (deps.ingestAdmission ??= new IngestAdmission(log))
   logStoreOutages(deps.store, log)
+  logStoreWriteFaults(deps.store, log)
   const signupClosed = signupGate(deps)
   // Bun answers requests past its own limits before the app sees them, with an empty body and no hook
   // to give it one: a body over maxRequestBodySize (413), and a request line and headers over Node's
@@ -184,6 +184,7 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
     })
     .onError(({ code, error, set, request }) => {
       let failure: HttpError
+      const storeFault = storeFaultAnswer(error)
       if (error instanceof HttpError) failure = error
       else if (code === 'PARSE' && (error as Error).cause instanceof HttpError)
         failure = (error as Error).cause as HttpError
@@ -202,8 +203,8 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
         failure = new HttpError(500, 'internal server error')
       } else if (code === 'VALIDATION') failure = new HttpError(400, validationMessage(error as ValidationError))
       else if (code === 'NOT_FOUND') failure = new HttpError(404, 'not found')
-      // Logged once per outage by logStoreOutages, not here for every request.
-      else if (isStoreUnreachable(error)) failure = storeUnavailable()
+      // Logged once per outage (or episode of refused writes) by logStoreOutages, not here for every request.
+      else if (storeFault) failure = storeFault
       else {
         const e = error as Error
         log.error('unhandled error', {

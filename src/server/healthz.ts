@@ -1,19 +1,19 @@
 // GET /healthz's answer, shared by the app's route and by `dbm serve`'s listener, which answers it from
 // the moment the store is open, before the rest of the API is built (serve.ts). 200 only when the store
-// answers a trivial query; `signup` tells the dashboard whether to offer a signup form (DBM_SIGNUP);
+// answers a trivial query and its latest write was not refused (a full disk: `reason` says so); `signup` tells the dashboard whether to offer a signup form (DBM_SIGNUP);
 // `event_loop` is how late the event loop ran over the last minute (loop-lag.ts). This module stays
 // small on purpose: it is on the path from `dbm serve`'s start to its first answer.
 import type { Static } from '@sinclair/typebox'
 import type { Healthz, HealthzUnavailable } from '../shared/api/health.ts'
 import type { SignupMode } from './config.ts'
 import type { LoopLag } from './loop-lag.ts'
-import { storeAnswers } from './store-outages.ts'
+import { storeAnswers, storeRefusal } from './store-outages.ts'
 import type { Store } from './store/types.ts'
 import { VERSION } from '../version.ts'
 
 export interface HealthzDeps {
   /** The store, or (serve's listener, before the store's code is loaded) what of it /healthz asks. */
-  store: Pick<Store, 'ping' | 'hasOrganization'>
+  store: Pick<Store, 'ping' | 'hasOrganization'> & Partial<Pick<Store, 'writeFaults' | 'probeWrite'>>
   signup?: SignupMode
   loopLag?: LoopLag
 }
@@ -39,6 +39,11 @@ export type HealthzAnswer =
 /** The status and JSON body of GET /healthz. */
 export async function healthz(deps: HealthzDeps, signupClosed: () => Promise<boolean>): Promise<HealthzAnswer> {
   const loop = deps.loopLag ? { event_loop: deps.loopLag.figures() } : {}
+  const refusal = await storeRefusal(deps.store)
+  if (refusal) {
+    const reason = refusal.message.slice(0, 300)
+    return { status: 503, body: { status: 'unavailable', version: VERSION, store: 'unavailable', reason, ...loop } }
+  }
   if (await storeAnswers(deps.store)) {
     return {
       status: 200,

@@ -24,7 +24,7 @@ import { healthz, signupGate } from './healthz.ts'
 import { rateEventRetentionMs } from './limits.ts'
 import { startLoopLag } from './loop-lag.ts'
 import { IDLE_TIMEOUT_S, serverOptions } from './server-options.ts'
-import { isStoreUnreachable } from './store/reachability.ts'
+import { isStoreFault } from './store-outages.ts'
 import { openDriver } from './store/open.ts'
 import type { SqlStore } from './store/sql-store.ts'
 import { securityHeaders } from './web/security-headers.ts'
@@ -170,7 +170,12 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
   // DBM_SIGNUP=closed, the store, which it waits for).
   let loadStore: Promise<SqlStore> | undefined
   const early = {
-    store: { ping: () => driver.ping(), hasOrganization: async () => (await loadStore!).hasOrganization() },
+    store: {
+      ping: () => driver.ping(),
+      hasOrganization: async () => (await loadStore!).hasOrganization(),
+      writeFaults: driver.writeFaults,
+      probeWrite: async () => driver.probeWrite?.(),
+    },
     signup: config.signup,
     loopLag,
   }
@@ -251,7 +256,7 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
     loadStore!
       .then((store) => store.sweepRateEvents(Date.now() - rateEventRetentionMs))
       .catch((e) => {
-        if (!isStoreUnreachable(e)) log.warn('rate-limit sweep failed', { cause: (e as Error).message })
+        if (!isStoreFault(e)) log.warn('rate-limit sweep failed', { cause: (e as Error).message })
       })
   }, RATE_SWEEP_MS)
 

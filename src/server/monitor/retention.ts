@@ -5,7 +5,7 @@ import type { Deps } from '../context.ts'
 import { breathe } from '../doctor/index.ts'
 import { logEventLimits, retentionLimits, sessionHistoryLimits } from '../limits.ts'
 import { serverMetrics } from '../metrics.ts'
-import { isStoreUnreachable } from '../store/reachability.ts'
+import { isStoreFault } from '../store-outages.ts'
 import { minuteFloor } from '../store/window.ts'
 
 const HOUR = 3_600_000
@@ -48,7 +48,7 @@ export async function runRetention(deps: Deps, retentionDays: number, now: numbe
       summary.databases++
     } catch (e) {
       // The store's outage itself is logged once by the app.
-      if (!isStoreUnreachable(e)) log.error('retention failed', { database: db.id, cause: (e as Error).message })
+      if (!isStoreFault(e)) log.error('retention failed', { database: db.id, cause: (e as Error).message })
     }
     await breathe()
   }

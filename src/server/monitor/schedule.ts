@@ -10,7 +10,7 @@ import type { Deps } from '../context.ts'
 import { breathe } from '../doctor/index.ts'
 import { healthMonitorDefaults } from '../limits.ts'
 import { serverMetrics } from '../metrics.ts'
-import { isStoreUnreachable } from '../store/reachability.ts'
+import { isStoreFault } from '../store-outages.ts'
 import type { DiagnosisSummary, MonitoredDatabase } from '../store/monitor/evaluations.ts'
 import { type AppliedChanges, type PassLookups, newPassLookups } from './diagnosis.ts'
 import type { DeliverySummary, Notifier } from './notifications.ts'
@@ -65,9 +65,9 @@ export function createSchedule(
   const health = store.monitor
   const { evaluateEveryMs, retentionEveryMs } = settings
 
-  /** Logs a failed pass, unless the store could not be reached: the outage itself is logged once by the app. */
+  /** Logs a failed pass, unless the store could not be reached or refused writes: each episode is logged once by the app. */
   function failed(what: string, error: unknown, fields: Record<string, unknown> = {}) {
-    if (!isStoreUnreachable(error)) log.error(what, { ...fields, cause: (error as Error).message })
+    if (!isStoreFault(error)) log.error(what, { ...fields, cause: (error as Error).message })
   }
 
   /** This monitor's name in database_health's leases. */

@@ -3,6 +3,7 @@
 import type { StoreReachability } from './reachability.ts'
 import type { SqlDialect } from './dialect.ts'
 import type { Dialect, SqlStatement } from './sql.ts'
+import type { StoreWriteFaults } from './write-faults.ts'
 
 /** What a statement of runAll answered: the rows it changed, and those it returned. */
 export interface RunResult {
@@ -44,6 +45,13 @@ export interface SqlDriver {
   ping(): Promise<void>
   /** PostgreSQL only: outage episodes of the server, from the outcome of every statement. */
   readonly reachability?: StoreReachability
+  /** Episodes of writes refused with StoreTryLater (a full disk, a standby), from the outcome of every write. */
+  readonly writeFaults?: StoreWriteFaults
+  /**
+   * A small committed write that needs new pages and leaves nothing behind, for /healthz while writes are
+   * refused (its outcome is recorded in writeFaults like any write's).
+   */
+  probeWrite?(): Promise<void>
   /**
    * SQLite only: a number that changes whenever this store's data has changed (rows written since the
    * file was opened); undefined while a transaction is open. Lets the store keep read results in memory.
@@ -70,4 +78,32 @@ export class StoreError extends Error {
     super(message, options)
     this.name = 'StoreError'
   }
+}
+
+/**
+ * A statement the store refused for a reason that passes, so the caller should try again later: its disk
+ * is full, it is out of memory or connections, or it only reads (a PostgreSQL standby). `code` is the
+ * driver's (SQLITE_FULL, SQLSTATE 53100...), `reason` says it in words; the message carries both and
+ * the driver's own text. The API answers it 503 with Retry-After and this message.
+ */
+export class StoreTryLater extends StoreError {
+  constructor(
+    readonly reason: string,
+    readonly code: string,
+    detail: string,
+    sql: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`${reason} (${code}): ${detail}`, sql, options)
+    this.name = 'StoreTryLater'
+  }
+}
+
+/** The StoreTryLater that `error` is or wraps (through `cause`), if any. */
+export function storeTryLater(error: unknown): StoreTryLater | undefined {
+  for (let e = error, depth = 0; typeof e === 'object' && e !== null && depth < 8; depth++) {
+    if (e instanceof StoreTryLater) return e
+    e = (e as { cause?: unknown }).cause
+  }
+  return undefined
 }

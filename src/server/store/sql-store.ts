@@ -175,6 +175,14 @@ export class SqlStore implements Store {
     return this.driver.reachability
   }
 
+  get writeFaults() {
+    return this.driver.writeFaults
+  }
+
+  async probeWrite() {
+    await this.driver.probeWrite?.()
+  }
+
   get dialect() {
     return this.driver.dialect
   }

@@ -1,5 +1,6 @@
 import type { IngestBatch } from '../../shared/wire.ts'
 import type { StoreReachability } from './reachability.ts'
+import type { StoreWriteFaults } from './write-faults.ts'
 import type { AvailabilityReads } from './availability/types.ts'
 import type { ActionStore } from './actions/types.ts'
 import type { ApiKeyStore } from './accounts/api-keys.ts'
@@ -74,6 +75,10 @@ export interface Store extends ApiKeyStore, AccountReads, AccountWrites, Databas
   ping(): Promise<void>
   /** PostgreSQL only: the store's outage episodes (the SQLite file is this process's own). */
   readonly reachability?: StoreReachability
+  /** Episodes of writes the store refuses for a while (a full disk, a standby: write-faults.ts). */
+  readonly writeFaults?: StoreWriteFaults
+  /** A small write that leaves nothing behind, for /healthz while writes are refused (SqlDriver.probeWrite). */
+  probeWrite?(): Promise<void>
   /** Reads of tables and indexes (objects/). */
   readonly objects: ObjectReads
   /** Sessions and locks: the latest snapshot, the kept ones at a time, their times, lock chains (sessions/). */

@@ -31,6 +31,17 @@ export const Healthz = t.Object(
 )
 
 export const HealthzUnavailable = t.Object(
-  { status: t.Literal('unavailable'), version: t.String(), store: t.Literal('unavailable'), event_loop: eventLoop },
-  { title: 'HealthzUnavailable', description: 'the store does not answer' },
+  {
+    status: t.Literal('unavailable'),
+    version: t.String(),
+    store: t.Literal('unavailable'),
+    reason: t.Optional(
+      t.String({
+        description:
+          "present when the store answers but refuses writes: the cause, e.g. the store's disk is full (SQLITE_FULL)",
+      }),
+    ),
+    event_loop: eventLoop,
+  },
+  { title: 'HealthzUnavailable', description: 'the store does not answer, or refuses writes' },
 )

@@ -5,8 +5,9 @@
 import postgres from 'postgres'
 import { StoreReachability, isStoreUnreachable } from '../reachability.ts'
 import { postgresDialect } from '../dialect.ts'
-import { type RunResult, type SqlDriver, StoreError, UniqueViolation } from '../driver.ts'
+import { type RunResult, type SqlDriver, StoreError, StoreTryLater, UniqueViolation, storeTryLater } from '../driver.ts'
 import type { SqlStatement } from '../sql.ts'
+import { StoreWriteFaults } from '../write-faults.ts'
 
 export interface PostgresDriverOptions {
   /** Deadline for each statement, in milliseconds. */
@@ -15,10 +16,28 @@ export interface PostgresDriverOptions {
   max?: number
 }
 
+/**
+ * SQLSTATEs of faults that pass once the operator acts (class 53, insufficient resources, and a read-only
+ * server: a standby, or default_transaction_read_only): the statement is refused with StoreTryLater
+ * (503), not failed as a bug (500). Not outages: the server answers, so the pool is kept (reachability.ts).
+ */
+const TRY_LATER_SQLSTATES: Record<string, string> = {
+  '53000': 'the store is out of a resource',
+  '53100': "the store's disk is full",
+  '53200': 'the store is out of memory',
+  '53300': 'the store has too many connections',
+  '53400': 'the store reached a configured limit',
+  '25006': 'the store is read-only (a standby, or default_transaction_read_only)',
+}
+
 function wrap(error: unknown, sql: string): Error {
-  if ((error as { code?: string }).code === '23505') {
+  if (error instanceof StoreError || error instanceof UniqueViolation) return error
+  const code = (error as { code?: string }).code
+  if (code === '23505') {
     return new UniqueViolation((error as Error).message, { cause: error })
   }
+  const reason = typeof code === 'string' ? TRY_LATER_SQLSTATES[code] : undefined
+  if (reason) return new StoreTryLater(reason, `SQLSTATE ${code}`, (error as Error).message, sql, { cause: error })
   return new StoreError(`postgres: ${(error as Error).message}`, sql, { cause: error })
 }
 
@@ -79,13 +98,35 @@ function parameters(params: unknown[]): postgres.ParameterOrJSON<never>[] {
   return (converted ?? params) as postgres.ParameterOrJSON<never>[]
 }
 
-function driverOver(sql: Sql, root: PostgresDriver): SqlDriver {
+/** Whether a statement's result says it changed rows. */
+function wroteRows(result: { count: number; command: string }): boolean {
+  return result.count > 0 && (result.command === 'INSERT' || result.command === 'UPDATE' || result.command === 'DELETE')
+}
+
+/**
+ * Where a driver's statements report their outcome: `failed` gets each wrapped error, `changed` each
+ * statement that changed rows. The pool's driver tells the root's writeFaults; a transaction's, its own
+ * bookkeeping (its writes count once committed).
+ */
+interface Outcomes {
+  failed(error: Error): void
+  changed(): void
+}
+
+function driverOver(sql: Sql, root: PostgresDriver, outcomes: Outcomes): SqlDriver {
   const { reachability, sent } = root
+  const fail = (e: unknown, text: string): Error => {
+    const wrapped = wrap(e, text)
+    outcomes.failed(wrapped)
+    return wrapped
+  }
   const q = async <T>(text: string, params: unknown[] = []): Promise<T[]> => {
     try {
-      return (await observed(reachability, () => sql.unsafe(text, parameters(params)), sent)) as unknown as T[]
+      const result = await observed(reachability, () => sql.unsafe(text, parameters(params)), sent)
+      if (wroteRows(result)) outcomes.changed()
+      return result as unknown as T[]
     } catch (e) {
-      throw wrap(e, text)
+      throw fail(e, text)
     }
   }
   return {
@@ -97,9 +138,10 @@ function driverOver(sql: Sql, root: PostgresDriver): SqlDriver {
     run: async (text, params = []) => {
       try {
         const result = await observed(reachability, () => sql.unsafe(text, parameters(params)), sent)
+        if (wroteRows(result)) outcomes.changed()
         return result.count
       } catch (e) {
-        throw wrap(e, text)
+        throw fail(e, text)
       }
     },
     /**
@@ -112,17 +154,18 @@ function driverOver(sql: Sql, root: PostgresDriver): SqlDriver {
     runAll: async (statements) => {
       if (statements.length === 0) return []
       let failed: string | undefined
+      let changed = false
       try {
-        return await observed(
+        const results = await observed(
           reachability,
           () =>
             Promise.all(
               statements.map((s) =>
                 sql.unsafe(s.sql, parameters(s.params ?? []), { prepare: true }).then(
-                  (result): RunResult => ({
-                    changed: result.count,
-                    rows: result as unknown as Record<string, unknown>[],
-                  }),
+                  (result): RunResult => {
+                    changed ||= wroteRows(result)
+                    return { changed: result.count, rows: result as unknown as Record<string, unknown>[] }
+                  },
                   (e: unknown) => {
                     failed ??= s.sql
                     throw e
@@ -133,15 +176,17 @@ function driverOver(sql: Sql, root: PostgresDriver): SqlDriver {
           sent,
           statements.length,
         )
+        if (changed) outcomes.changed()
+        return results
       } catch (e) {
-        throw wrap(e, failed ?? statements[0]!.sql)
+        throw fail(e, failed ?? statements[0]!.sql)
       }
     },
     exec: async (script) => {
       try {
         await observed(reachability, () => sql.unsafe(script).simple(), sent)
       } catch (e) {
-        throw wrap(e, script)
+        throw fail(e, script)
       }
     },
     ping: () => root.ping(),
@@ -173,6 +218,13 @@ export class PostgresDriver implements SqlDriver {
   readonly sqlDialect = postgresDialect
   /** Outage episodes of this server, from the outcome of every statement. */
   readonly reachability = new StoreReachability()
+  /** Episodes of refused writes (a full disk, a standby...), from the outcome of every write. */
+  readonly writeFaults = new StoreWriteFaults()
+  /** What the pool's statements (each its own transaction) tell writeFaults. */
+  private readonly poolOutcomes: Outcomes = {
+    failed: (e) => this.noteRefusal(e),
+    changed: () => this.writeFaults.wrote(),
+  }
   /** Statements sent through this driver and the exchanges they took, for tests and benchmarks. */
   readonly sent: SentCounts = { statements: 0, exchanges: 0 }
   private sql: postgres.Sql<Record<string, never>>
@@ -185,7 +237,7 @@ export class PostgresDriver implements SqlDriver {
     private readonly options: PostgresDriverOptions = {},
   ) {
     this.sql = this.pool()
-    this.inner = driverOver(this.sql, this)
+    this.inner = driverOver(this.sql, this, this.poolOutcomes)
     // postgres.js (3.4.9) keeps state from a connection lost mid-statement: the next statement on it
     // fails with the old backend's error (57P01), and a lost transaction leaves its connection unable
     // to reconnect. An outage therefore starts a fresh pool; the old one is closed.
@@ -216,7 +268,7 @@ export class PostgresDriver implements SqlDriver {
   private replacePool() {
     const retired = this.sql
     this.sql = this.pool()
-    this.inner = driverOver(this.sql, this)
+    this.inner = driverOver(this.sql, this, this.poolOutcomes)
     const closing = retired
       .end({ timeout: RETIRED_POOL_GRACE_SECONDS })
       .catch(() => {})
@@ -244,6 +296,19 @@ export class PostgresDriver implements SqlDriver {
     await this.inner.get('SELECT 1')
   }
 
+  private noteRefusal(e: unknown): void {
+    const refusal = storeTryLater(e)
+    if (refusal) this.writeFaults.failed(refusal)
+  }
+
+  /** Writes and deletes a row of rate_events in one transaction: a write that leaves nothing behind. */
+  async probeWrite(): Promise<void> {
+    await this.transaction(async (tx) => {
+      await tx.run(`INSERT INTO rate_events (key, at) VALUES ('dbm:write-probe', 0)`)
+      await tx.run(`DELETE FROM rate_events WHERE key = 'dbm:write-probe'`)
+    })
+  }
+
   /**
    * One transaction on a connection of its own, which the server commits whole or not at all: a
    * connection lost before COMMIT rolls the transaction back on the server. (Lost during COMMIT, the
@@ -261,9 +326,18 @@ export class PostgresDriver implements SqlDriver {
       connection = await this.sql.reserve()
     } catch (e) {
       if (isStoreUnreachable(e)) this.reachability.unreachable(sentAt, e)
-      throw wrap(e, 'BEGIN')
+      const wrapped = wrap(e, 'BEGIN')
+      this.noteRefusal(wrapped)
+      throw wrapped
     }
-    const tx = driverOver(connection, this)
+    // The transaction's writes count for writeFaults once committed; its refusal, once, where it fails.
+    let wroteRows = false
+    const tx = driverOver(connection, this, {
+      failed: () => {},
+      changed: () => {
+        wroteRows = true
+      },
+    })
     let session: ClosableConnection | undefined
     const keepSession = (c: ClosableConnection) => ((session = c), true)
     try {
@@ -314,8 +388,10 @@ export class PostgresDriver implements SqlDriver {
       await opened
       if (!committed) await tx.run('COMMIT')
       connection.release()
+      if (wroteRows) this.writeFaults.wrote()
       return result
     } catch (e) {
+      this.noteRefusal(e)
       if (!isStoreUnreachable(e)) {
         const rolledBack = await tx.run('ROLLBACK').then(
           () => true,

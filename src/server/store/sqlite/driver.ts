@@ -3,8 +3,9 @@
 // other call behind the open transaction.
 import { Database, type Statement } from 'bun:sqlite'
 import { sqliteDialect } from '../dialect.ts'
-import { type RunResult, type SqlDriver, StoreError, UniqueViolation } from '../driver.ts'
+import { type RunResult, type SqlDriver, StoreError, StoreTryLater, UniqueViolation, storeTryLater } from '../driver.ts'
 import type { SqlStatement } from '../sql.ts'
+import { StoreWriteFaults } from '../write-faults.ts'
 import { type CheckpointResult, type Checkpointer, startCheckpointer } from './checkpointer.ts'
 
 const placeholder = /\$(\d+)/g
@@ -28,11 +29,27 @@ function bindable(params: unknown[]): any[] {
   return params
 }
 
+/**
+ * SQLite's result codes for faults of the file's disk, which pass once the operator acts: the write is
+ * refused with StoreTryLater (503), not failed as a bug (500). Extended codes (SQLITE_IOERR_WRITE,
+ * SQLITE_READONLY_DBMOVED...) are matched by their primary code.
+ */
+const TRY_LATER_CODES: Record<string, string> = {
+  SQLITE_FULL: "the store's disk is full",
+  SQLITE_IOERR: "the store's disk failed a read or write",
+  SQLITE_READONLY: "the store's file cannot be written",
+  SQLITE_NOMEM: 'the server is out of memory',
+}
+
 function wrap(error: unknown, sql: string): Error {
+  if (error instanceof StoreError || error instanceof UniqueViolation) return error
   const code = (error as { code?: string }).code ?? ''
   if (code.startsWith('SQLITE_CONSTRAINT_UNIQUE') || code.startsWith('SQLITE_CONSTRAINT_PRIMARYKEY')) {
     return new UniqueViolation((error as Error).message, { cause: error })
   }
+  const primary = /^SQLITE_[A-Z]+/.exec(code)?.[0] ?? ''
+  const reason = TRY_LATER_CODES[primary]
+  if (reason) return new StoreTryLater(reason, code, (error as Error).message, sql, { cause: error })
   return new StoreError(`sqlite: ${(error as Error).message}`, sql, { cause: error })
 }
 
@@ -240,6 +257,31 @@ export class SqliteDriver implements SqlDriver {
     return op(this.directDriver)
   }
 
+  /** Refused writes and the writes that succeed (rows changed), in this.writeFaults. */
+  readonly writeFaults = new StoreWriteFaults()
+
+  /**
+   * `op` outside any transaction, its outcome told to writeFaults: a refusal, or rows changed (counted by
+   * total_changes(): a statement's own count is stale for statements that are not INSERT, UPDATE or DELETE).
+   */
+  private async writing<T>(op: (d: SqlDriver) => Promise<T>): Promise<T> {
+    while (this.txOpen) await this.txTail
+    const before = this.totalChanges()
+    try {
+      const result = await op(this.directDriver)
+      if (this.totalChanges() !== before) this.writeFaults.wrote()
+      return result
+    } catch (e) {
+      this.noteRefusal(e)
+      throw e
+    }
+  }
+
+  private noteRefusal(e: unknown): void {
+    const refusal = storeTryLater(e)
+    if (refusal) this.writeFaults.failed(refusal)
+  }
+
   all<T>(sql: string, params?: unknown[]) {
     return this.outside((d) => d.all<T>(sql, params))
   }
@@ -247,13 +289,24 @@ export class SqliteDriver implements SqlDriver {
     return this.outside((d) => d.get<T>(sql, params))
   }
   run(sql: string, params?: unknown[]) {
-    return this.outside((d) => d.run(sql, params))
+    return this.writing((d) => d.run(sql, params))
   }
   exec(script: string) {
-    return this.outside((d) => d.exec(script))
+    return this.writing((d) => d.exec(script))
   }
   runAll(statements: readonly SqlStatement[]) {
-    return this.outside((d) => d.runAll(statements))
+    return this.writing((d) => d.runAll(statements))
+  }
+
+  /**
+   * Writes and deletes a row of rate_events with a 16 KB key in one transaction: its table and index need
+   * new pages (overflow pages), which a store whose disk is full cannot have, and it leaves nothing behind.
+   */
+  async probeWrite(): Promise<void> {
+    await this.transaction(async (tx) => {
+      await tx.run(`INSERT INTO rate_events (key, at) VALUES ('dbm:write-probe:' || hex(zeroblob(8192)), 0)`)
+      await tx.run(`DELETE FROM rate_events WHERE key LIKE 'dbm:write-probe:%'`)
+    })
   }
 
   private changesStatement: Statement | undefined
@@ -261,22 +314,45 @@ export class SqliteDriver implements SqlDriver {
   /** sqlite3_total_changes(): every row inserted, updated or deleted through this (the only writing) connection. */
   readonly generation: () => number | undefined = () => {
     if (this.txOpen) return undefined
+    return this.totalChanges()
+  }
+
+  private totalChanges(): number {
     this.changesStatement ??= this.db.prepare('SELECT total_changes() AS n')
     return (this.changesStatement.get() as { n: number }).n
   }
 
+  /**
+   * SQLite ends a transaction itself on some errors (SQLITE_FULL, SQLITE_IOERR, SQLITE_NOMEM): a ROLLBACK
+   * after one fails with "cannot rollback - no transaction is active", and must not replace the error that
+   * ended the transaction. So ROLLBACK is sent only while a transaction is open, and the first error is
+   * the one thrown whatever the ROLLBACK answers.
+   */
   async transaction<T>(fn: (tx: SqlDriver) => Promise<T>): Promise<T> {
     while (this.txOpen) await this.txTail
     this.txOpen = true
     const inner = this.directDriver
     const work = (async () => {
-      this.db.exec('BEGIN IMMEDIATE')
+      const before = this.totalChanges()
       try {
-        const result = await fn({ ...inner, transaction: (f) => f(inner) })
-        this.db.exec('COMMIT')
-        return result
+        this.execOrThrow('BEGIN IMMEDIATE')
+        try {
+          const result = await fn({ ...inner, transaction: (f) => f(inner) })
+          this.execOrThrow('COMMIT')
+          if (this.totalChanges() !== before) this.writeFaults.wrote()
+          return result
+        } catch (e) {
+          if (this.db.inTransaction) {
+            try {
+              this.db.exec('ROLLBACK')
+            } catch {
+              // The error that failed the transaction is the one worth reporting.
+            }
+          }
+          throw e
+        }
       } catch (e) {
-        this.db.exec('ROLLBACK')
+        this.noteRefusal(e)
         throw e
       }
     })()
@@ -286,6 +362,14 @@ export class SqliteDriver implements SqlDriver {
         this.txOpen = false
       })
     return work
+  }
+
+  private execOrThrow(sql: string): void {
+    try {
+      this.db.exec(sql)
+    } catch (e) {
+      throw wrap(e, sql)
+    }
   }
 
   async close(): Promise<void> {
