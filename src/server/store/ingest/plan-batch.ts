@@ -67,7 +67,15 @@ export function planBatch(
   const effects: IngestEffects = { closedHoursChanged: false, texts: [], textsAt: 0 }
   const reads = new Reads()
   const writeQueryStats = batch.query_stats
-    ? applyQueryStats(sqlDialect, databaseId, batch.collected_at, batch.query_stats, known, effects)
+    ? applyQueryStats(
+        sqlDialect,
+        databaseId,
+        batch.collected_at,
+        batch.interval_seconds,
+        batch.query_stats,
+        known,
+        effects,
+      )
     : undefined
   // Rolled up by the batches that carry statements, tables or indexes (before the reads of the sections).
   const rolls = writeQueryStats !== undefined || batch.tables !== undefined || batch.indexes !== undefined
