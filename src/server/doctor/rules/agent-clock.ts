@@ -5,18 +5,22 @@
 // every chart, and past ingestClockSkewMs ahead the server refuses its batches. Which snapshot is the
 // latest no longer depends on it (store/snapshots.ts orders them by the server's clock). A measure older
 // than two windows is not judged: the agent is silent, which agent_disconnected reports.
+// Only a clock ahead is reported: a delay can make a clock read behind but never ahead, and a batch
+// that merely arrives late without saying its age (an older agent's, a resent one after a restart, a
+// cycle stuck on a slow database) reads exactly like a clock behind. Telling those apart needs the
+// agent's own clock at send time on every batch, which the wire does not carry yet.
 import { agentClockLimits, ingestClockSkewMs } from '../../limits.ts'
 import type { Rule } from '../types.ts'
 
 const defaults = {
-  /** Reported when the agent's clock is this many seconds ahead of or behind the server's. */
+  /** Reported when the agent's clock is this many seconds ahead of the server's. */
   max_offset_s: agentClockLimits.reportAfterMs / 1000,
 }
 
 export const agentClockSkew: Rule<typeof defaults> = {
   id: 'agent_clock_skew',
   summary:
-    "The agent's clock is ahead of or behind the server's: its data are dated that far off on every chart, and too far ahead its batches are refused.",
+    "The agent's clock is ahead of the server's: its data are dated that far in the future on every chart, and past 10 minutes its batches are refused.",
   collectors: [],
   engine: 'any',
   category: 'reliability',
@@ -27,19 +31,16 @@ export const agentClockSkew: Rule<typeof defaults> = {
     if (!clock || ctx.now - clock.measured_at > 2 * agentClockLimits.windowMs) return []
     const { max_offset_s } = ctx.thresholds(agentClockSkew)
     const seconds = Math.round(clock.offset_ms / 1000)
-    if (Math.abs(seconds) < max_offset_s) return []
-    const way = seconds > 0 ? 'ahead of' : 'behind'
+    if (seconds < max_offset_s) return []
     return [
       {
         severity: 'warning',
         as_of: clock.measured_at,
-        title: `The agent's clock is ${Math.abs(seconds)} s ${way} the server's`,
+        title: `The agent's clock is ${seconds} s ahead of the server's`,
         detail:
-          `The agent that watches "${ctx.db.name}" dates its data by its own clock, which is ${Math.abs(seconds)} s ${way} this server's: ` +
-          `statement and counter minutes, session snapshots and events show that far ${seconds > 0 ? 'later' : 'earlier'} than they happened` +
-          (seconds > 0
-            ? `, and once it is more than ${ingestClockSkewMs / 60_000} minutes ahead this server refuses its batches.`
-            : '.'),
+          `The agent that watches "${ctx.db.name}" dates its data by its own clock, which is ${seconds} s ahead of this server's: ` +
+          'statement and counter minutes, session snapshots and events show that much later than they happened, ' +
+          `and once it is more than ${ingestClockSkewMs / 60_000} minutes ahead this server refuses its batches.`,
         recommendation:
           "Keep the agent's host in time with NTP (chrony or systemd-timesyncd); once its clock is right this finding clears within a few minutes.",
         how_to_investigate: [
