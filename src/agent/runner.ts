@@ -34,6 +34,7 @@ import type { SendOutcome, Shipper } from './shipper.ts'
 import { type ServerFacts, SettingsTracker } from './server-state.ts'
 import { batchParts } from './split.ts'
 import { SAVED_STATE_MAX_AGE_MS, type StateOwner, StagedState, loadState, saveState } from './state.ts'
+import { MAX_POLL_INTERVAL_SECONDS } from '../shared/database-limits.ts'
 import { VERSION } from '../version.ts'
 
 export interface RunnerTimings {
@@ -257,6 +258,12 @@ export abstract class Runner<Ctx> {
   private saved: ReturnType<typeof loadState> = { kind: 'none' }
   /** Batches of the saved state's last cycle, resent before the first new one (see state.ts). */
   private resend: IngestBatch[] = []
+  /**
+   * When the cycle whose counters are the baseline ran (the saved state's time after a restart): a
+   * batch's deltas cover the time since, which its interval_seconds says (the server spreads a delta
+   * over the minutes it covers, so a gap's counts do not stand as a spike in its first minute back).
+   */
+  private baselineAt: number | undefined
   /** The saved-state file failed to write: logged once until it works again. */
   private saveFailing = false
 
@@ -412,6 +419,7 @@ export abstract class Runner<Ctx> {
     }
     for (const [key, value] of saved.entries) this.state.set(key, value)
     this.resend = saved.pending
+    this.baselineAt = saved.savedAt
     this.log.info('statistics go on from the saved baseline', {
       database: this.config.name,
       saved_at: new Date(saved.savedAt).toISOString(),
@@ -708,6 +716,16 @@ export abstract class Runner<Ctx> {
     }
   }
 
+  /**
+   * The seconds a cycle at `now` covers: since the baseline's cycle, when that was longer ago than the
+   * poll interval (a gap: the agent stopped, the database did not answer), else the poll interval.
+   */
+  private coveredSeconds(now: number): number {
+    const poll = this.pollIntervalMs / 1000
+    if (this.baselineAt === undefined || now <= this.baselineAt) return poll
+    return Math.min(MAX_POLL_INTERVAL_SECONDS, Math.max(poll, Math.round((now - this.baselineAt) / 1000)))
+  }
+
   /** One collection cycle; public so tests can drive cycles directly. */
   async cycle(): Promise<void> {
     const now = Date.now()
@@ -755,7 +773,7 @@ export abstract class Runner<Ctx> {
     const batch: IngestBatch = {
       batch_id: crypto.randomUUID(),
       collected_at: now,
-      interval_seconds: this.pollIntervalMs / 1000,
+      interval_seconds: this.coveredSeconds(now),
       agent_version: VERSION,
       database: {
         name: this.config.name,
@@ -848,6 +866,7 @@ export abstract class Runner<Ctx> {
       this.settingsSent.lost()
     } else {
       for (const staged of stages) staged.commit()
+      this.baselineAt = now
     }
     this.status.buffered = this.shipper.buffered()
     const refusal = this.shipper.refusal()

@@ -94,6 +94,17 @@ export const unknownIngestFields = { distinctPaths: 64, named: 8, namedChars: 10
 export const ingestClockSkewMs = 10 * MINUTE
 
 /**
+ * Agents' clocks (store/agent-clock/): the largest offset measured within `windowMs` is the one kept;
+ * the doctor reports a clock further than `reportAfterMs` ahead or behind (agent_clock_skew). A batch's
+ * age (X-Dbm-Batch-Age) is believed up to `maxBatchAgeMs` (the agent's buffer keeps a batch an hour).
+ */
+export const agentClockLimits = {
+  windowMs: 5 * MINUTE,
+  reportAfterMs: 30_000,
+  maxBatchAgeMs: 24 * 60 * MINUTE,
+} as const
+
+/**
  * Admission of ingests in one serve process (ingest-admission.ts): at most `inFlight` batches admitted
  * and not yet answered, holding at most `bodyBytes` of declared bodies (one is always admitted); past
  * either, a 503 with Retry-After drawn from `retryAfterSeconds` (inclusive range, spread so the refused

@@ -981,7 +981,7 @@ export const IngestBatch = T.Object({
   batch_id: T.String({ minLength: 8, maxLength: text.id }),
   /** When the cycle ran (epoch ms). */
   collected_at: epochMs,
-  /** The poll interval the cycle's deltas cover, in seconds. */
+  /** The seconds the cycle's deltas cover: the poll interval, or the time since the baseline's cycle when longer (after a gap). */
   interval_seconds: T.Number({ minimum: 0, maximum: MAX_POLL_INTERVAL_SECONDS }),
   agent_version: T.String({ maxLength: text.id }),
   database: T.Object({

@@ -899,6 +899,16 @@ async function findingsOf(v: Variant, engine: 'postgres' | 'clickhouse'): Promis
     if (res.status !== 200) throw new Error(`${v.name}: ingest ${res.status} ${JSON.stringify(res.body).slice(0, 300)}`)
     id = res.body.database_id
   }
+  // The agent's clock a minute ahead (agent_clock_skew): one batch of the header only, dated so.
+  const { database, agent_version } = batches[0]!
+  const header = { batch_id: crypto.randomUUID(), collected_at: now + 60_000, interval_seconds: 10, agent_version }
+  // (without a version: the database's stays as the batches left it)
+  const ahead = await server.store.ingest(
+    account.orgId,
+    { ...header, database: { ...database, engine_version: undefined } },
+    Date.now(),
+  )
+  if (ahead.kind !== 'applied') throw new Error(`${v.name}: ingest ${ahead.kind}`)
   const deps = { store: server.store, log: silent, doctorThresholds: ONE_EACH }
   const db = (await server.store.getDatabase(account.orgId, id))!
   const diagnosis = await diagnose(deps, db, Date.now())
@@ -969,6 +979,9 @@ const NOT_SQL = [
   'free',
   'ps',
   'pg_isready',
+  'timedatectl',
+  'chronyc',
+  'sudo',
 ]
 const isSql = (command: string) => !NOT_SQL.includes(command.split(' ')[0]!) && !command.startsWith('#/')
 

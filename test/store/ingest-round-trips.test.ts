@@ -248,17 +248,17 @@ describe.each(storeKinds)('ingest in a few round trips (%s store)', (kind: Store
     // families of the hour), planned for the database's id of the batch before; the writes (query_texts
     // when due, query_stats, table_stats, latest_tables, index_stats, latest_indexes, the minute's count
     // of the tables and indexes sections, wait_stats, metric_counters, metric_gauges, internals_latest,
-    // snapshots, the session history's snapshot, lock chains and their members, and the database's
-    // last_seen_at) with COMMIT; the events' reads (the baseline, the latest tables' and indexes' names)
+    // snapshots, the agent's clock offset, the session history's snapshot, lock chains and their
+    // members, and the database's last_seen_at) with COMMIT; the events' reads (the baseline, the latest tables' and indexes' names)
     // and the baseline's upsert (events/events.ts): 4 more.
-    expect(steady).toEqual({ statements: 31, exchanges: 2 })
+    expect(steady).toEqual({ statements: 32, exchanges: 2 })
     // + the texts of its 1,800 statements not seen before: one statement, as for 200; + the events of the
     // 800 tables and 1,300 indexes it reports first: one statement.
-    expect(large).toEqual({ statements: 33, exchanges: 2 })
+    expect(large).toEqual({ statements: 34, exchanges: 2 })
     // + the texts (10 minutes on) + the 10-minute rollup and the marks, in the same exchange; + one DELETE
     // each for the 900 tables and 1,400 indexes it no longer reports; + their events, one statement; + the
     // agent's silence of nearly 10 minutes since the batch before (availability/writes.ts), one statement.
-    expect(rolling).toEqual({ statements: 38, exchanges: 2 })
+    expect(rolling).toEqual({ statements: 39, exchanges: 2 })
   })
 
   test('a database deleted and registered again under its name gets the next batch under its new id', async () => {
@@ -299,7 +299,7 @@ describe.each(storeKinds)('ingest in a few round trips (%s store)', (kind: Store
          AND table_name IN ('query_texts', 'query_stats', 'explain_plans', 'snapshots', 'table_stats', 'index_stats', 'latest_tables',
            'latest_indexes', 'wait_stats', 'replication_lag', 'replication_slot_lag', 'metric_counters', 'metric_gauges',
            'internals_latest', 'clickhouse_latest', 'events', 'session_snapshots', 'lock_chains', 'lock_chain_members', 'log_entries', 'log_counts',
-           'custom_metrics', 'custom_metric_series')
+           'custom_metrics', 'custom_metric_series', 'agent_clocks')
        ORDER BY column_name, data_type`,
       [Object.keys(INGEST_COLUMN_TYPES)],
     )

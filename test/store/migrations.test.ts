@@ -69,6 +69,7 @@ const RELEASED: Record<number, string> = {
   23: '5a68679f3fee55fd5366d41b83de1485432baf4071741c515c17ef94fc898749',
   24: '6a6ec2c40c1e8e7c6f7ad8ec3971e77ab0d027453af51eae71eadfcb920b3e18',
   25: '8ca6d5b6aeef3d508142b206573cb719246fba1ee04a661c87e0a0f632acc709',
+  26: '9e8bc4e412641dc64beb0f568c049d29877ae7a969d479c96318d7bbc1b3af44',
 }
 
 const checksum = (m: Migration) =>

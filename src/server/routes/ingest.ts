@@ -17,6 +17,7 @@ import { badRequest, conflict, forbidden } from '../http-error.ts'
 import { ingestBatchResults, serverMetrics } from '../metrics.ts'
 import { fieldLimits, ingestClockSkewMs, unknownIngestFields, unverifiedDatabaseLimit } from '../limits.ts'
 import { stripUnknownFields } from '../unknown-fields.ts'
+import { batchAgeMs } from '../batch-age.ts'
 import { IngestResult } from '../../shared/api/ingest.ts'
 import { errorAnswers } from '../openapi.ts'
 import { WIRE_VERSION, WIRE_VERSION_HEADER } from '../../shared/wire-contract.ts'
@@ -45,7 +46,7 @@ export function ingestRoutes(deps: Deps) {
     })
     .post(
       INGEST_PATH,
-      async ({ principal, body: received }): Promise<IngestResponse> => {
+      async ({ principal, body: received, request }): Promise<IngestResponse> => {
         const { value: body, paths, more } = stripUnknownFields(IngestBatch, received, unknownIngestFields)
         if (paths.length > 0 && log.enabled('debug')) {
           log.debug('ingest: unknown fields ignored', {
@@ -76,6 +77,7 @@ export function ingestRoutes(deps: Deps) {
           body,
           clock(),
           org?.verified ? undefined : unverifiedDatabaseLimit,
+          batchAgeMs(request.headers),
         )
         if (result.kind === 'limit') {
           throw forbidden(

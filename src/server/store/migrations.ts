@@ -43,6 +43,7 @@ import { migration as alertRouting } from './migrations/0022-alert-routing.ts'
 import { migration as customMetrics } from './migrations/0023-custom-metrics.ts'
 import { migration as diagnoses } from './migrations/0024-diagnoses.ts'
 import { migration as databaseThresholds } from './migrations/0025-database-thresholds.ts'
+import { migration as agentClocks } from './migrations/0026-agent-clocks.ts'
 import { baseline } from './migrations/baseline-0010.ts'
 import type { Migration } from './migrations/migration.ts'
 import { join, sql } from './sql.ts'
@@ -75,6 +76,7 @@ export const migrations: Migration[] = [
   customMetrics,
   diagnoses,
   databaseThresholds,
+  agentClocks,
 ]
 
 export const latestVersion = migrations.reduce((max, m) => Math.max(max, m.version), 0)

@@ -1,5 +1,16 @@
 // Sections kept as their latest snapshot only, one row per database and kind in `snapshots`: written
-// with each batch that carries them (a late batch never replaces a newer one), read whole.
+// with each batch that carries them, read whole.
+// Which snapshot is the latest is decided by the server's clock, never the agent's: each row keeps
+// received_at, the batch's receipt time less the age its agent says it has (X-Dbm-Batch-Age, sent with a
+// batch from the agent's buffer; absent on a current batch: 0), and a batch replaces a row only when its
+// received_at is not earlier. So the snapshot received last wins whatever the agent's clock says (one
+// running 9 minutes ahead used to date its snapshot in the future, and every correct one sent after it
+// was refused until the clock caught up), while a batch delivered late from the buffer still never
+// replaces a newer one: its age takes it back to when it was collected, before the current batches
+// sent since. The age is in whole seconds, counted from when the batch was buffered (just after its
+// cycle), so two cycles of one agent keep their order as long as they are more than a second apart
+// (the poll interval is at least one second, ten by default). `ts` stays the agent's collected_at: the
+// time the readers show, on the clock of the entries' own times.
 import type { IngestBatch } from '../../shared/wire.ts'
 import type { SqlDriver } from './driver.ts'
 import type { Writes } from './ingest/batch.ts'
@@ -39,21 +50,38 @@ export async function latestSnapshot(
   return row ? { ts: Number(row.ts), payload: JSON.parse(row.payload) } : undefined
 }
 
-/** The batch's snapshot sections; a batch delivered late (from the agent's buffer) never replaces a newer snapshot. */
-export function applySnapshots(writes: Writes, databaseId: string, batch: IngestBatch): void {
+/**
+ * Upserts latest-snapshot rows (kind, payload JSON) of a batch collected at `collectedAt` (the agent's
+ * clock) and received at `receivedAt` (the server's clock, less the batch's age): a row is replaced only
+ * by one received no earlier (the header comment says why). Rows written before received_at existed
+ * (NULL) are replaced by any.
+ */
+export function upsertSnapshots(
+  writes: Writes,
+  databaseId: string,
+  collectedAt: number,
+  receivedAt: number,
+  rows: readonly (readonly [kind: string, payload: string])[],
+): void {
   writes.upsert(
     'snapshots',
-    ['database_id', 'kind', 'ts', 'payload'],
-    SNAPSHOT_KINDS.filter((kind) => batch[kind] !== undefined).map((kind) => [
-      databaseId,
-      kind,
-      batch.collected_at,
-      JSON.stringify(batch[kind]),
-    ]),
+    ['database_id', 'kind', 'ts', 'received_at', 'payload'],
+    rows.map(([kind, payload]) => [databaseId, kind, collectedAt, receivedAt, payload]),
     {
       key: ['database_id', 'kind'],
-      update: { ts: 'excluded.ts', payload: 'excluded.payload' },
-      onlyIf: 'excluded.ts >= snapshots.ts',
+      update: { ts: 'excluded.ts', received_at: 'excluded.received_at', payload: 'excluded.payload' },
+      onlyIf: 'snapshots.received_at IS NULL OR excluded.received_at >= snapshots.received_at',
     },
+  )
+}
+
+/** The batch's snapshot sections; one received earlier than the stored one (a late batch from the agent's buffer) never replaces it. */
+export function applySnapshots(writes: Writes, databaseId: string, batch: IngestBatch, receivedAt: number): void {
+  upsertSnapshots(
+    writes,
+    databaseId,
+    batch.collected_at,
+    receivedAt,
+    SNAPSHOT_KINDS.filter((kind) => batch[kind] !== undefined).map((kind) => [kind, JSON.stringify(batch[kind])]),
   )
 }

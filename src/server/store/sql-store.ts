@@ -33,6 +33,8 @@ import type { LogEventReads } from './logs/types.ts'
 import { logEventReads } from './logs/reads.ts'
 import { type AvailabilityReads, isReportOnly } from './availability/types.ts'
 import { availabilityReads } from './availability/reads.ts'
+import { agentClockReads } from './agent-clock/reads.ts'
+import type { AgentClockReads } from './agent-clock/types.ts'
 import type { ObjectReads } from './objects/types.ts'
 import { objectReads } from './objects/reads.ts'
 import { latestSettings, listEvents } from './events/events.ts'
@@ -73,6 +75,7 @@ export class SqlStore implements Store {
   readonly logEvents: LogEventReads
   readonly serverChanges: ServerChangeReads
   readonly databaseAvailability: AvailabilityReads
+  readonly agentClocks: AgentClockReads
   readonly clickhouse: ClickHouseReads
   readonly host: HostReads
   readonly serverSettings: ServerSettingsReads
@@ -129,6 +132,7 @@ export class SqlStore implements Store {
     this.logEvents = logEventReads(driver)
     this.serverChanges = serverChangeReads(driver)
     this.databaseAvailability = availabilityReads(driver)
+    this.agentClocks = agentClockReads(driver)
     this.clickhouse = clickhouseReads(driver)
     this.host = new SqlHostReads(driver)
     this.serverSettings = new SqlServerSettingsReads(driver)
@@ -315,7 +319,7 @@ export class SqlStore implements Store {
 
   // ---- telemetry ----
 
-  async ingest(orgId: string, batch: IngestBatch, now: number, limit?: number): Promise<IngestResult> {
+  async ingest(orgId: string, batch: IngestBatch, now: number, limit?: number, ageMs = 0): Promise<IngestResult> {
     let effects: IngestEffects | undefined
     const named = `${orgId}\n${batch.database.name}`
     const result = await this.driver.transaction(async (tx): Promise<IngestResult> => {
@@ -324,7 +328,8 @@ export class SqlStore implements Store {
       // used when the row found has that id, else planned and sent again. The record is inserted only for
       // a registered database of the batch's engine; one not registered yet is recorded after registering.
       const guess = this.ingestIds.get(named)
-      const guessed = guess === undefined ? undefined : planBatch(tx.sqlDialect, guess, batch, this.knownTexts, now)
+      const guessed =
+        guess === undefined ? undefined : planBatch(tx.sqlDialect, guess, batch, this.knownTexts, now, ageMs)
       const first = [
         { sql: 'SELECT * FROM databases WHERE org_id = $1 AND name = $2', params: [orgId, batch.database.name] },
         {
@@ -361,7 +366,7 @@ export class SqlStore implements Store {
       this.ingestIds.set(named, database.id)
       let plan = guess === database.id ? guessed : undefined
       if (!plan) {
-        plan = planBatch(tx.sqlDialect, database.id, batch, this.knownTexts, now)
+        plan = planBatch(tx.sqlDialect, database.id, batch, this.knownTexts, now, ageMs)
         await plan.reads.send(tx)
       }
       // The database's last_seen_at goes with the batch's writes, the transaction's last statements (one

@@ -2,6 +2,7 @@ import type { IngestBatch } from '../../shared/wire.ts'
 import type { StoreReachability } from './reachability.ts'
 import type { StoreWriteFaults } from './write-faults.ts'
 import type { AvailabilityReads } from './availability/types.ts'
+import type { AgentClockReads } from './agent-clock/types.ts'
 import type { ActionStore } from './actions/types.ts'
 import type { ApiKeyStore } from './accounts/api-keys.ts'
 import type { ClickHouseReads } from './clickhouse/types.ts'
@@ -87,6 +88,8 @@ export interface Store extends ApiKeyStore, AccountReads, AccountWrites, Databas
   readonly internals: InternalsReads
   /** Whether each database answers its agent: its state, outages and agent silences (availability/; ingest writes them in planBatch). */
   readonly databaseAvailability: AvailabilityReads
+  /** How far each database's agent's clock is from the server's, as ingest measured it (agent-clock/). */
+  readonly agentClocks: AgentClockReads
   /** Reads of the server log's entries and their counts (logs/; ingest writes them in planBatch). */
   readonly logEvents: LogEventReads
   /** Reads of the server's restarts, version and setting changes, and its start (events/server-changes.ts; ingest derives them in events/events.ts). */
@@ -119,9 +122,11 @@ export interface Store extends ApiKeyStore, AccountReads, AccountWrites, Databas
   // telemetry
   /**
    * Applies an agent's batch once: maps it to the organization's database of that name (registering
-   * it, within `limit` when given), skips a batch_id already applied, records last_seen_at.
+   * it, within `limit` when given), skips a batch_id already applied, records last_seen_at. `now`: its
+   * receipt time; `ageMs`: how long before that the agent says it collected it (X-Dbm-Batch-Age, a batch
+   * from its buffer; 0: current), which orders the latest snapshots and measures the agent's clock.
    */
-  ingest(orgId: string, batch: IngestBatch, now: number, limit?: number): Promise<IngestResult>
+  ingest(orgId: string, batch: IngestBatch, now: number, limit?: number, ageMs?: number): Promise<IngestResult>
   listQueryStats(databaseId: string, window: Window, sort: QuerySort, limit: number): Promise<QueryStatsRow[]>
   queryDetail(databaseId: string, hash: string, window: Window): Promise<QueryDetail | undefined>
   latestSnapshot(databaseId: string, kind: SnapshotKind): Promise<{ ts: number; payload: unknown } | undefined>

@@ -43,6 +43,9 @@ export interface HostReads {
 }
 
 export interface HostWrites {
-  /** The writes of a batch's host section (nothing when it has none). */
-  applyHost(writes: Writes, databaseId: string, batch: IngestBatch): void
+  /**
+   * The writes of a batch's host section (nothing when it has none). `receivedAt`: the batch's receipt
+   * time less its age, on the server's clock, which orders the latest snapshots (snapshots.ts).
+   */
+  applyHost(writes: Writes, databaseId: string, batch: IngestBatch, receivedAt: number): void
 }

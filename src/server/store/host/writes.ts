@@ -3,6 +3,7 @@
 import type { HostStatus } from '../../../shared/wire.ts'
 import type { MetricValue } from '../internals/types.ts'
 import { writeMetrics } from '../internals/writes.ts'
+import { upsertSnapshots } from '../snapshots.ts'
 import { FILESYSTEM_GAUGE_KEYS, type HostWrites, filesystemSubject } from './types.ts'
 
 const isNumber = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v)
@@ -27,19 +28,10 @@ export function hostGauges(status: HostStatus): MetricValue[] {
 }
 
 export const hostWrites: HostWrites = {
-  applyHost(writes, databaseId, batch) {
+  applyHost(writes, databaseId, batch, receivedAt) {
     const status = batch.host
     if (!status) return
-    writes.upsert(
-      'snapshots',
-      ['database_id', 'kind', 'ts', 'payload'],
-      [[databaseId, 'host', batch.collected_at, JSON.stringify(status)]],
-      {
-        key: ['database_id', 'kind'],
-        update: { ts: 'excluded.ts', payload: 'excluded.payload' },
-        onlyIf: 'excluded.ts >= snapshots.ts',
-      },
-    )
+    upsertSnapshots(writes, databaseId, batch.collected_at, receivedAt, [['host', JSON.stringify(status)]])
     writeMetrics(writes, databaseId, batch.collected_at, [], hostGauges(status))
   },
 }

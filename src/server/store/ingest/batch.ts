@@ -35,6 +35,10 @@ export const INGEST_COLUMN_TYPES: Readonly<
   ts: 'bigint',
   kind: 'text',
   payload: 'text',
+  // snapshots (snapshots.ts), agent_clocks (agent-clock/writes.ts)
+  received_at: 'bigint',
+  offset_ms: 'bigint',
+  measured_at: 'bigint',
   interval_seconds: 'double precision',
   // query_texts, explain_plans
   query_hash: 'text',

@@ -6,7 +6,8 @@
 // and 1-hour buckets at once; plans to statements/plans.ts; the latest-only sections to snapshots.ts, and
 // activity and locks also to their history (sessions/writes.ts); the events it makes to events/events.ts;
 // the server log's entries and counts to logs/writes.ts; the database's availability (its outages) to
-// availability/writes.ts; the settings' details to server-settings/writes.ts; custom metrics to custom-metrics/writes.ts.
+// availability/writes.ts; the settings' details to server-settings/writes.ts; custom metrics to custom-metrics/writes.ts;
+// the agent's clock offset to agent-clock/writes.ts.
 import type { IngestBatch } from '../../../shared/wire.ts'
 import type { SqlDialect } from '../dialect.ts'
 import type { SqlDriver } from '../driver.ts'
@@ -24,6 +25,7 @@ import { applySessionHistory } from '../sessions/writes.ts'
 import { planRollup } from '../rollups/rollups.ts'
 import { serverSettingsWrites } from '../server-settings/writes.ts'
 import { applySnapshots } from '../snapshots.ts'
+import { applyAgentClock } from '../agent-clock/writes.ts'
 import { type IngestEffects, type KnownTexts, applyQueryStats } from '../statements/writes.ts'
 import { Reads, Writes } from './batch.ts'
 import type { RegisteredDatabase } from '../databases/types.ts'
@@ -47,7 +49,9 @@ export interface PlannedBatch {
 
 /**
  * Plans every section of the batch that this server version stores, for the database `databaseId`:
- * registers the reads (nothing is sent; a plan whose reads are never sent is simply dropped).
+ * registers the reads (nothing is sent; a plan whose reads are never sent is simply dropped). `now`:
+ * the server's time of receipt; `ageMs`: how long ago the agent says it collected the batch (from its
+ * buffer; 0 for a current batch).
  */
 export function planBatch(
   sqlDialect: SqlDialect,
@@ -55,11 +59,23 @@ export function planBatch(
   batch: IngestBatch,
   known?: KnownTexts,
   now = Date.now(),
+  ageMs = 0,
 ): PlannedBatch {
+  // When the batch's cycle ran, on the server's clock: orders the latest snapshots (snapshots.ts) and
+  // measures the agent's clock (agent-clock/types.ts).
+  const receivedAt = now - ageMs
   const effects: IngestEffects = { closedHoursChanged: false, texts: [], textsAt: 0 }
   const reads = new Reads()
   const writeQueryStats = batch.query_stats
-    ? applyQueryStats(sqlDialect, databaseId, batch.collected_at, batch.query_stats, known, effects)
+    ? applyQueryStats(
+        sqlDialect,
+        databaseId,
+        batch.collected_at,
+        batch.interval_seconds,
+        batch.query_stats,
+        known,
+        effects,
+      )
     : undefined
   // Rolled up by the batches that carry statements, tables or indexes (before the reads of the sections).
   const rolls = writeQueryStats !== undefined || batch.tables !== undefined || batch.indexes !== undefined
@@ -81,8 +97,9 @@ export function planBatch(
       writeObjects(writes, rolled?.marks)
       writeInternals(writes)
       applyClickHouse(writes, databaseId, batch)
-      applySnapshots(writes, databaseId, batch)
-      hostWrites.applyHost(writes, databaseId, batch)
+      applySnapshots(writes, databaseId, batch, receivedAt)
+      hostWrites.applyHost(writes, databaseId, batch, receivedAt)
+      applyAgentClock(writes, databaseId, batch.collected_at, receivedAt, now)
       serverSettingsWrites.applySettingDetails(writes, databaseId, batch)
       writeEvents(writes, database)
       writeAvailability(writes, database, now)

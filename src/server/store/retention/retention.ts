@@ -87,6 +87,7 @@ export const KEPT_WITH_DATABASE: readonly string[] = [
   'diagnoses',
   'event_baselines',
   'database_availability',
+  'agent_clocks',
   'server_settings',
   'action_listeners',
   'custom_metrics',

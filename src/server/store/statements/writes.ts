@@ -1,5 +1,6 @@
-// Statement statistics at ingest: a batch's query_stats deltas summed per statement into its minute
-// bucket of query_stats (and the coarser buckets already rolled up past it, for a late batch), the
+// Statement statistics at ingest: a batch's query_stats deltas summed per statement into the minute
+// buckets of query_stats its interval covers (spread.ts: its own minute unless it covers more than
+// one, after a gap) and the coarser buckets already rolled up past them (a late batch), the
 // statements' texts in query_texts (rewritten once per TEXT_REFRESH_MS, KnownTexts), all in the
 // ingest's transaction, after the rollups that the batch's time closes (planRollup, rollups/rollups.ts).
 import { STATEMENT_COUNTERS as QUERY_COUNTER_KEYS, STATEMENT_DURATIONS } from '../../../shared/families.ts'
@@ -9,6 +10,7 @@ import { type BatchRollup, SPAN_MS } from '../rollups/rollups.ts'
 import { int64Counter, saturatingAdd } from '../sums.ts'
 import type { Writes } from '../ingest/batch.ts'
 import { HOUR_MS, MINUTE_MS, floorTo } from '../window.ts'
+import { shareOf, spreadOverMinutes } from '../spread.ts'
 
 const QUERY_COUNTERS = QUERY_COUNTER_KEYS
 
@@ -112,13 +114,14 @@ export interface IngestEffects {
 }
 
 /**
- * Adds the batch's statements to `writes`, after its rollup (planRollup): texts, then the batch's
- * minute rows (and those of the coarser buckets already rolled up past it, for a late batch).
+ * Adds the batch's statements to `writes`, after its rollup (planRollup): texts, then the minute rows
+ * of the interval the deltas cover (and those of the coarser buckets already rolled up past them).
  */
 export function applyQueryStats(
   dialect: SqlDialect,
   databaseId: string,
   collectedAt: number,
+  intervalSeconds: number,
   rows: QueryStatDelta[],
   known: KnownTexts | undefined,
   effects: IngestEffects,
@@ -143,18 +146,39 @@ export function applyQueryStats(
       effects.textsAt = collectedAt
     }
 
-    // The spans and hours that closed before this batch are rolled up already (planRollup): the batch
-    // lands in its minute bucket, and also in the coarser buckets whose level was rolled up past it (a late batch).
+    // The deltas cover the batch's interval: each minute of it gets its share (spread.ts; one minute,
+    // the batch's own, for an interval of a minute or less). The spans and hours that closed before this
+    // batch are rolled up already (planRollup): a minute also lands in the coarser buckets whose level
+    // was rolled up past it (a late batch, or the early minutes of a long interval), each such bucket
+    // taking the shares of its minutes at once (one row per key in an upsert).
+    const spread = spreadOverMinutes(collectedAt, intervalSeconds)
     const statRows: unknown[][] = []
-    for (const e of merged.values()) statRows.push(e.row)
+    const last = spread.buckets.length - 1
+    const rowOf = (row: unknown[], resolution: number, bucket: number, from: number, to: number) => {
+      const out = [databaseId, resolution / 1000, bucket, row[3]]
+      for (let i = 0; i < QUERY_COUNTERS.length; i++)
+        out.push(shareOf(row[COUNTERS_AT + i] as number, spread, from, to, INTEGER_COUNTER[i]!))
+      out.push(row[P99_AT])
+      return out
+    }
+    for (const e of merged.values()) {
+      if (last === 0) statRows.push(e.row)
+      else for (let k = 0; k <= last; k++) statRows.push(rowOf(e.row, MINUTE_MS, spread.buckets[k]!, k, k))
+    }
     for (const [resolution, mark] of [
       [SPAN_MS, marks.spans],
       [HOUR_MS, marks.hours],
     ] as const) {
-      if (floorTo(collectedAt, resolution) >= mark) continue
-      for (const e of merged.values())
-        statRows.push([databaseId, resolution / 1000, floorTo(collectedAt, resolution), ...e.row.slice(3)])
-      if (resolution === HOUR_MS) effects.closedHoursChanged = true
+      for (let from = 0; from <= last; ) {
+        const bucket = floorTo(spread.buckets[from]!, resolution)
+        let to = from
+        while (to < last && floorTo(spread.buckets[to + 1]!, resolution) === bucket) to++
+        if (bucket < mark) {
+          for (const e of merged.values()) statRows.push(rowOf(e.row, resolution, bucket, from, to))
+          if (resolution === HOUR_MS) effects.closedHoursChanged = true
+        }
+        from = to + 1
+      }
     }
     writes.upsert('query_stats', QUERY_STAT_COLUMNS, statRows, {
       key: QUERY_STAT_KEY,
