@@ -2,6 +2,7 @@
 // response, each batch applied once, exact sums over windows that mix hourly and minute buckets.
 import { describe, expect, test } from 'bun:test'
 import type { IngestBatch } from '../../src/shared/wire.ts'
+import { BATCH_AGE_HEADER } from '../../src/shared/ingest-path.ts'
 import { HOUR, agentSession, iso, pgBatch } from '../support/batches.ts'
 import { createApiKey, signup, storeKinds } from '../support/server.ts'
 
@@ -372,7 +373,13 @@ for (const kind of storeKinds) {
       })
       const now = Date.now()
       const newer = await ingest(batch('late', now, [], { activity: [active(2)] }))
-      await ingest(batch('late', now - 60_000, [], { activity: [active(1)] }))
+      // As the agent sends a batch from its buffer: with its age, which dates it on the server's clock.
+      const late = await session.server.call('POST', '/api/v1/ingest', {
+        apiKey: session.key,
+        body: batch('late', now - 60_000, [], { activity: [active(1)] }),
+        headers: { [BATCH_AGE_HEADER]: '60' },
+      })
+      expect(late.status).toBe(200)
       const list = await session.server.call('GET', `/api/v1/databases/${newer.body.database_id}/active`, {
         apiKey: session.key,
       })
