@@ -6,7 +6,6 @@
 // server's figures for DBM_METRICS_TOKEN, an organization's own for its key), the dashboard's files, and
 // the route modules. `dbm serve` and the tests both build the app through createApp, so tests exercise
 // exactly what runs in production.
-import type { ValueError } from '@sinclair/typebox/errors'
 import { type AnyElysia, Elysia, type ValidationError } from 'elysia'
 import { authenticate, checkOrigin } from './auth/principal.ts'
 import { type Deps, clientAddress } from './context.ts'
@@ -48,6 +47,7 @@ import { metricsRoute } from './routes/metrics.ts'
 import { dashboardRoutes } from './web/dashboard.ts'
 import { acceptInvitePage, resetPasswordPage } from './web/reset-password.ts'
 import { withSecurityHeaders } from './web/security-headers.ts'
+import { validationMessage } from './validation-message.ts'
 import { apiDocsRoutes } from './web/api-docs.ts'
 import { Healthz, HealthzUnavailable } from '../shared/api/health.ts'
 import dashboard from '../web/index.html'
@@ -77,28 +77,6 @@ function headSize(request: Request): number {
     size += name.length + value.length + 4
   })
   return size
-}
-
-/**
- * The error that names the field: a union's own error names the union (`tables.0.delta`), the error of
- * its member that failed deeper (`tables.0.delta.seq_scan`) names the field within it.
- */
-function innermost(issue: ValueError): ValueError {
-  for (const member of issue.errors ?? []) {
-    const first = member.First()
-    if (first && first.path.length > issue.path.length) return innermost(first)
-  }
-  return issue
-}
-
-/** A validation failure as one sentence naming the field. */
-function validationMessage(error: ValidationError): string {
-  if (typeof error.customError === 'string') return error.customError
-  const issue = error.valueError && innermost(error.valueError)
-  const field = (issue?.path ?? '').replace(/^\//, '').replaceAll('/', '.')
-  if (issue?.message === 'Unexpected property') return `unknown field: ${field}`
-  if (!field) return error.type === 'body' ? 'request body must be a JSON object' : `invalid ${error.type}`
-  return `invalid ${field}: ${issue?.message ?? 'unexpected value'}`
 }
 
 /**
