@@ -12,7 +12,7 @@ import { type Deps, clientAddress } from './context.ts'
 import { healthz, signupGate } from './healthz.ts'
 import { HttpError, tooManyRequests } from './http-error.ts'
 import { IngestAdmission, countUnauthenticated } from './ingest-admission.ts'
-import { parseJsonBody, tooLarge } from './json-body.ts'
+import { parseJsonBody, readBodyBytes, tooLarge } from './json-body.ts'
 import { rateLimitSubject } from './rate-limit-address.ts'
 import { type RateLimitedEndpoint, authRateLimits, bodyLimits, headerLimits } from './limits.ts'
 import { alertRoutes } from './routes/alerts.ts'
@@ -157,8 +157,12 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
     .onParse(async ({ request }) => {
       if (canonicalPath(new URL(request.url).pathname) !== INGEST_PATH)
         return parseJsonBody(request, bodyLimits.default)
-      // An ingest's body must arrive within the admission's time (408 after it, its place freed).
-      return admission.readBody(request, parseJsonBody(request, bodyLimits.ingest))
+      // An ingest's body must arrive within the admission's time (408 after it, its place freed). Its
+      // bytes go to the route unparsed: the ingest writer parses them off the event loop (routes/ingest.ts).
+      return admission.readBody(
+        request,
+        readBodyBytes(request, bodyLimits.ingest).then((bytes) => bytes ?? new ArrayBuffer(0)),
+      )
     })
     .onError(({ code, error, set, request }) => {
       let failure: HttpError
