@@ -26,6 +26,8 @@ export interface IngestWriter {
   readonly running: boolean
   /** Applies the batch of the organization `orgId` from its body's bytes (given away: transferred). */
   ingest(orgId: string, body: ArrayBuffer, ageMs?: number): Promise<IngestOutcome>
+  /** Batches sent to the thread and not answered yet. */
+  readonly inFlight: number
   /** Threads started after one died or hung (tests; the log says each). */
   readonly restarts: number
   /** The thread in use now (tests end it to check that no batch is lost). */
@@ -221,6 +223,11 @@ export async function startIngestWriter(options: {
     },
     get restarts() {
       return restarts
+    },
+    get inFlight() {
+      let n = 0
+      for (const [, p] of pending) if (p.sentAt !== undefined) n++
+      return n
     },
     get worker() {
       return worker
