@@ -82,6 +82,13 @@ async function open(m: WriterOpen) {
 
 const answer = (m: WriterAnswer) => postMessage(m)
 
+/** SQLITE_BUSY: the write lock stayed taken past busy_timeout. */
+function isBusy(e: unknown, depth = 0): boolean {
+  if (typeof e !== 'object' || e === null || depth > 4) return false
+  const { code, cause } = e as { code?: unknown; cause?: unknown }
+  return (typeof code === 'string' && code.startsWith('SQLITE_BUSY')) || isBusy(cause, depth + 1)
+}
+
 async function ingest(m: WriterIngest) {
   try {
     if (!store) throw new Error('the ingest writer has no store')
@@ -91,7 +98,15 @@ async function ingest(m: WriterIngest) {
     answer({ kind: 'ingested', id: m.id, outcome: await applyIngest(ctx, m.orgId, m.body, m.ageMs) })
   } catch (e) {
     if (e instanceof HttpError) answer({ kind: 'refused', id: m.id, refusal: toRefusal(e) })
-    else {
+    else if (isBusy(e)) {
+      // The main thread's connection held the SQLite store's write lock past busy_timeout (a long
+      // retention pass): the batch was not applied, and is taken when sent again.
+      answer({
+        kind: 'refused',
+        id: m.id,
+        refusal: { status: 503, message: 'the store is busy; send the batch again', headers: { 'retry-after': '5' } },
+      })
+    } else {
       const error = e as Error & { sql?: string; code?: unknown }
       answer({
         kind: 'failed',
