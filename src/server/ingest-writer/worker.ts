@@ -7,6 +7,7 @@
 import { join } from 'node:path'
 import { type LogFields, type LogLevel, type Logger, logLevels } from '../../shared/log.ts'
 import { HttpError } from '../http-error.ts'
+import { storeFaultAnswer } from '../store-outages.ts'
 import { isStoreUnreachable } from '../store/reachability.ts'
 import { SqlStore } from '../store/sql-store.ts'
 import { SqliteDriver } from '../store/sqlite/driver.ts'
@@ -97,7 +98,10 @@ async function ingest(m: WriterIngest) {
     const ctx: ApplyContext = { store, clock: () => Date.now() + offset, log }
     answer({ kind: 'ingested', id: m.id, outcome: await applyIngest(ctx, m.orgId, m.body, m.ageMs) })
   } catch (e) {
-    if (e instanceof HttpError) answer({ kind: 'refused', id: m.id, refusal: toRefusal(e) })
+    // A fault of the store that passes (SQLITE_FULL, PostgreSQL's class 53...) or the store away: the
+    // app's 503 naming the cause (store-outages.ts), as when the route applied the batch itself.
+    const fault = e instanceof HttpError ? e : storeFaultAnswer(e)
+    if (fault) answer({ kind: 'refused', id: m.id, refusal: toRefusal(fault) })
     else if (isBusy(e)) {
       // The main thread's connection held the SQLite store's write lock past busy_timeout (a long
       // retention pass): the batch was not applied, and is taken when sent again.
