@@ -70,7 +70,8 @@ export async function compile(outfile: string, stamp: BuildStamp, target?: strin
     '--define',
     `DBM_BUILD_DATE=${JSON.stringify(stamp.date)}`,
   ]
-  // The diagnosis worker (src/server/doctor/worker.ts) is an entry point of its own: `new Worker(new URL(...))` finds it in the binary.
+  // The diagnosis worker (src/server/doctor/worker.ts) and the ingest writer (src/server/ingest-writer/worker.ts)
+  // are entry points of their own: `new Worker(new URL(...))` finds them in the binary.
   const args = [
     'build',
     '--compile',
@@ -79,6 +80,7 @@ export async function compile(outfile: string, stamp: BuildStamp, target?: strin
     ...defines,
     'src/cli.ts',
     'src/server/doctor/worker.ts',
+    'src/server/ingest-writer/worker.ts',
     '--outfile',
     outfile,
   ]

@@ -6,14 +6,13 @@
 // server's figures for DBM_METRICS_TOKEN, an organization's own for its key), the dashboard's files, and
 // the route modules. `dbm serve` and the tests both build the app through createApp, so tests exercise
 // exactly what runs in production.
-import type { ValueError } from '@sinclair/typebox/errors'
 import { type AnyElysia, Elysia, type ValidationError } from 'elysia'
 import { authenticate, checkOrigin } from './auth/principal.ts'
 import { type Deps, clientAddress } from './context.ts'
 import { healthz, signupGate } from './healthz.ts'
 import { HttpError, tooManyRequests } from './http-error.ts'
 import { IngestAdmission, countUnauthenticated } from './ingest-admission.ts'
-import { parseJsonBody, tooLarge } from './json-body.ts'
+import { parseJsonBody, readBodyBytes, tooLarge } from './json-body.ts'
 import { rateLimitSubject } from './rate-limit-address.ts'
 import { type RateLimitedEndpoint, authRateLimits, bodyLimits, headerLimits } from './limits.ts'
 import { alertRoutes } from './routes/alerts.ts'
@@ -48,6 +47,7 @@ import { metricsRoute } from './routes/metrics.ts'
 import { dashboardRoutes } from './web/dashboard.ts'
 import { acceptInvitePage, resetPasswordPage } from './web/reset-password.ts'
 import { withSecurityHeaders } from './web/security-headers.ts'
+import { validationMessage } from './validation-message.ts'
 import { apiDocsRoutes } from './web/api-docs.ts'
 import { Healthz, HealthzUnavailable } from '../shared/api/health.ts'
 import dashboard from '../web/index.html'
@@ -77,28 +77,6 @@ function headSize(request: Request): number {
     size += name.length + value.length + 4
   })
   return size
-}
-
-/**
- * The error that names the field: a union's own error names the union (`tables.0.delta`), the error of
- * its member that failed deeper (`tables.0.delta.seq_scan`) names the field within it.
- */
-function innermost(issue: ValueError): ValueError {
-  for (const member of issue.errors ?? []) {
-    const first = member.First()
-    if (first && first.path.length > issue.path.length) return innermost(first)
-  }
-  return issue
-}
-
-/** A validation failure as one sentence naming the field. */
-function validationMessage(error: ValidationError): string {
-  if (typeof error.customError === 'string') return error.customError
-  const issue = error.valueError && innermost(error.valueError)
-  const field = (issue?.path ?? '').replace(/^\//, '').replaceAll('/', '.')
-  if (issue?.message === 'Unexpected property') return `unknown field: ${field}`
-  if (!field) return error.type === 'body' ? 'request body must be a JSON object' : `invalid ${error.type}`
-  return `invalid ${field}: ${issue?.message ?? 'unexpected value'}`
 }
 
 /**
@@ -179,8 +157,12 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
     .onParse(async ({ request }) => {
       if (canonicalPath(new URL(request.url).pathname) !== INGEST_PATH)
         return parseJsonBody(request, bodyLimits.default)
-      // An ingest's body must arrive within the admission's time (408 after it, its place freed).
-      return admission.readBody(request, parseJsonBody(request, bodyLimits.ingest))
+      // An ingest's body must arrive within the admission's time (408 after it, its place freed). Its
+      // bytes go to the route unparsed: the ingest writer parses them off the event loop (routes/ingest.ts).
+      return admission.readBody(
+        request,
+        readBodyBytes(request, bodyLimits.ingest).then((bytes) => bytes ?? new ArrayBuffer(0)),
+      )
     })
     .onError(({ code, error, set, request }) => {
       let failure: HttpError

@@ -8,6 +8,7 @@ import type { WebhookPolicy } from './webhook-target.ts'
 import type { LoopLag } from './loop-lag.ts'
 import type { Diagnoser } from './doctor/diagnosis.ts'
 import type { IngestAdmission } from './ingest-admission.ts'
+import type { IngestWriter } from './ingest-writer/client.ts'
 
 export interface Deps {
   store: Store
@@ -43,6 +44,8 @@ export interface Deps {
   servingSince?: number
   /** The caps on ingests in flight (ingest-admission.ts); createApp makes one with the limits' table when absent. */
   ingestAdmission?: IngestAdmission
+  /** The ingest writer's thread (`dbm serve` starts one): batches are parsed and applied there; absent: in the route. */
+  ingestWriter?: IngestWriter
 }
 
 /**

@@ -66,7 +66,35 @@ async function readText(request: Request, limit: number): Promise<string | undef
 
 /** The request's JSON object body (`{}` when it has none), read under `limit` bytes; an HttpError when refused. */
 export async function parseJsonBody(request: Request, limit: number): Promise<object> {
-  const text = await readText(request, limit)
+  return parseJsonText(await readText(request, limit))
+}
+
+/**
+ * The body's bytes, undefined when it has none, refused with a 413 past `limit` as readText refuses it:
+ * the ingest's, handed to the ingest writer's thread unparsed (src/server/ingest-writer/).
+ */
+export async function readBodyBytes(request: Request, limit: number): Promise<ArrayBuffer | undefined> {
+  const declared = request.headers.get('content-length')
+  if (declared !== null) {
+    const length = Number(declared)
+    if (length > limit) throw tooLarge(limit)
+    return length === 0 ? undefined : request.arrayBuffer()
+  }
+  if (!request.body) return undefined
+  const chunks: Uint8Array[] = []
+  let size = 0
+  for await (const chunk of request.body) {
+    size += chunk.byteLength
+    if (size > limit) throw tooLarge(limit)
+    chunks.push(chunk)
+  }
+  if (size === 0) return undefined
+  const joined = Buffer.concat(chunks)
+  return joined.buffer.slice(joined.byteOffset, joined.byteOffset + joined.byteLength) as ArrayBuffer
+}
+
+/** `text` (undefined: no body) as the JSON object a body must be (`{}` when absent); an HttpError when refused. */
+export function parseJsonText(text: string | undefined): object {
   if (text === undefined) return {}
   let parsed: unknown
   try {

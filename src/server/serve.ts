@@ -9,7 +9,7 @@
 // before listen only the driver is opened and migrated. Any other request that arrives meanwhile waits
 // for the API and is then handled by it. Once built, the API takes the listener over (server.reload):
 // from then on every request, /healthz included, goes through the app alone. The health monitor, the
-// diagnosis worker and the SQLite store's checkpoint worker start after that (nothing checkpoints the
+// diagnosis worker, the ingest writer and the SQLite store's checkpoint worker start after that (nothing checkpoints the
 // WAL until then: what the first requests write waits in it for some tens of milliseconds). (The one
 // difference in that window: the listener does not apply the app's header size limit, so a /healthz
 // with more than 16 KiB of headers gets its 200 rather than the app's 431.)
@@ -309,11 +309,32 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
     const fetch = app.fetch as Fetch
     for (const s of servers) s.reload({ fetch: through(fetch) as never, websocket: websocket as never })
     await nextTurn()
-    const [{ createMonitor }, { startDiagnosisWorker }] = await Promise.all([
+    const [{ createMonitor }, { startDiagnosisWorker }, { startIngestWriter }] = await Promise.all([
       import('./monitor/index.ts'),
       import('./doctor/diagnosis-worker.ts'),
+      import('./ingest-writer/client.ts'),
     ])
     await nextTurn()
+    // Agent batches are parsed and applied in a thread of their own (ingest-writer/); until it has
+    // opened the store, and if it cannot, the route applies them itself.
+    const writer = startIngestWriter({
+      dataDir: config.dataDir,
+      databaseUrl: config.databaseUrl,
+      logLevel: config.logLevel,
+      log,
+      clock: deps.clock,
+    }).then(
+      (w) => {
+        Object.assign(deps, { ingestWriter: w })
+        return w
+      },
+      (e) => {
+        log.warn('no ingest writer; the ingest route applies batches on the main thread', {
+          cause: (e as Error).message,
+        })
+        return undefined
+      },
+    )
     const diagnoser = startDiagnosisWorker({
       dataDir: config.dataDir,
       databaseUrl: config.databaseUrl,
@@ -336,7 +357,7 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
     const monitor = createMonitor(deps, { retentionDays: config.retentionDays })
     monitor.start()
     opened.startCheckpoints()
-    return { fetch, deps, mailer, monitor, diagnoser }
+    return { fetch, deps, mailer, monitor, diagnoser, writer }
   })()
   api = started.then((s) => s.fetch)
 
@@ -359,6 +380,7 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
       if (parts) {
         await parts.monitor.stop()
         await (await parts.diagnoser)?.close()
+        await (await parts.writer)?.close()
         await parts.mailer.idle()
         parts.mailer.close()
       }

@@ -34,7 +34,7 @@ interface Target {
 }
 
 async function sourceTarget(kind: StoreKind): Promise<Target> {
-  const server = await startTestServer(kind)
+  const server = await startTestServer(kind, { ingestWriter: true })
   return { base: server.base, mailLink: (to) => server.mailLink(to, /verify/i), stop: () => server.stop() }
 }
 

@@ -143,7 +143,7 @@ function unknownFieldLines(logs: string[], batchId: string): string[] {
 
 for (const kind of storeKinds) {
   describe(`ingest from a newer agent (${kind})`, () => {
-    const session = agentSession(kind)
+    const session = agentSession(kind, { ingestWriter: true })
     const post = (batch: unknown) => session.server.call('POST', '/api/v1/ingest', { apiKey: session.key, body: batch })
 
     test('fields unknown at every level are accepted (200), stored nowhere, and named in one debug line', async () => {

@@ -28,7 +28,7 @@ function batch(
 
 for (const kind of storeKinds) {
   describe(`ingest and queries (${kind})`, () => {
-    const session = agentSession(kind)
+    const session = agentSession(kind, { ingestWriter: true })
     const ingest = (b: unknown) => session.server.call('POST', '/api/v1/ingest', { apiKey: session.key, body: b })
 
     test('the first batch registers the database and the response carries its settings', async () => {

@@ -6,6 +6,7 @@
 // synchronous), a pass over many databases lets a request through while it runs.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createMonitor } from '../../src/server/monitor/index.ts'
+import { TICK_MS, perTickShare } from '../../src/server/monitor/schedule.ts'
 import { pgBatch } from '../support/batches.ts'
 import { type TestServer, agentAccount, startTestServer, storeKinds } from '../support/server.ts'
 import { until } from '../support/wait.ts'
@@ -129,6 +130,28 @@ for (const kind of storeKinds) {
       // After the lease, the next pass takes it.
       expect((await monitor.runOnce(now + 61_000)).databases).toBe(12)
       expect((await evaluations()).get(ids[0]!)).toBe(now + 61_000)
+    })
+
+    test("a scheduled tick diagnoses at most its share: a start's first pass is spread over the minute", async () => {
+      server.advance(400_000)
+      server.freeze(true)
+      try {
+        const now = server.deps.clock()
+        const monitor = createMonitor(server.deps, { retentionDays: 30 })
+        // 12 databases, all due: a tick of 5 s in a minute takes max(4, 2 × 12 × 5 / 60) = 4 of them...
+        expect(perTickShare(12, TICK_MS, 60_000)).toBe(4)
+        const tick = (at: number) => monitor.runDue(at, at - 60_000 + TICK_MS, true)
+        expect((await tick(now)).databases).toBe(4)
+        // ...the least recently diagnosed first, so the next ticks take the others.
+        expect((await tick(now + TICK_MS)).databases).toBe(4)
+        expect((await tick(now + 2 * TICK_MS)).databases).toBe(4)
+        expect((await tick(now + 3 * TICK_MS)).databases).toBe(0)
+        expect(new Set((await evaluations()).values()).size).toBe(3)
+        // A pass that is not a tick's (runDue without spread, runOnce) still takes every database due.
+        expect((await monitor.runOnce(now + 4 * TICK_MS)).databases).toBe(12)
+      } finally {
+        server.freeze(false)
+      }
     })
 
     test('the scheduled monitor diagnoses each database once per interval, not once per tick', async () => {

@@ -5,7 +5,7 @@
 import { describe, expect, test } from 'bun:test'
 import { Kind, type TSchema } from '@sinclair/typebox'
 import { TypeCompiler } from '@sinclair/typebox/compiler'
-import { IngestBody } from '../../src/server/routes/ingest.ts'
+import { IngestBody } from '../../src/server/ingest-writer/apply.ts'
 import { stripUnknownFields } from '../../src/server/unknown-fields.ts'
 import { IngestBatch } from '../../src/shared/wire.ts'
 import { fullBatch } from '../support/full-batch.ts'

@@ -76,11 +76,11 @@ export const POSTGRES_INTERNALS_PATHS = [
  * A test server on a store of `kind` with a verified account and an API key, started before the
  * describe block's tests and stopped after them, and calls on it as that account's agent.
  */
-export function agentSession(kind: StoreKind) {
+export function agentSession(kind: StoreKind, options?: Parameters<typeof startTestServer>[1]) {
   let server: TestServer | undefined
   let key = ''
   beforeAll(async () => {
-    server = await startTestServer(kind)
+    server = await startTestServer(kind, options)
     key = (await agentAccount(server)).key
   })
   afterAll(async () => {

@@ -6,6 +6,7 @@ import { join } from 'node:path'
 import { createApp } from '../../src/server/app.ts'
 import { TokenService } from '../../src/server/auth/tokens.ts'
 import type { Deps } from '../../src/server/context.ts'
+import { startIngestWriter } from '../../src/server/ingest-writer/client.ts'
 import { createLogger } from '../../src/shared/log.ts'
 import { createMailer } from '../../src/server/mail.ts'
 import { openStore } from '../../src/server/store/open.ts'
@@ -85,6 +86,8 @@ export async function startTestServer(
     metricsToken?: string
     /** The caps on ingests in flight; absent: the limits' table. */
     ingestAdmission?: Deps['ingestAdmission']
+    /** Batches applied by the ingest writer's thread, as `dbm serve` does (its deadline shortened when given); absent: by the route. */
+    ingestWriter?: boolean | { deadlineMs?: number }
   } = {},
 ): Promise<TestServer> {
   const location = options.dataDir
@@ -110,6 +113,16 @@ export async function startTestServer(
     signup: options.signup,
     metricsToken: options.metricsToken,
     ingestAdmission: options.ingestAdmission,
+  }
+  if (options.ingestWriter) {
+    deps.ingestWriter = await startIngestWriter({
+      dataDir: location.dataDir,
+      databaseUrl: location.databaseUrl,
+      logLevel: 'debug',
+      log,
+      clock,
+      deadlineMs: options.ingestWriter === true ? undefined : options.ingestWriter.deadlineMs,
+    })
   }
   const app = createApp(deps).listen({ hostname: '127.0.0.1', port: options.port ?? 0 })
   const base = `http://127.0.0.1:${app.server!.port}`
@@ -161,6 +174,7 @@ export async function startTestServer(
     },
     async stop() {
       await app.stop(true)
+      await deps.ingestWriter?.close()
       await deps.mailer.idle()
       await store.close()
       location.cleanup()

@@ -37,7 +37,7 @@ export interface Monitor {
   /** One evaluation of every monitored database at `now`, then the due notifications. */
   runOnce(now?: number): Promise<EvaluationSummary>
   /** One evaluation of the monitored databases last diagnosed before `dueBefore` (what a scheduled tick does). */
-  runDue(now: number, dueBefore: number): Promise<EvaluationSummary>
+  runDue(now: number, dueBefore: number, spread?: boolean): Promise<EvaluationSummary>
   /** Retention and compaction at `now`. */
   runRetention(now?: number): Promise<RetentionSummary>
   /** Runs both on their schedule (evaluation first, retention with the first evaluation and then every retentionEveryMs). */
@@ -62,7 +62,7 @@ export function createMonitor(deps: Deps, options: MonitorOptions): Monitor {
   )
   return {
     runOnce: (now = deps.clock()) => schedule.pass(now),
-    runDue: (now, dueBefore) => schedule.pass(now, dueBefore),
+    runDue: (now, dueBefore, spread) => schedule.pass(now, dueBefore, spread),
     runRetention: (now = deps.clock()) => retention(now),
     start: schedule.start,
     stop: schedule.stop,

@@ -1,6 +1,7 @@
 // When the monitor works, and which process does: a pass diagnoses the monitored databases (sent data or
 // were registered in the last 7 days) least recently diagnosed first, one at a time with the event loop
-// free between them, then delivers the due notifications. The schedule wakes every few seconds (TICK_MS)
+// free between them, then delivers the due notifications. A scheduled tick takes at most its share of the
+// databases (perTickShare), so the first pass after a start, or a fleet's arrival, is spread over the minute. The schedule wakes every few seconds (TICK_MS)
 // and passes over the databases that are due (last diagnosed a minute ago or more, or whose agent reported
 // them down or up since); retention runs with the first tick and then every ten minutes. Each database's
 // evaluation is leased in database_health, so several `dbm serve` processes on one PostgreSQL store share
@@ -24,6 +25,14 @@ const diagnosisOutcomes = {
 export const TICK_MS = 5_000
 /** A process diagnosing a database holds it this long at most; another process may take it after. */
 const EVALUATION_LEASE_MS = 60_000
+
+/**
+ * The most databases one tick diagnoses: twice an even share of the minute's (so the ticks of a minute
+ * can diagnose every database twice over and a backlog clears within half a minute), at least 4.
+ */
+export function perTickShare(databases: number, tickMs: number, evaluateEveryMs: number): number {
+  return Math.max(4, Math.ceil((2 * databases * tickMs) / evaluateEveryMs))
+}
 
 export interface EvaluationSummary extends AppliedChanges {
   /** Databases diagnosed. */
@@ -50,8 +59,12 @@ export interface ScheduleSettings {
 }
 
 export interface Schedule {
-  /** One pass at `now`: every monitored database, or with `dueBefore` those last diagnosed before it; then the due notifications. */
-  pass(now: number, dueBefore?: number): Promise<EvaluationSummary>
+  /**
+   * One pass at `now`: every monitored database, or with `dueBefore` those last diagnosed before it; then
+   * the due notifications. `spread`: at most a tick's share of them (perTickShare), the least recently
+   * diagnosed first, as the scheduled ticks do.
+   */
+  pass(now: number, dueBefore?: number, spread?: boolean): Promise<EvaluationSummary>
   start(): void
   stop(): Promise<void>
 }
@@ -80,7 +93,7 @@ export function createSchedule(
    * event loop free between them; with `dueBefore`, only those last diagnosed before it. Then delivers
    * the notifications that are due.
    */
-  async function pass(now: number, dueBefore?: number): Promise<EvaluationSummary> {
+  async function pass(now: number, dueBefore?: number, spread = false): Promise<EvaluationSummary> {
     const summary: EvaluationSummary = {
       databases: 0,
       duration_ms: 0,
@@ -95,6 +108,10 @@ export function createSchedule(
     // The list is least recently diagnosed first: the first one's age is the oldest diagnosis's.
     const oldest = monitored[0]?.evaluated_at
     oldestDiagnosisMs = oldest === null || oldest === undefined ? 0 : Math.max(0, now - oldest)
+    // A tick diagnoses at most its share of the databases (those reported down or up excepted), so that
+    // when a fleet arrives (or the server starts) its first diagnoses are spread over the minute instead
+    // of one pass over every database at once, whose writes would show in the ingest tail.
+    let left = spread ? perTickShare(monitored.length, settings.tickMs, evaluateEveryMs) : Number.POSITIVE_INFINITY
     for (const m of monitored) {
       // A database that went down or came back since its diagnosis is due at once: its alert opens (or
       // resolves) within a tick of the agent's report, not at the next minute's pass. Ingest keeps
@@ -107,6 +124,7 @@ export function createSchedule(
         m.state_since > m.evaluated_at &&
         now - m.evaluated_at >= healthMonitorDefaults.changedFloorMs
       if (dueBefore !== undefined && m.evaluated_at !== null && m.evaluated_at >= dueBefore && !changed) continue
+      if (!changed && left <= 0) continue
       let claimed = false
       try {
         claimed = await health.claimEvaluation(
@@ -117,6 +135,7 @@ export function createSchedule(
           changed ? undefined : dueBefore,
         )
         if (claimed) {
+          if (!changed) left--
           const recorded = await jobs.evaluate(m, now, summary, lookups)
           // Recording the evaluation gives up the lease (a deleted database's row went with it).
           if (recorded) await health.recordDiagnosis(m.id, instance, recorded, now)
@@ -159,7 +178,7 @@ export function createSchedule(
     const now = deps.clock()
     try {
       // Due: last diagnosed at least a minute ago, less one tick (so each is diagnosed every 55 to 60 s).
-      const done = await pass(now, now - evaluateEveryMs + tickMs)
+      const done = await pass(now, now - evaluateEveryMs + tickMs, true)
       period.oldest_ms = Math.max(period.oldest_ms, oldestDiagnosisMs)
       period.databases += done.databases
       period.busy_ms += done.duration_ms

@@ -393,11 +393,16 @@ export class SqlStore implements Store {
     }, `dbm:ingest:${orgId}:${batch.database.name}`)
     // Caches learn what the batch wrote once it is committed (a rolled-back batch wrote nothing).
     if (effects && result.kind === 'applied') {
-      this.telemetryChanged(result.database.id)
-      if (effects.closedHoursChanged) this.closedHours?.changed(result.database.id)
+      this.ingestCommitted(result.database.id, effects.closedHoursChanged)
       if (effects.texts.length > 0) this.knownTexts.remember(result.database.id, effects.texts, effects.textsAt)
+      return { ...result, closedHoursChanged: effects.closedHoursChanged }
     }
     return result
+  }
+
+  ingestCommitted(databaseId: string, closedHoursChanged: boolean): void {
+    this.telemetryChanged(databaseId)
+    if (closedHoursChanged) this.closedHours?.changed(databaseId)
   }
 
   listQueryStats(databaseId: string, window: Window, sort: QuerySort, limit: number) {

@@ -127,6 +127,11 @@ export interface Store extends ApiKeyStore, AccountReads, AccountWrites, Databas
    * from its buffer; 0: current), which orders the latest snapshots and measures the agent's clock.
    */
   ingest(orgId: string, batch: IngestBatch, now: number, limit?: number, ageMs?: number): Promise<IngestResult>
+  /**
+   * A batch another connection applied (the ingest writer's thread, src/server/ingest-writer/) was
+   * committed: this store's caches learn it as they learn their own ingests.
+   */
+  ingestCommitted(databaseId: string, closedHoursChanged: boolean): void
   listQueryStats(databaseId: string, window: Window, sort: QuerySort, limit: number): Promise<QueryStatsRow[]>
   queryDetail(databaseId: string, hash: string, window: Window): Promise<QueryDetail | undefined>
   latestSnapshot(databaseId: string, kind: SnapshotKind): Promise<{ ts: number; payload: unknown } | undefined>

@@ -41,7 +41,12 @@ export type DatabasePatch = Partial<
 >
 
 export type IngestResult =
-  | { kind: 'applied' | 'duplicate'; database: RegisteredDatabase }
+  | {
+      kind: 'applied' | 'duplicate'
+      database: RegisteredDatabase
+      /** Applied: the batch changed statement sums of closed hours (what ClosedHourSums keeps). */
+      closedHoursChanged?: boolean
+    }
   | { kind: 'limit' }
   | { kind: 'engine_mismatch'; database: RegisteredDatabase }
 

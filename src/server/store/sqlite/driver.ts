@@ -1,5 +1,5 @@
 // SQLite driver over bun:sqlite: one connection in WAL mode, plus a worker thread's that only checkpoints
-// (checkpointer.ts). Statements run synchronously, so transactions are made exclusive by queueing every
+// (checkpointer.ts), and the ingest writer thread's (`writer`, src/server/ingest-writer/). Statements run synchronously, so transactions are made exclusive by queueing every
 // other call behind the open transaction.
 import { Database, type Statement } from 'bun:sqlite'
 import { sqliteDialect } from '../dialect.ts'
@@ -84,7 +84,22 @@ export class SqliteDriver implements SqlDriver {
    * `options.checkpointsWhenTold`: the checkpoint worker starts at startCheckpoints() rather than after
    * this turn of the event loop (`dbm serve` starts it once it has listened and built the API).
    */
-  constructor(path: string, options: { reader?: boolean; checkpointsWhenTold?: boolean } = {}) {
+  constructor(path: string, options: { reader?: boolean; writer?: boolean; checkpointsWhenTold?: boolean } = {}) {
+    if (options.writer) {
+      // The ingest writer's connection (src/server/ingest-writer/): a second writer to a store this
+      // process owns. No lock and no checkpoints (the owner's), no generation (the owner's connection
+      // sees these commits through data_version); waits for the owner's transactions on busy_timeout,
+      // off the event loop.
+      this.lock = undefined
+      this.db = new Database(path, { create: false, strict: false })
+      this.db.exec('PRAGMA synchronous = NORMAL')
+      this.db.exec('PRAGMA foreign_keys = ON')
+      this.db.exec('PRAGMA busy_timeout = 10000')
+      this.db.exec('PRAGMA wal_autocheckpoint = 0')
+      this.generation = () => undefined
+      this.directDriver = this.direct()
+      return
+    }
     if (options.reader) {
       this.lock = undefined
       this.db = new Database(path, { create: false, strict: false })
@@ -310,16 +325,36 @@ export class SqliteDriver implements SqlDriver {
   }
 
   private changesStatement: Statement | undefined
+  /** The connection's data_version last read, and how many times it changed (commits of other connections). */
+  private dataVersion: number | undefined
+  private othersCommits = 0
 
-  /** sqlite3_total_changes(): every row inserted, updated or deleted through this (the only writing) connection. */
+  /**
+   * sqlite3_total_changes() (every row inserted, updated or deleted through this connection) plus the
+   * commits other connections of this process made (the ingest writer's thread), seen as changes of
+   * PRAGMA data_version: any write to the store, by either, changes it.
+   */
   readonly generation: () => number | undefined = () => {
     if (this.txOpen) return undefined
-    return this.totalChanges()
+    return this.totalChanges() + this.othersCommitted()
   }
 
   private totalChanges(): number {
     this.changesStatement ??= this.db.prepare('SELECT total_changes() AS n')
     return (this.changesStatement.get() as { n: number }).n
+  }
+
+  private dataVersionStatement: Statement | undefined
+
+  /** How many times data_version changed since this connection first read it: other connections' commits. */
+  private othersCommitted(): number {
+    this.dataVersionStatement ??= this.db.prepare('PRAGMA data_version')
+    const v = (this.dataVersionStatement.get() as { data_version: number }).data_version
+    if (v !== this.dataVersion) {
+      if (this.dataVersion !== undefined) this.othersCommits++
+      this.dataVersion = v
+    }
+    return this.othersCommits
   }
 
   /**
@@ -382,6 +417,7 @@ export class SqliteDriver implements SqlDriver {
     for (const statement of this.statements.values()) statement.finalize()
     this.statements.clear()
     this.changesStatement?.finalize()
+    this.dataVersionStatement?.finalize()
     // The last connection to close checkpoints the WAL into the file and removes it.
     this.db.close()
     this.lock?.close()
