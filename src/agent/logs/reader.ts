@@ -51,6 +51,11 @@ export interface ReadOptions {
   now: number
   budgetBytes?: number
   sliceBytes?: number
+  /**
+   * Called once, before any byte is read, with how many bytes wait past the positions in the files this
+   * read takes (the whole backlog, not only this read's budget).
+   */
+  onPending?: (bytes: number) => void
 }
 
 export interface ReadResult {
@@ -61,6 +66,11 @@ export interface ReadResult {
 
 function ordered(files: LogFile[]): LogFile[] {
   return [...files].sort((a, b) => a.mtimeMs - b.mtimeMs || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+}
+
+/** Where a file's read starts: its known offset, or 0 when it was truncated, replaced (another inode) or is new. */
+function startOffset(file: LogFile, known: [number, number] | undefined): number {
+  return known && (known[1] === 0 || file.ino === 0 || known[1] === file.ino) && known[0] <= file.size ? known[0] : 0
 }
 
 /** The position at the end of every file: where a first start begins. */
@@ -95,13 +105,14 @@ export async function readLogs(
   // soon as it is parsed, and buffers outside the JavaScript heap do not hasten a collection.
   const scratch = Buffer.allocUnsafeSlow(Math.min(sliceBytes, budget))
   let sinceCollect = 0
+  const reads = ordered([...tails, ...files])
+  if (options.onPending)
+    options.onPending(reads.reduce((sum, f) => sum + f.size - startOffset(f, previous.files[f.name]), 0))
   const longest = Math.min(Math.max(sliceBytes, MAX_SLICE_BYTES), budget)
   const newest = files[files.length - 1]
-  for (const file of ordered([...tails, ...files])) {
+  for (const file of reads) {
     const format = tails.includes(file) ? formatOfFile(file.name) : options.format
-    const known = previous.files[file.name]
-    let offset =
-      known && (known[1] === 0 || file.ino === 0 || known[1] === file.ino) && known[0] <= file.size ? known[0] : 0
+    let offset = startOffset(file, previous.files[file.name])
     let stopped = false
     let size = sliceBytes
     while (!stopped && !refused && offset < file.size && bytesRead < budget) {
