@@ -23,7 +23,7 @@ import { toLogEvent } from '../../logs/event.ts'
 import { logEventProblem } from '../../logs/wire-check.ts'
 import type { LogFormat } from '../../logs/parse.ts'
 import { buildPrefixParser, type PrefixParser } from '../../logs/prefix.ts'
-import { DEFAULT_BUDGET_BYTES, type LogPosition, readLogs, SLICE_BYTES } from '../../logs/reader.ts'
+import { DEFAULT_BUDGET_BYTES, type LogPosition, readLogs } from '../../logs/reader.ts'
 import { fileSource, type LogSource, sqlSource } from '../../logs/source.ts'
 import type postgres from 'postgres'
 import type { DatabaseConfig } from '../../config.ts'
@@ -34,12 +34,14 @@ export const NAME = 'log_events'
 /** Entries sent whole per batch, and about how many bytes of JSON they may take. */
 export const MAX_ENTRIES = 1_000
 /**
- * While a backlog is read (more than one slice waiting when a cycle starts), the entries sent whole per
+ * While a backlog is read (more than BACKLOG_BYTES waiting when a cycle starts), the entries sent whole per
  * batch: every entry kept to send costs a copy and its masking, and with 1,000 of them the agent's memory
  * rose past its budget (bench/log-events-rss.ts). The counts and the position stay exact; the rest is in
  * `dropped`, and the agent logs once per backlog that it sends fewer.
  */
 export const BACKLOG_MAX_ENTRIES = 200
+/** More than this waiting when a cycle starts is a backlog. */
+export const BACKLOG_BYTES = 1024 * 1024
 export const MAX_ENTRY_BYTES = 4 * 1024 * 1024
 const POSITION_KEY = 'log_events:position'
 /** Set while a backlog is read: its start was logged. */
@@ -366,7 +368,7 @@ export const logEvents = registerCollector<PostgresContext>({
         now: Date.now(),
         budgetBytes: ctx.logReadBudgetBytes ?? DEFAULT_BUDGET_BYTES,
         onPending: (bytes) => {
-          backlog = bytes > SLICE_BYTES
+          backlog = bytes > BACKLOG_BYTES
           if (backlog) tally.keepAtMost(BACKLOG_MAX_ENTRIES)
           if (backlog && !ctx.state.has(BACKLOG_KEY))
             ctx.log.info(
