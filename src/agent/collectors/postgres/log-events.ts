@@ -3,10 +3,9 @@
 // themselves up to MAX_ENTRIES (BACKLOG_MAX_ENTRIES while a backlog is read) and about MAX_ENTRY_BYTES of
 // JSON per batch, the most severe first, the rest counted in `dropped`; the count rows stop at what one
 // batch may carry (the read stops before the entry that would need one more, and the next cycle starts
-// with it). Sources: the files in pg_log_dir
-// when set (the agent beside the server), otherwise pg_ls_logdir() and pg_read_binary_file() over SQL
-// when the role may call them. Format: the server's log_destination (jsonlog, else csvlog, else stderr
-// parsed by its own log_line_prefix).
+// with it). Sources: the files in pg_log_dir when set (the agent beside the server), otherwise
+// pg_ls_logdir() and pg_read_binary_file() over SQL when the role may call them. Format: the server's
+// log_destination (jsonlog, else csvlog, else stderr parsed by its own log_line_prefix).
 // When no source works the collector says why in a note, once, and sends nothing.
 import { ingestMaxItems } from '../../../shared/ingest-limits.ts'
 import {
