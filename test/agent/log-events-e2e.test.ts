@@ -261,6 +261,41 @@ test('hostile RAISE LOG texts: forged prefixes stay in their entry; quotes, back
   expect(marked(seen, 'hostile-3')[0]!.message.length).toBe(8_000)
 }, 60_000)
 
+test('a backlog of more than a slice: 200 entries per batch, every warning counted, logged once', async () => {
+  const lines: string[] = []
+  const ctx = context(new Map(), {
+    log: createLogger('info', (l) => lines.push(l)),
+    logReadBudgetBytes: 1024 * 1024,
+  })
+  await cycle(ctx, fresh())
+  // About 200 bytes each (the WARNING line and its CONTEXT): 2.4 MB, read in 1 MB cycles.
+  await sql.unsafe(`DO $$ BEGIN FOR i IN 1..12000 LOOP RAISE WARNING 'backlog-%', i; END LOOP; END $$`)
+  const batches: { entries: number; dropped: number; counted: number; backlog: number | null }[] = []
+  let warnings = 0
+  await until(
+    'the 12,000 warnings counted',
+    async () => {
+      ctx.now = Date.now()
+      const section = (await logEvents.collect(ctx)).log_events!
+      const counted = section.counts.reduce((n, c) => n + c.count, 0)
+      batches.push({
+        entries: section.entries.length,
+        dropped: section.dropped,
+        counted,
+        backlog: section.backlog_bytes,
+      })
+      warnings += section.counts.filter((c) => c.severity === 'warning').reduce((n, c) => n + c.count, 0)
+      return warnings >= 12_000 ? true : undefined
+    },
+    { everyMs: 300, timeoutMs: 30_000 },
+  )
+  expect(warnings).toBe(12_000)
+  // The first cycles have more than a slice waiting: 200 entries sent whole, the rest in dropped.
+  expect(batches[0]).toMatchObject({ entries: 200, dropped: batches[0]!.counted - 200 })
+  expect(batches[1]).toMatchObject({ entries: 200, dropped: batches[1]!.counted - 200 })
+  expect(lines.filter((l) => l.includes('reading a backlog of the server log'))).toHaveLength(1)
+}, 60_000)
+
 test('rotation between reads and an agent restart mid-file lose and double nothing; csvlog and jsonlog too', async () => {
   const statePath = join(stateDir, 'state.json')
   let state = new Map<string, unknown>()

@@ -1,11 +1,11 @@
 // log_events: PostgreSQL's server log, read every cycle from where the last sent batch stopped, each
 // entry classified (src/agent/logs/classify.ts) and counted per minute, kind and severity; the entries
-// themselves up to MAX_ENTRIES and about MAX_ENTRY_BYTES of JSON per batch, the most severe first, the
-// rest counted in `dropped`; the count rows stop at what one batch may carry (the read stops before the
-// entry that would need one more, and the next cycle starts with it). Sources: the files in pg_log_dir
-// when set (the agent beside the server), otherwise pg_ls_logdir() and pg_read_binary_file() over SQL
-// when the role may call them. Format: the server's log_destination (jsonlog, else csvlog, else stderr
-// parsed by its own log_line_prefix).
+// themselves up to MAX_ENTRIES (BACKLOG_MAX_ENTRIES while a backlog is read) and about MAX_ENTRY_BYTES of
+// JSON per batch, the most severe first, the rest counted in `dropped`; the count rows stop at what one
+// batch may carry (the read stops before the entry that would need one more, and the next cycle starts
+// with it). Sources: the files in pg_log_dir when set (the agent beside the server), otherwise
+// pg_ls_logdir() and pg_read_binary_file() over SQL when the role may call them. Format: the server's
+// log_destination (jsonlog, else csvlog, else stderr parsed by its own log_line_prefix).
 // When no source works the collector says why in a note, once, and sends nothing.
 import { ingestMaxItems } from '../../../shared/ingest-limits.ts'
 import {
@@ -32,8 +32,19 @@ import { registerCollector } from '../registry.ts'
 export const NAME = 'log_events'
 /** Entries sent whole per batch, and about how many bytes of JSON they may take. */
 export const MAX_ENTRIES = 1_000
+/**
+ * While a backlog is read (more than BACKLOG_BYTES waiting when a cycle starts), the entries sent whole per
+ * batch: every entry kept to send costs a copy and its masking, and with 1,000 of them the agent's memory
+ * rose past its budget (bench/log-events-rss.ts). The counts and the position stay exact; the rest is in
+ * `dropped`, and the agent logs once per backlog that it sends fewer.
+ */
+export const BACKLOG_MAX_ENTRIES = 200
+/** More than this waiting when a cycle starts is a backlog. */
+export const BACKLOG_BYTES = 1024 * 1024
 export const MAX_ENTRY_BYTES = 4 * 1024 * 1024
 const POSITION_KEY = 'log_events:position'
+/** Set while a backlog is read: its start was logged. */
+const BACKLOG_KEY = 'log_events:backlog'
 const MEMORY_KEY = 'log_events:checkpoint_reason'
 
 // From pg_settings, which leaves out what the role may not see (log_directory needs pg_read_all_settings,
@@ -208,6 +219,7 @@ export class LogTally {
   private readonly counts = new Map<number, LogCount>()
   private candidates: Candidate[] = []
   private seen = 0
+  private maxEntries: number
   /** An entry was refused: the count rows are full. */
   refused = false
   readonly memory: ClassifyMemory
@@ -216,10 +228,16 @@ export class LogTally {
     private readonly now: number,
     private readonly prefixHasUser: boolean,
     checkpointReason?: string,
-    private readonly maxEntries = MAX_ENTRIES,
+    maxEntries = MAX_ENTRIES,
     private readonly maxCounts: number = ingestMaxItems.log_counts,
   ) {
     this.memory = { checkpointReason }
+    this.maxEntries = maxEntries
+  }
+
+  /** Keeps at most `n` entries to send from now on (before the first entry: a backlog is read). */
+  keepAtMost(n: number): void {
+    this.maxEntries = Math.min(this.maxEntries, n)
   }
 
   /** Counts the entry (false: refused, the count rows are full; the entry is left for the next cycle). */
@@ -337,6 +355,7 @@ export const logEvents = registerCollector<PostgresContext>({
       format !== 'stderr' || !prefix || prefix.fields.includes('user') || prefix.fields.includes('database')
     const tally = new LogTally(ctx.now, prefixHasUser, ctx.state.get(MEMORY_KEY) as string | undefined)
     const previous = ctx.state.get(POSITION_KEY) as LogPosition | undefined
+    let backlog = false
     const result = await readLogs(
       source,
       previous,
@@ -347,11 +366,22 @@ export const logEvents = registerCollector<PostgresContext>({
         tzOffsetMs: settings.tz_offset_ms,
         now: Date.now(),
         budgetBytes: ctx.logReadBudgetBytes ?? DEFAULT_BUDGET_BYTES,
+        onPending: (bytes) => {
+          backlog = bytes > BACKLOG_BYTES
+          if (backlog) tally.keepAtMost(BACKLOG_MAX_ENTRIES)
+          if (backlog && !ctx.state.has(BACKLOG_KEY))
+            ctx.log.info(
+              `reading a backlog of the server log: at most ${BACKLOG_MAX_ENTRIES} entries per batch are sent whole until it is read, the others counted (dropped)`,
+              { database: ctx.name, backlog_bytes: bytes },
+            )
+        },
       },
       (entry) => tally.add(entry),
     )
     // New objects, never the ones read: the state keeps them only once the batch is kept.
     ctx.state.set(POSITION_KEY, result.position)
+    if (backlog) ctx.state.set(BACKLOG_KEY, true)
+    else ctx.state.delete(BACKLOG_KEY)
     if (tally.memory.checkpointReason !== undefined) ctx.state.set(MEMORY_KEY, tally.memory.checkpointReason)
     else ctx.state.delete(MEMORY_KEY)
     if (tally.refused)
@@ -366,7 +396,7 @@ export const logEvents = registerCollector<PostgresContext>({
         invalid,
         first: problem,
       })
-    if (dropped > 0 && entries.length >= MAX_ENTRIES)
+    if (dropped > 0 && !backlog && entries.length >= MAX_ENTRIES)
       ctx.log.info('log entries counted but not sent whole (past the per-batch cap)', { database: ctx.name, dropped })
     const section: LogEventsSection = {
       source: source.kind,
