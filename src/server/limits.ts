@@ -94,6 +94,14 @@ export const unknownIngestFields = { distinctPaths: 64, named: 8, namedChars: 10
 export const ingestClockSkewMs = 10 * MINUTE
 
 /**
+ * `dbm serve` spreads the databases' rollups of a closed 10-minute span or hour over this time after it
+ * closes (each database at its own offset, rollups/rollups.ts rollupDelayMs), so that a fleet's rollups do
+ * not all fall in the first poll after the hour and show in the ingest tail. Reads stay exact meanwhile:
+ * what is not rolled up yet is read from the minute rows.
+ */
+export const rollupSpreadMs = 5 * MINUTE
+
+/**
  * Agents' clocks (store/agent-clock/): the largest offset measured within `windowMs` is the one kept;
  * the doctor reports a clock further than `reportAfterMs` ahead or behind (agent_clock_skew). A batch's
  * age (X-Dbm-Batch-Age) is believed up to `maxBatchAgeMs` (the agent's buffer keeps a batch an hour).

@@ -21,7 +21,7 @@ import { type ServeConfig, loadJwtSecret, openSignupWarning } from './config.ts'
 import type { Deps } from './context.ts'
 import { createLogger } from '../shared/log.ts'
 import { healthz, signupGate } from './healthz.ts'
-import { rateEventRetentionMs } from './limits.ts'
+import { rateEventRetentionMs, rollupSpreadMs } from './limits.ts'
 import { startLoopLag } from './loop-lag.ts'
 import { IDLE_TIMEOUT_S, serverOptions } from './server-options.ts'
 import { isStoreFault } from './store-outages.ts'
@@ -250,7 +250,7 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
   loadStore = (async () => {
     await nextTurn()
     const { SqlStore } = await import('./store/sql-store.ts')
-    return new SqlStore(driver)
+    return new SqlStore(driver, { rollupSpreadMs })
   })()
   const sweep = setInterval(() => {
     loadStore!
@@ -322,6 +322,7 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
       databaseUrl: config.databaseUrl,
       logLevel: config.logLevel,
       log,
+      rollupSpreadMs,
       clock: deps.clock,
     }).then(
       (w) => {

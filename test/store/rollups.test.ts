@@ -7,7 +7,13 @@ import { afterEach, describe, expect, test } from 'bun:test'
 import { migrations } from '../../src/server/store/migrations.ts'
 import { openStore } from '../../src/server/store/open.ts'
 import { PostgresDriver } from '../../src/server/store/postgres/driver.ts'
-import { type RollupMarks, type StatRange, lockRollups, statRanges } from '../../src/server/store/rollups/rollups.ts'
+import {
+  type RollupMarks,
+  type StatRange,
+  lockRollups,
+  rollupDelayMs,
+  statRanges,
+} from '../../src/server/store/rollups/rollups.ts'
 import { SqliteDriver } from '../../src/server/store/sqlite/driver.ts'
 import type { SqlDriver } from '../../src/server/store/driver.ts'
 import { join } from 'node:path'
@@ -351,6 +357,57 @@ for (const kind of storeKinds) {
       })
       expect(await list(id, now - HOUR, now + MINUTE)).toEqual([['qf', 2]])
       expect(await list(id, future - HOUR, future + MINUTE)).toEqual([['qf', 1]])
+    })
+  })
+
+  describe(`rollups spread after the hour (${kind})`, () => {
+    // As `dbm serve` runs: each database rolls a closed span or hour up at its own delay after it closes.
+    const agent = agentSession(kind, { rollupSpreadMs: 10 * MINUTE })
+    const stmt = (calls: number) => ({
+      query_hash: 'qs',
+      query_text: 'SELECT qs',
+      calls,
+      total_time_ms: calls,
+      rows: calls,
+      shared_blks_hit: 0,
+      shared_blks_read: 0,
+    })
+    const marks = async (id: string) => {
+      const row = await agent.server.store.driver.get<{ hours_until: number }>(
+        'SELECT hours_until FROM query_rollups WHERE database_id = $1',
+        [id],
+      )
+      return Number(row!.hours_until)
+    }
+    const total = async (id: string, since: number, until: number) =>
+      ((await agent.ok(id, `/queries?${range(since, until)}`)) as { total_calls: number }[])[0]!.total_calls
+
+    test("a database's hour is rolled up at its delay after the hour, and every read is exact before and after", async () => {
+      const h = Math.floor(Date.now() / HOUR) * HOUR - 2 * HOUR
+      const id = await agent.ingest(pgBatch('spread', h - 30 * MINUTE, { query_stats: [stmt(7)] }))
+      const delay = rollupDelayMs(id, 10 * MINUTE)
+      expect(delay).toBeGreaterThanOrEqual(0)
+      expect(delay).toBeLessThan(10 * MINUTE)
+      expect(await marks(id)).toBe(h - HOUR)
+      let sent = 7
+      if (delay > 1_000) {
+        // Within its delay: the hour before stays in minute rows, read exactly from them.
+        await agent.ingest(pgBatch('spread', h + Math.floor(delay / 2), { query_stats: [stmt(5)] }))
+        sent += 5
+        expect(await marks(id)).toBe(h - HOUR)
+        expect(await total(id, h - HOUR, h + HOUR)).toBe(sent)
+      }
+      // Past it: rolled up, the same sums.
+      await agent.ingest(pgBatch('spread', h + delay + 1_000, { query_stats: [stmt(3)] }))
+      sent += 3
+      expect(await marks(id)).toBe(h)
+      expect(await total(id, h - HOUR, h + HOUR)).toBe(sent)
+      expect(await total(id, h - HOUR, h)).toBe(7)
+      // Another id's delay differs: the fleet's rollups are spread, not stacked.
+      const delays = new Set(
+        Array.from({ length: 50 }, (_, i) => Math.floor(rollupDelayMs(`db-${i}`, 10 * MINUTE) / MINUTE)),
+      )
+      expect(delays.size).toBeGreaterThanOrEqual(8)
     })
   })
 

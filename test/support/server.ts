@@ -88,12 +88,14 @@ export async function startTestServer(
     ingestAdmission?: Deps['ingestAdmission']
     /** Batches applied by the ingest writer's thread, as `dbm serve` does (its deadline shortened when given); absent: by the route. */
     ingestWriter?: boolean | { deadlineMs?: number }
+    /** The store's rollup spread (`dbm serve`'s limits.ts rollupSpreadMs); absent: 0, each rolls up at once. */
+    rollupSpreadMs?: number
   } = {},
 ): Promise<TestServer> {
   const location = options.dataDir
     ? { dataDir: options.dataDir, databaseUrl: options.databaseUrl, cleanup() {} }
     : await freshStoreLocation(kind)
-  const { store } = await openStore(location)
+  const { store } = await openStore({ ...location, rollupSpreadMs: options.rollupSpreadMs })
   const logs: string[] = []
   const log = createLogger('debug', (line) => logs.push(line))
   let offset = 0
@@ -121,6 +123,7 @@ export async function startTestServer(
       logLevel: 'debug',
       log,
       clock,
+      rollupSpreadMs: options.rollupSpreadMs,
       deadlineMs: options.ingestWriter === true ? undefined : options.ingestWriter.deadlineMs,
     })
   }

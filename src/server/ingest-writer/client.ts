@@ -69,6 +69,8 @@ export async function startIngestWriter(options: {
   databaseUrl?: string
   logLevel: LogLevel
   log: Logger
+  /** The store's rollup spread (SqlStore's option; `dbm serve`: limits.ts rollupSpreadMs). */
+  rollupSpreadMs?: number
   /** The main thread's clock (Deps.clock): the batches' times. */
   clock: () => number
   /** Tests shorten the deadline (default WRITER_DEADLINE_MS). */
@@ -165,7 +167,13 @@ export async function startIngestWriter(options: {
         if (mine() && ready) replace('it exited')
         reject(new Error('exited'))
       })
-      send({ kind: 'open', dataDir: options.dataDir, databaseUrl: options.databaseUrl, logLevel: options.logLevel })
+      send({
+        kind: 'open',
+        dataDir: options.dataDir,
+        databaseUrl: options.databaseUrl,
+        logLevel: options.logLevel,
+        rollupSpreadMs: options.rollupSpreadMs ?? 0,
+      })
     })
 
   /** The thread and the batches waiting for one, once it can take them. */

@@ -18,6 +18,8 @@ export interface WriterOpen {
   dataDir: string
   databaseUrl?: string
   logLevel: LogLevel
+  /** SqlStore's rollupSpreadMs (the main thread's store has the same). */
+  rollupSpreadMs: number
 }
 export interface WriterIngest {
   kind: 'ingest'
@@ -78,7 +80,7 @@ async function open(m: WriterOpen) {
   const driver = m.databaseUrl
     ? new (await import('../store/postgres/driver.ts')).PostgresDriver(m.databaseUrl, { max: 4 })
     : new SqliteDriver(join(m.dataDir, 'dbm.sqlite'), { writer: true })
-  store = new SqlStore(driver)
+  store = new SqlStore(driver, { rollupSpreadMs: m.rollupSpreadMs })
 }
 
 const answer = (m: WriterAnswer) => postMessage(m)

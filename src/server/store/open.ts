@@ -19,6 +19,8 @@ export interface OpenStoreOptions {
   applying?: (m: Migration, storeBytes: number | null) => void
   /** Told each column the family step added (a counter a family gained, src/shared/families.ts). */
   columnAdded?: (column: AddedColumn) => void
+  /** SqlStore's rollupSpreadMs (openStore only): 0 when absent. */
+  rollupSpreadMs?: number
   /** Told each time the migrations are tried again after a lock timeout or deadlock (PostgreSQL; migrations.ts). */
   retrying?: (attempt: number, cause: unknown) => void
   /**
@@ -53,7 +55,7 @@ const isLocked = (e: unknown) => /database is locked/i.test(String((e as Error)?
 export async function openStore(options: OpenStoreOptions): Promise<OpenedStore> {
   const opened = await openDriver(options)
   const { SqlStore } = await import('./sql-store.ts')
-  return { ...opened, store: new SqlStore(opened.driver) }
+  return { ...opened, store: new SqlStore(opened.driver, { rollupSpreadMs: options.rollupSpreadMs }) }
 }
 
 /** Opens and migrates the store's driver (openStore without the SqlStore). */

@@ -104,15 +104,20 @@ export class SqlStore implements Store {
   private readonly ingestIds = new Map<string, string>()
   /** Statement sums over closed hours, SQLite only (this process sees every write to the file). */
   private readonly closedHours: ClosedHourSums | undefined
+  /** See the constructor. */
+  private readonly rollupSpreadMs: number
 
   /**
    * `options.reader`: a second connection that only reads (the diagnosis worker's), which cannot see
    * this process's writes happen: it keeps none of the caches that rely on seeing every write.
+   * `options.rollupSpreadMs`: how long after a span or hour closes the databases' rollups of it are spread
+   * (limits.ts rollupSpreadMs; `dbm serve` sets it, 0 otherwise: each rolls up with its first batch after).
    */
   constructor(
     readonly driver: SqlDriver,
-    options: { reader?: boolean } = {},
+    options: { reader?: boolean; rollupSpreadMs?: number } = {},
   ) {
+    this.rollupSpreadMs = options.rollupSpreadMs ?? 0
     // Every call's time into dbm_store_query_duration_seconds (GET /metrics).
     timeStoreDriver(driver)
     const ownsFile = driver.sqlDialect.soleWriter && !options.reader
@@ -329,7 +334,9 @@ export class SqlStore implements Store {
       // a registered database of the batch's engine; one not registered yet is recorded after registering.
       const guess = this.ingestIds.get(named)
       const guessed =
-        guess === undefined ? undefined : planBatch(tx.sqlDialect, guess, batch, this.knownTexts, now, ageMs)
+        guess === undefined
+          ? undefined
+          : planBatch(tx.sqlDialect, guess, batch, this.knownTexts, now, ageMs, this.rollupSpreadMs)
       const first = [
         { sql: 'SELECT * FROM databases WHERE org_id = $1 AND name = $2', params: [orgId, batch.database.name] },
         {
@@ -366,7 +373,7 @@ export class SqlStore implements Store {
       this.ingestIds.set(named, database.id)
       let plan = guess === database.id ? guessed : undefined
       if (!plan) {
-        plan = planBatch(tx.sqlDialect, database.id, batch, this.knownTexts, now, ageMs)
+        plan = planBatch(tx.sqlDialect, database.id, batch, this.knownTexts, now, ageMs, this.rollupSpreadMs)
         await plan.reads.send(tx)
       }
       // The database's last_seen_at goes with the batch's writes, the transaction's last statements (one

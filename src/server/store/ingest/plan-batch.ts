@@ -60,6 +60,7 @@ export function planBatch(
   known?: KnownTexts,
   now = Date.now(),
   ageMs = 0,
+  rollupSpreadMs = 0,
 ): PlannedBatch {
   // When the batch's cycle ran, on the server's clock: orders the latest snapshots (snapshots.ts) and
   // measures the agent's clock (agent-clock/types.ts).
@@ -79,7 +80,7 @@ export function planBatch(
     : undefined
   // Rolled up by the batches that carry statements, tables or indexes (before the reads of the sections).
   const rolls = writeQueryStats !== undefined || batch.tables !== undefined || batch.indexes !== undefined
-  const rollup = rolls ? planRollup(reads, sqlDialect, databaseId, batch.collected_at, now) : undefined
+  const rollup = rolls ? planRollup(reads, sqlDialect, databaseId, batch.collected_at, now, rollupSpreadMs) : undefined
   const writeObjects = applyObjects(reads, databaseId, batch)
   const writeInternals = applyInternals(reads, databaseId, batch)
   const writeEvents = applyEvents(reads, databaseId, batch)

@@ -176,12 +176,14 @@ export function planRollup(
   databaseId: string,
   collectedAt: number,
   now: number,
+  spreadMs = 0,
 ): (writes: Writes) => BatchRollup {
   const lock = lockRollupsStatement(dialect, databaseId)
   if (lock) reads.add(lock)
   const stored = reads.add(readMarksStatement(databaseId))
   return (writes) => {
-    const rollTo = Math.min(collectedAt, now)
+    // A span or hour is rolled up once this database's delay has passed since it closed (rollupDelayMs).
+    const rollTo = Math.min(collectedAt, now) - rollupDelayMs(databaseId, spreadMs)
     let before = marksOf(stored())
     if (!before) {
       const initial = initialMarksStatement(databaseId, rollTo)
@@ -192,6 +194,20 @@ export function planRollup(
     writes.statements.push(...rollup.statements)
     return { before, marks: rollup.marks }
   }
+}
+
+/**
+ * How long after a span or hour closes this database's rollup of it waits: a fixed share of `spreadMs`
+ * from a hash of its id (FNV-1a), so a fleet's rollups are spread evenly over that time instead of all
+ * falling in the first poll after the boundary (`dbm serve`: limits.ts rollupSpreadMs). 0 when nothing is
+ * spread. Until then the closed span is read from its minute rows (the marks have not moved): reads stay
+ * exact.
+ */
+export function rollupDelayMs(databaseId: string, spreadMs: number): number {
+  if (!(spreadMs > 0)) return 0
+  let hash = 0x811c9dc5
+  for (let i = 0; i < databaseId.length; i++) hash = Math.imul(hash ^ databaseId.charCodeAt(i), 0x01000193)
+  return (hash >>> 0) % Math.floor(spreadMs)
 }
 
 export interface StatRange {
