@@ -260,7 +260,7 @@ export abstract class Runner<Ctx> {
   private resend: IngestBatch[] = []
   /**
    * When the cycle whose counters are the baseline ran (the saved state's time after a restart): a
-   * batch's deltas cover the time since, which its interval_seconds says (the server spreads a delta
+   * batch's deltas cover the time since, which its covered_seconds says (the server spreads a delta
    * over the minutes it covers, so a gap's counts do not stand as a spike in its first minute back).
    */
   private baselineAt: number | undefined
@@ -773,7 +773,8 @@ export abstract class Runner<Ctx> {
     const batch: IngestBatch = {
       batch_id: crypto.randomUUID(),
       collected_at: now,
-      interval_seconds: this.coveredSeconds(now),
+      interval_seconds: this.pollIntervalMs / 1000,
+      covered_seconds: this.coveredSeconds(now),
       agent_version: VERSION,
       database: {
         name: this.config.name,

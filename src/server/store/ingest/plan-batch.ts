@@ -27,6 +27,7 @@ import { serverSettingsWrites } from '../server-settings/writes.ts'
 import { applySnapshots } from '../snapshots.ts'
 import { applyAgentClock } from '../agent-clock/writes.ts'
 import { type IngestEffects, type KnownTexts, applyQueryStats } from '../statements/writes.ts'
+import { coveredSeconds } from '../spread.ts'
 import { Reads, Writes } from './batch.ts'
 import type { RegisteredDatabase } from '../databases/types.ts'
 
@@ -71,7 +72,7 @@ export function planBatch(
         sqlDialect,
         databaseId,
         batch.collected_at,
-        batch.interval_seconds,
+        coveredSeconds(batch),
         batch.query_stats,
         known,
         effects,
