@@ -14,6 +14,7 @@ import { join } from 'node:path'
 import postgres from 'postgres'
 import { Agent } from '../../src/agent/agent.ts'
 import { createLogger } from '../../src/shared/log.ts'
+import { SENT_AT_HEADER } from '../../src/shared/ingest-path.ts'
 import type { IngestBatch } from '../../src/shared/wire.ts'
 import { sharedPostgres } from '../support/postgres.ts'
 import { type TestServer, agentAccount, startTestServer } from '../support/server.ts'
@@ -24,6 +25,8 @@ let recorder: ReturnType<typeof Bun.serve>
 let dbProxy: Server
 let dir: string
 let agent: Agent | undefined
+/** Batches posted without the agent's clock at sending (X-Dbm-Sent-At), or with one far off. */
+let unsent = 0
 /** The cycles' batches as the agent sent them (availability reports, which cover nothing, left out). */
 const batches: IngestBatch[] = []
 const sockets = new Set<Socket>()
@@ -52,6 +55,9 @@ beforeAll(async () => {
       const url = new URL(req.url)
       const body = req.method === 'POST' ? await req.text() : undefined
       if (url.pathname === '/api/v1/ingest' && body) {
+        // Every batch says the agent's clock as it left (the server measures the agent's clock by it).
+        const sentAt = Number(req.headers.get(SENT_AT_HEADER))
+        if (!(Math.abs(sentAt - Date.now()) < 5_000)) unsent++
         const batch = JSON.parse(body) as IngestBatch
         if (batch.covered_seconds !== undefined) batches.push(batch)
       }
@@ -174,4 +180,5 @@ test('a restart covers the gap from the saved baseline; a database that did not 
     expect(run[i]!.covered_seconds).toBe(since)
     expect(run[i]!.interval_seconds).toBe(1)
   }
+  expect(unsent).toBe(0)
 }, 30_000)

@@ -17,7 +17,7 @@ import { badRequest, conflict, forbidden } from '../http-error.ts'
 import { ingestBatchResults, serverMetrics } from '../metrics.ts'
 import { fieldLimits, ingestClockSkewMs, unknownIngestFields, unverifiedDatabaseLimit } from '../limits.ts'
 import { stripUnknownFields } from '../unknown-fields.ts'
-import { batchAgeMs } from '../batch-age.ts'
+import { batchAgeMs, sentAtMs } from '../batch-age.ts'
 import { IngestResult } from '../../shared/api/ingest.ts'
 import { errorAnswers } from '../openapi.ts'
 import { WIRE_VERSION, WIRE_VERSION_HEADER } from '../../shared/wire-contract.ts'
@@ -78,6 +78,7 @@ export function ingestRoutes(deps: Deps) {
           clock(),
           org?.verified ? undefined : unverifiedDatabaseLimit,
           batchAgeMs(request.headers),
+          sentAtMs(request.headers),
         )
         if (result.kind === 'limit') {
           throw forbidden(

@@ -319,7 +319,14 @@ export class SqlStore implements Store {
 
   // ---- telemetry ----
 
-  async ingest(orgId: string, batch: IngestBatch, now: number, limit?: number, ageMs = 0): Promise<IngestResult> {
+  async ingest(
+    orgId: string,
+    batch: IngestBatch,
+    now: number,
+    limit?: number,
+    ageMs = 0,
+    sentAt?: number,
+  ): Promise<IngestResult> {
     let effects: IngestEffects | undefined
     const named = `${orgId}\n${batch.database.name}`
     const result = await this.driver.transaction(async (tx): Promise<IngestResult> => {
@@ -329,7 +336,7 @@ export class SqlStore implements Store {
       // a registered database of the batch's engine; one not registered yet is recorded after registering.
       const guess = this.ingestIds.get(named)
       const guessed =
-        guess === undefined ? undefined : planBatch(tx.sqlDialect, guess, batch, this.knownTexts, now, ageMs)
+        guess === undefined ? undefined : planBatch(tx.sqlDialect, guess, batch, this.knownTexts, now, ageMs, sentAt)
       const first = [
         { sql: 'SELECT * FROM databases WHERE org_id = $1 AND name = $2', params: [orgId, batch.database.name] },
         {
@@ -366,7 +373,7 @@ export class SqlStore implements Store {
       this.ingestIds.set(named, database.id)
       let plan = guess === database.id ? guessed : undefined
       if (!plan) {
-        plan = planBatch(tx.sqlDialect, database.id, batch, this.knownTexts, now, ageMs)
+        plan = planBatch(tx.sqlDialect, database.id, batch, this.knownTexts, now, ageMs, sentAt)
         await plan.reads.send(tx)
       }
       // The database's last_seen_at goes with the batch's writes, the transaction's last statements (one
