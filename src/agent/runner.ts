@@ -260,7 +260,7 @@ export abstract class Runner<Ctx> {
   private resend: IngestBatch[] = []
   /**
    * When the cycle whose counters are the baseline ran (the saved state's time after a restart): a
-   * batch's deltas cover the time since, which its interval_seconds says (the server spreads a delta
+   * batch's deltas cover the time since, which its covered_seconds says (the server spreads a delta
    * over the minutes it covers, so a gap's counts do not stand as a spike in its first minute back).
    */
   private baselineAt: number | undefined
@@ -368,12 +368,20 @@ export abstract class Runner<Ctx> {
     return { target: this.target(), lineage: this.lineage }
   }
 
-  /** Saves `state` (and the batches that carry it) next to the buffer; a failure (a full disk) is logged once per episode. */
-  private saveState(state: Map<string, unknown> = this.state, pending: string[] = []): void {
+  /**
+   * Saves `state` (and the batches that carry it) next to the buffer; a failure (a full disk) is logged
+   * once per episode. `at`: when the cycle whose counters `state` holds ran (the runner's own state: its
+   * baseline's cycle), so that after a restart the first batch covers the time since then.
+   */
+  private saveState(
+    state: Map<string, unknown> = this.state,
+    pending: string[] = [],
+    at: number = this.baselineAt ?? Date.now(),
+  ): void {
     const owner = this.owner()
     if (!this.stateFile || !owner) return
     try {
-      saveState(this.stateFile, owner, state, Date.now(), pending)
+      saveState(this.stateFile, owner, state, at, pending)
       if (this.saveFailing)
         this.log.info('the collector state is saved again', { database: this.config.name, file: this.stateFile })
       this.saveFailing = false
@@ -773,7 +781,8 @@ export abstract class Runner<Ctx> {
     const batch: IngestBatch = {
       batch_id: crypto.randomUUID(),
       collected_at: now,
-      interval_seconds: this.coveredSeconds(now),
+      interval_seconds: this.pollIntervalMs / 1000,
+      covered_seconds: this.coveredSeconds(now),
       agent_version: VERSION,
       database: {
         name: this.config.name,
@@ -856,7 +865,7 @@ export abstract class Runner<Ctx> {
     // instead of computing those deltas again from the older baselines.
     const after = new Map(this.state)
     for (const staged of stages) staged.applyTo(after)
-    this.saveState(after, bodies)
+    this.saveState(after, bodies, stages.length > 0 ? now : undefined)
     const outcomes: SendOutcome[] = []
     for (const [i, part] of parts.entries()) outcomes.push(await this.shipper.send(part, bodies[i]))
     if (outcomes.every((outcome) => outcome === 'lost')) {
@@ -866,7 +875,9 @@ export abstract class Runner<Ctx> {
       this.settingsSent.lost()
     } else {
       for (const staged of stages) staged.commit()
-      this.baselineAt = now
+      // A cycle where no collector finished (the database did not answer) moved no baseline: the next
+      // batch's deltas cover this cycle's time too.
+      if (stages.length > 0) this.baselineAt = now
     }
     this.status.buffered = this.shipper.buffered()
     const refusal = this.shipper.refusal()

@@ -7,7 +7,8 @@
 // interval). A round sends the buffer oldest first at a bounded pace (after each batch it waits as long
 // as the server took to answer, at least drainGapMs) and stops at the first batch not taken. Batches
 // sent from the buffer carry their age (X-Dbm-Batch-Age) so a loaded server sheds them before current
-// ones. A batch the server took but whose answer was lost is sent again; the server acknowledges it
+// ones; every batch carries the agent's clock as it leaves (X-Dbm-Sent-At), by which the server tells
+// the agent's clock ahead or behind its own. A batch the server took but whose answer was lost is sent again; the server acknowledges it
 // as a duplicate (batch_id), so every batch is applied once.
 // What happens to a batch, by the server's answer:
 // - 2xx: delivered. 400, 413, 422 (the server calls it malformed): dropped, logged as an error with the
@@ -29,7 +30,7 @@
 // and counted (unknown_field_retries); the field stays left out of later batches. Only a refusal that
 // names no field, or one already left out, drops the batch.
 import { join } from 'node:path'
-import { BATCH_AGE_HEADER, INGEST_PATH } from '../shared/ingest-path.ts'
+import { BATCH_AGE_HEADER, INGEST_PATH, SENT_AT_HEADER } from '../shared/ingest-path.ts'
 import type { IngestBatch, IngestResponse } from '../shared/wire.ts'
 import { type BufferOperation, DiskBuffer, bufferFileName } from './buffer.ts'
 import type { AgentLogger } from './collectors/types.ts'
@@ -641,6 +642,8 @@ export class Shipper {
       'content-type': 'application/json',
       'x-api-key': this.options.apiKey,
       'user-agent': `dbm-agent/${VERSION}`,
+      // The agent's own clock as the batch leaves: the server measures the clock's offset by it.
+      [SENT_AT_HEADER]: String(Date.now()),
     }
     if (bufferedForMs !== undefined) headers[BATCH_AGE_HEADER] = String(Math.floor(bufferedForMs / 1000))
     try {

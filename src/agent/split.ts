@@ -12,7 +12,7 @@
 //   io_stats, database_stats; clickhouse_latest: parts, merges, mutations, server_metrics; and fields this
 //   agent does not know yet): a second part of the same collected_at would replace the first. Each goes
 //   whole into one part, the first ones that have room.
-// Every part carries the batch header (database, collected_at, interval_seconds, agent_version). A batch
+// Every part carries the batch header (database, collected_at, interval_seconds, covered_seconds, agent_version). A batch
 // that fits keeps its batch_id; parts get `<batch_id>.<n>` (a digest of it when that would pass 64
 // characters), so a retried part is applied once. A section that cannot fit even alone keeps the entries
 // that do (past its item cap, or a row bigger than a part on its own): a statement's text is shortened
@@ -30,7 +30,14 @@ import type { AgentLogger } from './collectors/types.ts'
 /** Room left under the server's body limit: the parts aim at this many bytes less. */
 export const PART_MARGIN_BYTES = 1024 * 1024
 
-const HEADER_KEYS = new Set(['batch_id', 'collected_at', 'interval_seconds', 'agent_version', 'database'])
+const HEADER_KEYS = new Set([
+  'batch_id',
+  'collected_at',
+  'interval_seconds',
+  'covered_seconds',
+  'agent_version',
+  'database',
+])
 /** Sections whose rows may go to different parts, in the order they fill the parts. */
 const SPLITTABLE = ['query_stats', 'tables', 'indexes', 'explain_plans', 'waits'] as const
 const SPLITTABLE_SET = new Set<string>(SPLITTABLE)

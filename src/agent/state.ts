@@ -87,6 +87,7 @@ export interface StateOwner {
 
 interface SavedState extends StateOwner {
   format: number
+  /** When the cycle that measured `entries` ran (the runner passes its baseline's time, not the write's). */
   saved_at: number
   entries: [string, unknown][]
   /**

@@ -5,5 +5,10 @@ export const INGEST_PATH = '/api/v1/ingest'
  * seconds. A server that must shed load refuses such backlog before current batches (absent: current).
  */
 export const BATCH_AGE_HEADER = 'x-dbm-batch-age'
+/**
+ * Request header of every batch: the agent's clock when it sent it (epoch ms). The server measures the
+ * agent's clock by it against its own (a server that does not know it ignores it).
+ */
+export const SENT_AT_HEADER = 'x-dbm-sent-at'
 /** Where the agent long-polls for the actions the dashboard asked of a database, and posts their results (`/{id}`). */
 export const AGENT_ACTIONS_PATH = '/api/v1/agent/actions'

@@ -9,7 +9,7 @@
 import { Kind, type TSchema } from '@sinclair/typebox'
 
 /** The version this build speaks. */
-export const WIRE_VERSION = 3
+export const WIRE_VERSION = 4
 
 /** The response header in which a server announces its version (GET /healthz, POST /api/v1/ingest). */
 export const WIRE_VERSION_HEADER = 'x-dbm-wire-version'
@@ -18,7 +18,7 @@ export const WIRE_VERSION_HEADER = 'x-dbm-wire-version'
 export const FIRST_WIRE_VERSION = 1
 
 /** The release that introduced each version (for log lines and the README). */
-export const WIRE_RELEASES: Readonly<Record<number, string>> = { 1: '0.1.0', 2: '0.2.0', 3: '0.3.0' }
+export const WIRE_RELEASES: Readonly<Record<number, string>> = { 1: '0.1.0', 2: '0.2.0', 3: '0.3.0', 4: '0.4.0' }
 
 /** The fields each version added to the batch, topmost paths only. */
 export const WIRE_ADDITIONS: Readonly<Record<number, readonly string[]>> = {
@@ -46,6 +46,8 @@ export const WIRE_ADDITIONS: Readonly<Record<number, readonly string[]>> = {
     'wal_dir',
     'xmin_holders[].locks',
   ],
+  // 0.4.0 (issue 29): the span a cycle's deltas cover after a gap, apart from the poll interval.
+  4: ['covered_seconds'],
 }
 
 /** The paths a server of `version` does not know: everything added after it (none for this version or later). */

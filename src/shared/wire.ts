@@ -981,8 +981,14 @@ export const IngestBatch = T.Object({
   batch_id: T.String({ minLength: 8, maxLength: text.id }),
   /** When the cycle ran (epoch ms). */
   collected_at: epochMs,
-  /** The seconds the cycle's deltas cover: the poll interval, or the time since the baseline's cycle when longer (after a gap). */
+  /** The poll interval the agent runs at, in seconds (its cadence: the server's gap and availability rules go by it). */
   interval_seconds: T.Number({ minimum: 0, maximum: MAX_POLL_INTERVAL_SECONDS }),
+  /**
+   * The seconds the cycle's deltas cover: the poll interval, or the time since the baseline's cycle when
+   * longer (after a gap: the agent stopped, the database did not answer). Absent: interval_seconds.
+   * The server spreads the counter deltas over the minutes it covers (wire version 4).
+   */
+  covered_seconds: T.Optional(T.Number({ minimum: 0, maximum: MAX_POLL_INTERVAL_SECONDS })),
   agent_version: T.String({ maxLength: text.id }),
   database: T.Object({
     name: T.String({ minLength: 1, maxLength: NAME_MAX_CHARS }),

@@ -1,5 +1,5 @@
 // A delta covers the interval it was measured over (issue 29 d6), on both stores: after a 3-minute gap
-// the agent's batch says interval_seconds 180, and its 3,510 calls (1,170 a minute) are spread over the
+// the agent's batch says covered_seconds 180 (its poll interval, interval_seconds, stays 60), and its 3,510 calls (1,170 a minute) are spread over the
 // minutes 58:30 to 61:30 cover (585, 1,170, 1,170, 585) instead of standing as one spike in minute 61;
 // the 10-minute and hourly buckets that were rolled up before it get their minutes' shares, and the
 // totals stay exact (/queries: 100 + 3,510 = 3,610 calls, 7,220 ms).
@@ -28,7 +28,11 @@ for (const kind of storeKinds) {
 
     test('3,510 calls over 180 s: each minute its share, rollups and totals exact', async () => {
       const id = await agent.ingest(pgBatch('gap', at(57), statement(100)))
-      await agent.ingest({ ...pgBatch('gap', at(61, 30), statement(3510)), interval_seconds: 180 })
+      await agent.ingest({
+        ...pgBatch('gap', at(61, 30), statement(3510)),
+        interval_seconds: 60,
+        covered_seconds: 180,
+      })
       const rows = async (resolution: number) =>
         (
           await agent.server.store.driver.all<{ bucket: unknown; calls: unknown; total_time_ms: unknown }>(

@@ -899,7 +899,7 @@ async function findingsOf(v: Variant, engine: 'postgres' | 'clickhouse'): Promis
     if (res.status !== 200) throw new Error(`${v.name}: ingest ${res.status} ${JSON.stringify(res.body).slice(0, 300)}`)
     id = res.body.database_id
   }
-  // The agent's clock a minute ahead (agent_clock_skew): one batch of the header only, dated so.
+  // The agent's clock a minute ahead (agent_clock_skew): one batch of the header only, dated and sent so.
   const { database, agent_version } = batches[0]!
   const header = { batch_id: crypto.randomUUID(), collected_at: now + 60_000, interval_seconds: 10, agent_version }
   // (without a version: the database's stays as the batches left it)
@@ -907,6 +907,9 @@ async function findingsOf(v: Variant, engine: 'postgres' | 'clickhouse'): Promis
     account.orgId,
     { ...header, database: { ...database, engine_version: undefined } },
     Date.now(),
+    undefined,
+    0,
+    now + 60_000,
   )
   if (ahead.kind !== 'applied') throw new Error(`${v.name}: ingest ${ahead.kind}`)
   const deps = { store: server.store, log: silent, doctorThresholds: ONE_EACH }

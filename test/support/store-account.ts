@@ -42,7 +42,8 @@ export function storeAccount(kind: StoreKind, name: string): StoreAccount {
       return orgId
     },
     async ingest(batch, now = batch.collected_at + 1_000) {
-      const result = await store!.ingest(orgId, batch, now)
+      // (sent as it arrives, by a clock in time with the server's: X-Dbm-Sent-At)
+      const result = await store!.ingest(orgId, batch, now, undefined, 0, now)
       if (result.kind !== 'applied') throw new Error(`ingest: ${result.kind}`)
       return result.database.id
     },

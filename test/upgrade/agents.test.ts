@@ -77,16 +77,16 @@ async function startAgent(endpoint: string, key: string) {
 }
 
 describe('the wire contract', () => {
-  test("what this build added to v0.1.0's batch is exactly the lists of versions 2 and 3, and nothing was removed", () => {
+  test("what this build added to v0.1.0's batch is exactly the lists of versions 2 to 4, and nothing was removed", () => {
     const previous = new Set<string>(JSON.parse(readFileSync(join(fixtureDir, 'wire-v0.1.0-paths.json'), 'utf8')))
     const current = schemaPaths(IngestBatch)
     const added = current.filter((p) => !previous.has(p))
-    const listed = [...WIRE_ADDITIONS[2]!, ...WIRE_ADDITIONS[3]!]
+    const listed = [...WIRE_ADDITIONS[2]!, ...WIRE_ADDITIONS[3]!, ...WIRE_ADDITIONS[4]!]
     const under = (p: string, top: string) => p === top || p.startsWith(`${top}.`) || p.startsWith(`${top}[]`)
     expect(added.filter((p) => !listed.some((top) => under(p, top)))).toEqual([])
     expect(listed.filter((top) => !added.includes(top))).toEqual([])
     expect([...previous].filter((p) => !current.includes(p))).toEqual([])
-    expect(WIRE_VERSION).toBe(3)
+    expect(WIRE_VERSION).toBe(4)
     expect(addedAfter(FIRST_WIRE_VERSION)).toEqual([...listed])
   })
 })

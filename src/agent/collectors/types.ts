@@ -12,7 +12,13 @@ import type { CollectorName } from '../../shared/collectors.ts'
 /** The sections of a batch a collector may fill. */
 export type BatchSections = Omit<
   IngestBatch,
-  'batch_id' | 'collected_at' | 'interval_seconds' | 'agent_version' | 'database' | 'collector_errors'
+  | 'batch_id'
+  | 'collected_at'
+  | 'interval_seconds'
+  | 'covered_seconds'
+  | 'agent_version'
+  | 'database'
+  | 'collector_errors'
 >
 
 export type AgentLogger = Logger

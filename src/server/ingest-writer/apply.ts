@@ -57,13 +57,15 @@ function validate(value: unknown): IngestBatch {
 
 /**
  * `body`: the request's bytes (empty or absent: no body); `ageMs`: how long the agent held the batch
- * (batch-age.ts, from its header). Throws an HttpError for a refused batch.
+ * (batch-age.ts, from its header); `sentAt`: the agent's clock as it sent it (X-Dbm-Sent-At, batch-age.ts;
+ * undefined from an older agent). Throws an HttpError for a refused batch.
  */
 export async function applyIngest(
   ctx: ApplyContext,
   orgId: string,
   body: ArrayBuffer | Uint8Array | undefined,
   ageMs?: number,
+  sentAt?: number,
 ): Promise<IngestOutcome> {
   const { store, clock, log } = ctx
   const text = body && body.byteLength > 0 ? new TextDecoder().decode(body) : undefined
@@ -92,7 +94,14 @@ export async function applyIngest(
     }
   }
   const org = await store.getOrganization(orgId)
-  const result = await store.ingest(orgId, batch, clock(), org?.verified ? undefined : unverifiedDatabaseLimit, ageMs)
+  const result = await store.ingest(
+    orgId,
+    batch,
+    clock(),
+    org?.verified ? undefined : unverifiedDatabaseLimit,
+    ageMs,
+    sentAt,
+  )
   if (result.kind === 'limit') {
     throw forbidden(
       `unverified organizations can register ${unverifiedDatabaseLimit} database; verify your email address to register more`,

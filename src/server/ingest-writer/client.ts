@@ -25,7 +25,7 @@ export interface IngestWriter {
   /** False once the writer stopped for good (no thread could start): the route applies batches itself. */
   readonly running: boolean
   /** Applies the batch of the organization `orgId` from its body's bytes (given away: transferred). */
-  ingest(orgId: string, body: ArrayBuffer, ageMs?: number): Promise<IngestOutcome>
+  ingest(orgId: string, body: ArrayBuffer, ageMs?: number, sentAt?: number): Promise<IngestOutcome>
   /** Batches sent to the thread and not answered yet. */
   readonly inFlight: number
   /** Threads started after one died or hung (tests; the log says each). */
@@ -240,9 +240,17 @@ export async function startIngestWriter(options: {
     get worker() {
       return worker
     },
-    ingest(orgId, body, ageMs) {
+    ingest(orgId, body, ageMs, sentAt) {
       if (!running) return Promise.reject(notAnswered('the ingest writer stopped'))
-      const request: WriterIngest = { kind: 'ingest', id: nextId++, orgId, body, now: options.clock(), ageMs }
+      const request: WriterIngest = {
+        kind: 'ingest',
+        id: nextId++,
+        orgId,
+        body,
+        now: options.clock(),
+        ageMs,
+        sentAt,
+      }
       return new Promise<IngestOutcome>((resolve, reject) => {
         const p: Waiting = { request, resolve, reject }
         pending.set(request.id, p)

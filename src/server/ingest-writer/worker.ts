@@ -31,6 +31,8 @@ export interface WriterIngest {
   now: number
   /** How long the agent held the batch (batch-age.ts), when its header said. */
   ageMs?: number
+  /** The agent's clock as it sent the batch (X-Dbm-Sent-At, batch-age.ts), when its header said. */
+  sentAt?: number
 }
 export interface WriterClose {
   kind: 'close'
@@ -98,7 +100,7 @@ async function ingest(m: WriterIngest) {
     // The batch's times are the main thread's clock at its arrival, moved on by the time spent here.
     const offset = m.now - Date.now()
     const ctx: ApplyContext = { store, clock: () => Date.now() + offset, log }
-    answer({ kind: 'ingested', id: m.id, outcome: await applyIngest(ctx, m.orgId, m.body, m.ageMs) })
+    answer({ kind: 'ingested', id: m.id, outcome: await applyIngest(ctx, m.orgId, m.body, m.ageMs, m.sentAt) })
   } catch (e) {
     // A fault of the store that passes (SQLITE_FULL, PostgreSQL's class 53...) or the store away: the
     // app's 503 naming the cause (store-outages.ts), as when the route applied the batch itself.

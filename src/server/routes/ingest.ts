@@ -20,7 +20,7 @@ import { IngestResult } from '../../shared/api/ingest.ts'
 import { errorAnswers } from '../openapi.ts'
 import { WIRE_VERSION, WIRE_VERSION_HEADER } from '../../shared/wire-contract.ts'
 import { applyIngest } from '../ingest-writer/apply.ts'
-import { batchAgeMs } from '../batch-age.ts'
+import { batchAgeMs, sentAtMs } from '../batch-age.ts'
 
 /**
  * The body as the API's document shows it. The route receives the body's bytes (app.ts's parse hook)
@@ -41,10 +41,11 @@ export function ingestRoutes(deps: Deps) {
       async ({ principal, body, request }): Promise<IngestResponse> => {
         const bytes = body as unknown as ArrayBuffer
         const ageMs = batchAgeMs(request.headers)
+        const sentAt = sentAtMs(request.headers)
         const writer = deps.ingestWriter?.running ? deps.ingestWriter : undefined
         const outcome = writer
-          ? await writer.ingest(principal.orgId, bytes, ageMs)
-          : await applyIngest(deps, principal.orgId, bytes, ageMs)
+          ? await writer.ingest(principal.orgId, bytes, ageMs, sentAt)
+          : await applyIngest(deps, principal.orgId, bytes, ageMs, sentAt)
         if (outcome.kind === 'applied') {
           // Applied by the writer's own connection: this process's caches learn it here.
           if (writer) store.ingestCommitted(outcome.response.database_id, outcome.closedHoursChanged)

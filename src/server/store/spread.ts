@@ -1,5 +1,5 @@
 // Spreading a counter delta over the minutes it covers (issue 29 d6). A delta is measured over the
-// batch's interval_seconds up to its collected_at; after a gap (the agent stopped, the database did not
+// batch's covered span up to its collected_at; after a gap (the agent stopped, the database did not
 // answer) that is minutes, and put whole in the batch's own minute it stood on the charts as a spike
 // that never happened (a 3-minute gap: 4,386 calls in one minute against ~1,170 a minute). So ingest
 // writes such a delta into every minute bucket the interval covers, each its share by time (a rate),
@@ -9,9 +9,18 @@
 // per batch as before); one longer than MAX_SPREAD_MS is spread over the last MAX_SPREAD_MS (the agent
 // starts a new baseline after an hour, so only a poll interval over an hour comes there), which bounds
 // the rows a batch writes to 60 per statement.
+// The span is the batch's covered_seconds (wire version 4), else its interval_seconds: an older agent's
+// batch says only its poll interval, and interval_seconds stays the cadence everywhere else (the events'
+// and availability's gap rules, rates).
+import type { IngestBatch } from '../../shared/wire.ts'
 import { HOUR_MS, MINUTE_MS, floorTo } from './window.ts'
 
 export const MAX_SPREAD_MS = HOUR_MS
+
+/** The seconds a batch's counter deltas cover (covered_seconds; an older agent's: its interval_seconds). */
+export function coveredSeconds(batch: Pick<IngestBatch, 'interval_seconds' | 'covered_seconds'>): number {
+  return batch.covered_seconds ?? batch.interval_seconds
+}
 
 export interface Spread {
   /** The minute buckets the delta covers, oldest first. */

@@ -324,7 +324,14 @@ export class SqlStore implements Store {
 
   // ---- telemetry ----
 
-  async ingest(orgId: string, batch: IngestBatch, now: number, limit?: number, ageMs = 0): Promise<IngestResult> {
+  async ingest(
+    orgId: string,
+    batch: IngestBatch,
+    now: number,
+    limit?: number,
+    ageMs = 0,
+    sentAt?: number,
+  ): Promise<IngestResult> {
     let effects: IngestEffects | undefined
     const named = `${orgId}\n${batch.database.name}`
     const result = await this.driver.transaction(async (tx): Promise<IngestResult> => {
@@ -336,7 +343,7 @@ export class SqlStore implements Store {
       const guessed =
         guess === undefined
           ? undefined
-          : planBatch(tx.sqlDialect, guess, batch, this.knownTexts, now, ageMs, this.rollupSpreadMs)
+          : planBatch(tx.sqlDialect, guess, batch, this.knownTexts, now, ageMs, sentAt, this.rollupSpreadMs)
       const first = [
         { sql: 'SELECT * FROM databases WHERE org_id = $1 AND name = $2', params: [orgId, batch.database.name] },
         {
@@ -373,7 +380,7 @@ export class SqlStore implements Store {
       this.ingestIds.set(named, database.id)
       let plan = guess === database.id ? guessed : undefined
       if (!plan) {
-        plan = planBatch(tx.sqlDialect, database.id, batch, this.knownTexts, now, ageMs, this.rollupSpreadMs)
+        plan = planBatch(tx.sqlDialect, database.id, batch, this.knownTexts, now, ageMs, sentAt, this.rollupSpreadMs)
         await plan.reads.send(tx)
       }
       // The database's last_seen_at goes with the batch's writes, the transaction's last statements (one

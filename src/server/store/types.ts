@@ -124,9 +124,17 @@ export interface Store extends ApiKeyStore, AccountReads, AccountWrites, Databas
    * Applies an agent's batch once: maps it to the organization's database of that name (registering
    * it, within `limit` when given), skips a batch_id already applied, records last_seen_at. `now`: its
    * receipt time; `ageMs`: how long before that the agent says it collected it (X-Dbm-Batch-Age, a batch
-   * from its buffer; 0: current), which orders the latest snapshots and measures the agent's clock.
+   * from its buffer; 0: current), which orders the latest snapshots; `sentAt`: the agent's clock when it
+   * sent the batch (X-Dbm-Sent-At; undefined from an older agent), which measures the agent's clock.
    */
-  ingest(orgId: string, batch: IngestBatch, now: number, limit?: number, ageMs?: number): Promise<IngestResult>
+  ingest(
+    orgId: string,
+    batch: IngestBatch,
+    now: number,
+    limit?: number,
+    ageMs?: number,
+    sentAt?: number,
+  ): Promise<IngestResult>
   /**
    * A batch another connection applied (the ingest writer's thread, src/server/ingest-writer/) was
    * committed: this store's caches learn it as they learn their own ingests.

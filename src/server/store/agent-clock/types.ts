@@ -1,9 +1,10 @@
 // How far each database's agent's clock is from the server's (issue 29 d6), measured at every batch
-// applied: offset = collected_at + the batch's age − its receipt time. Every delay between the cycle's
-// start and the receipt (the cycle's own run, the buffer, the network, the server's queue) makes the
-// measure smaller than the true offset, never larger, so the stored value is the largest measure of a
-// window (agentClockLimits.windowMs, src/server/limits.ts): a slow cycle never reads as a clock behind,
-// and a clock set right is seen within one window. Reads: the doctor's agent_clock_skew rule.
+// applied that says when the agent sent it (X-Dbm-Sent-At, the agent's clock at sending; an older
+// agent's batches say nothing and measure nothing): offset = sent at − receipt time. Neither the
+// cycle's run nor the buffer enters it (a slow cycle or a resent batch is not a clock behind); only the
+// network and the server's queue delay the receipt, which makes the measure smaller than the true
+// offset, never larger, so the stored value is the largest measure of a window
+// (agentClockLimits.windowMs, src/server/limits.ts), and a clock set right is seen within one window. Reads: the doctor's agent_clock_skew rule.
 // writes.ts: ingest's writer (planBatch); reads.ts: AgentClockReads (Store.agentClocks).
 
 export interface AgentClock {

@@ -1,21 +1,23 @@
 // Ingest's writer of the agent's clock offset (types.ts says how it is measured and why the largest
-// measure of a window is kept): one upsert per batch, nothing read.
+// measure of a window is kept): one upsert per batch that says when it was sent, nothing read.
 import { agentClockLimits } from '../../limits.ts'
 import type { Writes } from '../ingest/batch.ts'
 
 /**
- * The offset measured by a batch collected at `collectedAt` (the agent's clock) whose cycle began, on
- * the server's clock, at `receivedAt` (its receipt time less the age the agent gave it); measured at `now`.
- * The stored offset is replaced by a larger one, or by any once it is older than the window.
+ * The offset measured by a batch the agent sent at `sentAt` (its clock; X-Dbm-Sent-At) and the server
+ * received at `now`. A time of sending before the batch's collected_at, or more than a buffered batch's
+ * longest life after it, is not the agent's clock (hostile or broken input): nothing is measured. The
+ * stored offset is replaced by a larger one, or by any once it is older than the window.
  */
 export function applyAgentClock(
   writes: Writes,
   databaseId: string,
   collectedAt: number,
-  receivedAt: number,
+  sentAt: number,
   now: number,
 ): void {
-  const offset = Math.round(collectedAt - receivedAt)
+  if (!(sentAt >= collectedAt && sentAt - collectedAt <= agentClockLimits.maxBatchAgeMs)) return
+  const offset = Math.round(sentAt - now)
   if (!Number.isFinite(offset)) return
   const replace = `excluded.offset_ms >= agent_clocks.offset_ms OR agent_clocks.measured_at < excluded.measured_at - ${agentClockLimits.windowMs}`
   writes.upsert('agent_clocks', ['database_id', 'offset_ms', 'measured_at'], [[databaseId, offset, now]], {

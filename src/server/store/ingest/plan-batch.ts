@@ -27,6 +27,7 @@ import { serverSettingsWrites } from '../server-settings/writes.ts'
 import { applySnapshots } from '../snapshots.ts'
 import { applyAgentClock } from '../agent-clock/writes.ts'
 import { type IngestEffects, type KnownTexts, applyQueryStats } from '../statements/writes.ts'
+import { coveredSeconds } from '../spread.ts'
 import { Reads, Writes } from './batch.ts'
 import type { RegisteredDatabase } from '../databases/types.ts'
 
@@ -51,7 +52,7 @@ export interface PlannedBatch {
  * Plans every section of the batch that this server version stores, for the database `databaseId`:
  * registers the reads (nothing is sent; a plan whose reads are never sent is simply dropped). `now`:
  * the server's time of receipt; `ageMs`: how long ago the agent says it collected the batch (from its
- * buffer; 0 for a current batch).
+ * buffer; 0 for a current batch); `sentAt`: the agent's clock when it sent it (undefined: not said).
  */
 export function planBatch(
   sqlDialect: SqlDialect,
@@ -60,10 +61,10 @@ export function planBatch(
   known?: KnownTexts,
   now = Date.now(),
   ageMs = 0,
+  sentAt?: number,
   rollupSpreadMs = 0,
 ): PlannedBatch {
-  // When the batch's cycle ran, on the server's clock: orders the latest snapshots (snapshots.ts) and
-  // measures the agent's clock (agent-clock/types.ts).
+  // When the batch's cycle ran, on the server's clock: orders the latest snapshots (snapshots.ts).
   const receivedAt = now - ageMs
   const effects: IngestEffects = { closedHoursChanged: false, texts: [], textsAt: 0 }
   const reads = new Reads()
@@ -72,7 +73,7 @@ export function planBatch(
         sqlDialect,
         databaseId,
         batch.collected_at,
-        batch.interval_seconds,
+        coveredSeconds(batch),
         batch.query_stats,
         known,
         effects,
@@ -100,7 +101,7 @@ export function planBatch(
       applyClickHouse(writes, databaseId, batch)
       applySnapshots(writes, databaseId, batch, receivedAt)
       hostWrites.applyHost(writes, databaseId, batch, receivedAt)
-      applyAgentClock(writes, databaseId, batch.collected_at, receivedAt, now)
+      if (sentAt !== undefined) applyAgentClock(writes, databaseId, batch.collected_at, sentAt, now)
       serverSettingsWrites.applySettingDetails(writes, databaseId, batch)
       writeEvents(writes, database)
       writeAvailability(writes, database, now)

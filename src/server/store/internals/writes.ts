@@ -31,7 +31,11 @@ function bucketPrefixes(databaseId: string, collectedAt: number): [string, numbe
   return [MINUTE_MS, HOUR_MS].map((r) => [databaseId, r / 1000, floorTo(collectedAt, r)])
 }
 
-/** How far a wait entry's minute may be from its batch's time: an hour. */
+/**
+ * How far a wait entry's minute may be from its batch's time: an hour. Wait events are not spread over
+ * a batch's covered span (spread.ts) as statements are: they are samples the agent took and dated
+ * itself, each entry in its own minute, not a delta measured over the interval, so a gap holds none.
+ */
 const WAIT_MINUTE_SLACK_MS = HOUR_MS
 
 /**
