@@ -10,7 +10,7 @@ import { type BatchRollup, SPAN_MS } from '../rollups/rollups.ts'
 import { int64Counter, saturatingAdd } from '../sums.ts'
 import type { Writes } from '../ingest/batch.ts'
 import { HOUR_MS, MINUTE_MS, floorTo } from '../window.ts'
-import { shareOf, spreadOverMinutes } from '../spread.ts'
+import { shareOf, spreadBucketsFor, spreadOverMinutes } from '../spread.ts'
 
 const QUERY_COUNTERS = QUERY_COUNTER_KEYS
 
@@ -151,7 +151,7 @@ export function applyQueryStats(
     // batch are rolled up already (planRollup): a minute also lands in the coarser buckets whose level
     // was rolled up past it (a late batch, or the early minutes of a long interval), each such bucket
     // taking the shares of its minutes at once (one row per key in an upsert).
-    const spread = spreadOverMinutes(collectedAt, intervalSeconds)
+    const spread = spreadOverMinutes(collectedAt, intervalSeconds, spreadBucketsFor(merged.size))
     const statRows: unknown[][] = []
     const last = spread.buckets.length - 1
     const rowOf = (row: unknown[], resolution: number, bucket: number, from: number, to: number) => {
