@@ -41,7 +41,9 @@ export async function healthz(deps: HealthzDeps, signupClosed: () => Promise<boo
   const loop = deps.loopLag ? { event_loop: deps.loopLag.figures() } : {}
   const refusal = await storeRefusal(deps.store)
   if (refusal) {
-    const reason = refusal.message.slice(0, 300)
+    // The cause in plain words and its code, not the driver's message (a file path, a role name): /healthz
+    // answers anyone.
+    const reason = `${refusal.reason} (${refusal.code})`.slice(0, 300)
     return { status: 503, body: { status: 'unavailable', version: VERSION, store: 'unavailable', reason, ...loop } }
   }
   if (await storeAnswers(deps.store)) {

@@ -323,6 +323,7 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
       logLevel: config.logLevel,
       log,
       rollupSpreadMs,
+      writeFaults: store.writeFaults,
       clock: deps.clock,
     }).then(
       (w) => {

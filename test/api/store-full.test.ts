@@ -94,7 +94,12 @@ describe('serve on SQLite while its file may not grow', () => {
     expect((await server.call('GET', '/api/v1/databases', { token: account.token })).status).toBe(200)
     const health = await server.call('GET', '/healthz')
     expect(health.status).toBe(503)
-    expect(health.body).toMatchObject({ status: 'unavailable', store: 'unavailable', reason: SQLITE_FULL })
+    // Its reason names the cause and its code, not the driver's text: /healthz answers anyone.
+    expect(health.body).toMatchObject({
+      status: 'unavailable',
+      store: 'unavailable',
+      reason: "the store's disk is full (SQLITE_FULL)",
+    })
 
     // A real agent's first batch is refused and kept in its buffer.
     healthPort = await freePort()
@@ -164,7 +169,8 @@ describe('serve on PostgreSQL while its disk is full (SQLSTATE 53100)', () => {
   beforeAll(async () => {
     databaseUrl = await (await sharedPostgres(17)).freshDatabase()
     dataDir = mkdtempSync(join(tmpdir(), 'dbm-full-pg-'))
-    server = await startTestServer('postgres', { databaseUrl, dataDir })
+    // With the ingest writer's thread, as `dbm serve` runs: its refusals reach /healthz and the log too.
+    server = await startTestServer('postgres', { databaseUrl, dataDir, ingestWriter: true })
     ;({ key } = await agentAccount(server))
   }, 60_000)
 
@@ -195,7 +201,11 @@ describe('serve on PostgreSQL while its disk is full (SQLSTATE 53100)', () => {
       }
       const health = await server.call('GET', '/healthz')
       expect(health.status).toBe(503)
-      expect(health.body).toMatchObject({ status: 'unavailable', store: 'unavailable', reason: DISK_FULL })
+      expect(health.body).toMatchObject({
+        status: 'unavailable',
+        store: 'unavailable',
+        reason: "the store's disk is full (SQLSTATE 53100)",
+      })
       expect(server.logs.filter((l) => / ERROR /.test(l)).slice(errorsBefore)).toEqual([
         expect.stringMatching(/ ERROR store refuses writes; .* code="SQLSTATE 53100" cause=/),
       ])

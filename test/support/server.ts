@@ -124,6 +124,7 @@ export async function startTestServer(
       log,
       clock,
       rollupSpreadMs: options.rollupSpreadMs,
+      writeFaults: store.writeFaults,
       deadlineMs: options.ingestWriter === true ? undefined : options.ingestWriter.deadlineMs,
     })
   }

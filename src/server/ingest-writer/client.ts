@@ -8,6 +8,7 @@
 import type { LogLevel, Logger } from '../../shared/log.ts'
 import { HttpError } from '../http-error.ts'
 import { storeUnavailable } from '../store-outages.ts'
+import type { StoreWriteFaults } from '../store/write-faults.ts'
 import { IDLE_TIMEOUT_S } from '../server-options.ts'
 import { type IngestOutcome, fromRefusal } from './apply.ts'
 import type { FailureMessage, WriterAnswer, WriterIngest, WriterRequest } from './worker.ts'
@@ -69,6 +70,8 @@ export async function startIngestWriter(options: {
   databaseUrl?: string
   logLevel: LogLevel
   log: Logger
+  /** The main store's write-fault episodes, told of the writer's refused and applied batches. */
+  writeFaults?: StoreWriteFaults
   /** The store's rollup spread (SqlStore's option; `dbm serve`: limits.ts rollupSpreadMs). */
   rollupSpreadMs?: number
   /** The main thread's clock (Deps.clock): the batches' times. */
@@ -138,9 +141,15 @@ export async function startIngestWriter(options: {
     if (!p) return
     pending.delete(m.id)
     hold()
-    if (m.kind === 'ingested') p.resolve(m.outcome)
-    else if (m.kind === 'refused') p.reject(fromRefusal(m.refusal))
-    else p.reject(m.unreachable ? storeUnavailable() : failureError(m.failure))
+    // The writer's own connection refused or took a write: the main thread's write-fault episodes (the
+    // log's one line per episode, /healthz's reason) learn it as from the main connection's writes.
+    if (m.kind === 'ingested') {
+      if (m.outcome.kind === 'applied') options.writeFaults?.wrote()
+      p.resolve(m.outcome)
+    } else if (m.kind === 'refused') {
+      if (m.writeFault) options.writeFaults?.failed(m.writeFault)
+      p.reject(fromRefusal(m.refusal))
+    } else p.reject(m.unreachable ? storeUnavailable() : failureError(m.failure))
   }
 
   /** A new thread with its store open; rejects with why it could not open it. */

@@ -7,6 +7,8 @@
 import { join } from 'node:path'
 import { type LogFields, type LogLevel, type Logger, logLevels } from '../../shared/log.ts'
 import { HttpError } from '../http-error.ts'
+import { storeTryLater } from '../store/driver.ts'
+import type { WriteRefusal } from '../store/write-faults.ts'
 import { storeFaultAnswer } from '../store-outages.ts'
 import { isStoreUnreachable } from '../store/reachability.ts'
 import { SqlStore } from '../store/sql-store.ts'
@@ -51,7 +53,13 @@ export interface FailureMessage {
 export type WriterAnswer =
   | { kind: 'opened'; error?: string }
   | { kind: 'ingested'; id: number; outcome: IngestOutcome }
-  | { kind: 'refused'; id: number; refusal: RefusalMessage }
+  | {
+      kind: 'refused'
+      id: number
+      refusal: RefusalMessage
+      /** A write the store refused for a reason that passes (StoreTryLater): the main thread's episodes learn it. */
+      writeFault?: WriteRefusal
+    }
   | { kind: 'failed'; id: number; failure: FailureMessage; unreachable: boolean }
   | { kind: 'closed' }
   | { kind: 'log'; level: LogLevel; message: string; fields?: LogFields }
@@ -105,7 +113,11 @@ async function ingest(m: WriterIngest) {
     // A fault of the store that passes (SQLITE_FULL, PostgreSQL's class 53...) or the store away: the
     // app's 503 naming the cause (store-outages.ts), as when the route applied the batch itself.
     const fault = e instanceof HttpError ? e : storeFaultAnswer(e)
-    if (fault) answer({ kind: 'refused', id: m.id, refusal: toRefusal(fault) })
+    const tryLater = storeTryLater(e)
+    const writeFault = tryLater
+      ? { code: tryLater.code, reason: tryLater.reason, message: tryLater.message }
+      : undefined
+    if (fault) answer({ kind: 'refused', id: m.id, refusal: toRefusal(fault), writeFault })
     else if (isBusy(e)) {
       // The main thread's connection held the SQLite store's write lock past busy_timeout (a long
       // retention pass): the batch was not applied, and is taken when sent again.
