@@ -332,6 +332,7 @@ async function main(): Promise<number> {
     costs: Costs
     latencies: number[]
     non2xx: number
+    statuses: string
     late: number
     lagP99?: number
   }
@@ -372,16 +373,19 @@ async function main(): Promise<number> {
     ).event_loop
     if ((await child.exited) !== 0) throw new Error(`the load generator exited with ${child.exitCode}`)
     const result = JSON.parse(await out) as ChildResult
-    const non2xx =
-      Object.entries(result.statuses)
-        .filter(([s]) => !s.startsWith('2'))
-        .reduce((x, [, n]) => x + n, 0) + result.failures
+    const other = Object.entries(result.statuses).filter(([s]) => !s.startsWith('2'))
+    const non2xx = other.reduce((x, [, n]) => x + n, 0) + result.failures
+    const statuses = [
+      ...other.map(([s, n]) => `${n} × ${s}`),
+      ...(result.failures ? [`${result.failures} failed`] : []),
+    ]
     const step: Step = {
       databases,
       load,
       costs,
       latencies: result.latenciesMs,
       non2xx,
+      statuses: statuses.join(', '),
       late: result.late,
       lagP99: loop?.lag_p99_ms,
     }
@@ -459,7 +463,7 @@ async function main(): Promise<number> {
     `| idle, ${fmt(idle.seconds)} s | ${loadBefore.split(' / ')[0]} | 0 | | | | ${fmt(idle.serveCpuMs / idle.seconds)} ms/s / ${pct(idle.serveCpuMs, idle)} | ${fmt((idle.execMs + idle.planMs) / idle.seconds, 2)} ms/s | ${fmt(idle.backendCpuMs / idle.seconds)} ms/s | ${fmt(idle.pgCpuMs / idle.seconds)} ms/s / ${pct(idle.pgCpuMs, idle)} | | ${[...idle.cores].map(([cpu, v]) => `${cpu}: ${fmt(v * 100)} %`).join(', ')} | |`,
     ...results.map((s) => {
       const c = s.costs
-      return `| ${fmt(s.databases)} | ${s.load.split(' / ')[0]} | ${fmt(c.applied)} (${fmt(c.applied / c.seconds, 1)}) | ${fmt(c.rows / c.applied)} | ${fmt(percentile(s.latencies, 0.5))} / ${fmt(percentile(s.latencies, 0.99))} / ${fmt(Math.max(...s.latencies))} | ${s.non2xx} | ${per(c.serveCpuMs, c)} / ${pct(c.serveCpuMs, c)} | ${per(c.execMs, c)} + ${per(c.planMs, c)} | ${per(c.backendCpuMs, c)} | ${per(c.pgCpuMs, c)} / ${pct(c.pgCpuMs, c)} | ${fmt(c.walBytes / 1024 / c.applied)} | ${[...c.cores].map(([cpu, v]) => `${cpu}: ${fmt(v * 100)} %`).join(', ')} | ${fmt(s.lagP99, 1)} |`
+      return `| ${fmt(s.databases)} | ${s.load.split(' / ')[0]} | ${fmt(c.applied)} (${fmt(c.applied / c.seconds, 1)}) | ${fmt(c.rows / c.applied)} | ${fmt(percentile(s.latencies, 0.5))} / ${fmt(percentile(s.latencies, 0.99))} / ${fmt(Math.max(...s.latencies))} | ${s.non2xx ? s.statuses : 0} | ${per(c.serveCpuMs, c)} / ${pct(c.serveCpuMs, c)} | ${per(c.execMs, c)} + ${per(c.planMs, c)} | ${per(c.backendCpuMs, c)} | ${per(c.pgCpuMs, c)} / ${pct(c.pgCpuMs, c)} | ${fmt(c.walBytes / 1024 / c.applied)} | ${[...c.cores].map(([cpu, v]) => `${cpu}: ${fmt(v * 100)} %`).join(', ')} | ${fmt(s.lagP99, 1)} |`
     }),
   ]
   // The marginal cost: the rise in CPU per second over the rise in batches per second, idle to each step.
