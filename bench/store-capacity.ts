@@ -20,6 +20,7 @@
 //     CPU of the whole server (the postmaster's own and reaped children's times plus every live child's);
 //     WAL written (pg_current_wal_lsn);
 //   - the pinned cores' busy share (/proc/stat), which includes anything else running on them;
+//   - lock waits: every 500 ms, the store's backends waiting for a lock and their blockers' state and statement;
 //   - ingest latency (p50/p99/max) of the POSTs started in the window, answers not 2xx, serve's event-loop lag.
 //   Each is divided by the batches applied. An unloaded window of `--idle-seconds` comes first: the fixed
 //   cost per second of both sides, from which the marginal cost a batch is also given ((CPU/s at the step −
@@ -170,6 +171,13 @@ interface Costs {
   top: { query: string; calls: number; ms: number }[]
 }
 
+interface LockWaits {
+  samples: number
+  /** Waiting backends summed over the samples (divide by samples for the mean). */
+  waiting: number
+  blockers: Map<string, number>
+}
+
 class Meter {
   constructor(
     private readonly admin: postgres.Sql,
@@ -182,6 +190,26 @@ class Meter {
     const rows = await this.admin<{ pid: number }[]>`
       SELECT pid FROM pg_stat_activity WHERE datname = ${this.storeDb} AND application_name = 'dbm'`
     return rows.map((r) => r.pid)
+  }
+
+  /**
+   * Every 500 ms until `until`: the store's backends waiting for a lock, and what each one's blocker is
+   * doing (its state and the start of its statement), counted over the samples.
+   */
+  async lockWaits(until: number): Promise<LockWaits> {
+    const out: LockWaits = { samples: 0, waiting: 0, blockers: new Map() }
+    while (Date.now() < until) {
+      const rows = await this.admin<{ pid: number; blocker: string }[]>`
+        SELECT w.pid, b.state || ': ' || left(regexp_replace(b.query, '[[:space:]]+', ' ', 'g'), 70) AS blocker
+        FROM pg_stat_activity w CROSS JOIN LATERAL unnest(pg_blocking_pids(w.pid)) AS bp(pid)
+        JOIN pg_stat_activity b ON b.pid = bp.pid
+        WHERE w.datname = ${this.storeDb} AND w.wait_event_type = 'Lock'`
+      out.samples++
+      out.waiting += new Set(rows.map((r) => r.pid)).size
+      for (const r of rows) out.blockers.set(r.blocker, (out.blockers.get(r.blocker) ?? 0) + 1)
+      await Bun.sleep(Math.min(500, Math.max(0, until - Date.now())))
+    }
+    return out
   }
 
   async snapshot(reset: boolean): Promise<Snapshot> {
@@ -335,6 +363,7 @@ async function main(): Promise<number> {
     statuses: string
     late: number
     lagP99?: number
+    waits: LockWaits
   }
   const results: Step[] = []
   let overGoal = 0
@@ -362,6 +391,7 @@ async function main(): Promise<number> {
     console.error(`step: ${databases} databases, ramp ${o.warmup} s, measured ${o.duration} s (load ${load})`)
     await Bun.sleep(startAt + o.warmup * 1000 - Date.now())
     const a = await meter.snapshot(true)
+    const waits = await meter.lockWaits(startAt + (o.warmup + o.duration) * 1000)
     await Bun.sleep(startAt + (o.warmup + o.duration) * 1000 - Date.now())
     const b = await meter.snapshot(false)
     const costs = await meter.costs(a, b)
@@ -388,6 +418,7 @@ async function main(): Promise<number> {
       statuses: statuses.join(', '),
       late: result.late,
       lagP99: loop?.lag_p99_ms,
+      waits,
     }
     results.push(step)
     const p99 = percentile(step.latencies, 0.99)
@@ -479,6 +510,23 @@ async function main(): Promise<number> {
     ...results.map(
       (s) =>
         `| ${fmt(s.databases)} | ${marginal((c) => c.serveCpuMs, s.costs)} | ${marginal((c) => c.execMs + c.planMs, s.costs)} | ${marginal((c) => c.backendCpuMs, s.costs)} | ${marginal((c) => c.pgCpuMs, s.costs)} |`,
+    ),
+  )
+  lines.push(
+    '',
+    'Lock waits in the store over each step (sampled every 500 ms: backends of the store waiting for a lock, and what their blocker was doing):',
+    '',
+    '| databases | waiting backends (mean) | blockers seen most (state: statement start, samples) |',
+    '|---:|---:|---|',
+    ...results.map(
+      (s) =>
+        `| ${fmt(s.databases)} | ${fmt(s.waits.waiting / Math.max(1, s.waits.samples), 2)} | ${
+          [...s.waits.blockers]
+            .sort((x, y) => y[1] - x[1])
+            .slice(0, 3)
+            .map(([q, n]) => `\`${q.replaceAll('|', '\\|').replaceAll('`', "'")}\` (${n})`)
+            .join('; ') || 'none'
+        } |`,
     ),
   )
   const last = results.at(-1)
