@@ -41,7 +41,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
 import { type PostgresServer, startPostgres } from '../test/support/postgres.ts'
-import { fmt, loadLine, machine, median, parseArgs, percentile, procStat } from './common.ts'
+import { fmt, loadLine, machine, parseArgs, percentile, procStat } from './common.ts'
 import {
   type ChildResult,
   type Options as FleetOptions,
