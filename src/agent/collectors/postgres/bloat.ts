@@ -23,6 +23,7 @@ import type { BloatEstimate } from '../../../shared/wire.ts'
 import { num } from '../delta.ts'
 import type { PostgresContext } from '../types.ts'
 import { registerCollector } from '../registry.ts'
+import { TABLES_READ, type TablesRead } from './tables.ts'
 
 const MAX_ESTIMATES = Math.min(ingestMaxItems.bloat, 5_000)
 const RECOMPUTE_MS = 3600_000
@@ -36,6 +37,20 @@ const FINGERPRINT_SQL = `
          coalesce((SELECT max(greatest(pg_stat_get_last_vacuum_time(c.oid), pg_stat_get_last_autovacuum_time(c.oid),
                                        pg_stat_get_last_analyze_time(c.oid), pg_stat_get_last_autoanalyze_time(c.oid)))::text
                    FROM pg_class c WHERE c.relkind IN ('r', 't', 'm', 'p')), '') AS fingerprint`
+
+/**
+ * The fingerprint of what the estimate reads: from the tables collector's read of this cycle when it
+ * ran before (the catalog fingerprint, which every DDL moves, CREATE INDEX and REINDEX included, with
+ * every table's (auto)vacuum counts and last (auto)analyze: relpages, reltuples and pg_stats change in
+ * place only through those), else FINGERPRINT_SQL. Taken from the tables' read it costs no statement:
+ * FINGERPRINT_SQL was 4-5 ms a cycle with 1,000 tables (bench/RESULTS.md, Agent).
+ */
+async function fingerprintOf(ctx: PostgresContext): Promise<string> {
+  const shared = ctx.state.get(TABLES_READ) as TablesRead | undefined
+  if (shared && shared.at === ctx.now) return `tables:${shared.signal}|${shared.maintained}`
+  const [{ fingerprint } = { fingerprint: '' }] = await ctx.sql.unsafe<{ fingerprint: string }[]>(FINGERPRINT_SQL)
+  return fingerprint
+}
 
 // Each relation with its columns in order: average width, null fraction, type length and alignment.
 // An index's columns are its own attributes (an expression's type), with the statistics of the table
@@ -154,7 +169,7 @@ export const bloat = registerCollector<PostgresContext>({
   engine: 'postgres',
   defaultEnabled: true,
   async collect(ctx) {
-    const [{ fingerprint } = { fingerprint: '' }] = await ctx.sql.unsafe<{ fingerprint: string }[]>(FINGERPRINT_SQL)
+    const fingerprint = await fingerprintOf(ctx)
     const last = ctx.state.get('bloat') as { fingerprint: string; at: number } | undefined
     if (last && last.fingerprint === fingerprint && ctx.now - last.at < RECOMPUTE_MS) return {}
     const [{ bs } = { bs: '8192' }] = await ctx.sql.unsafe<{ bs: string }[]>(

@@ -131,6 +131,26 @@ export interface SeqRead {
   tables: { relid: string; schemaname: string; relname: string; seq_tup_read: string; analyzed: string }[]
 }
 
+/**
+ * What this cycle's statistics read tells the collectors that run after tables in the same cycle
+ * (indexes, bloat), so that they need not ask PostgreSQL again: a cache taken once, at the cycle whose
+ * `now` it carries, of the catalog fingerprint read before the statistics and, for every table of
+ * pg_stat_user_tables, what moves its indexes' sizes.
+ */
+export const TABLES_READ = 'cache:tables:read'
+export interface TablesRead {
+  at: number
+  /** catalogSignal (common.ts) as read before the statistics. */
+  signal: string
+  /** A hash of every table's (auto)vacuum counts and last (auto)analyze: moves when any table is vacuumed or analyzed. */
+  maintained: string
+  /**
+   * By relid: rows inserted and updated, (auto)vacuums and the last (auto)analyze of the table, what
+   * grows its indexes (the indexes collector's size fingerprint).
+   */
+  writes: Map<string, string>
+}
+
 /** The later of a table's last analyze and autoanalyze as epoch ms text ('' when never), as column_stats' TOP_TABLES_SQL gives it. */
 export const analyzedOf = (a: Date | null, b: Date | null): string => {
   const times = [a, b].filter((d): d is Date => d !== null).map((d) => d.getTime())
@@ -353,6 +373,20 @@ export const tables = registerCollector<PostgresContext>({
       fingerprints.set(String(r.relid), `${f.files},${counters}${f.index_files === null ? '' : `,${f.index_files}`}`)
       return true
     })
+    const writes = new Map<string, string>()
+    const maintenance: string[] = []
+    for (const r of read) {
+      const vacuums = `${r.vacuum_count ?? ''},${r.autovacuum_count ?? ''}`
+      const analyzed = analyzedOf(r.last_analyze, r.last_autoanalyze)
+      writes.set(String(r.relid), `${r.n_tup_ins ?? ''},${r.n_tup_upd ?? ''},${vacuums},${analyzed}`)
+      maintenance.push(`${r.relid}:${vacuums},${analyzed}`)
+    }
+    ctx.state.set(TABLES_READ, {
+      at: ctx.now,
+      signal,
+      maintained: Bun.hash(maintenance.sort().join('/')).toString(36),
+      writes,
+    } satisfies TablesRead)
     ctx.state.set(SEQ_READ, {
       at: ctx.now,
       tables: all
