@@ -463,7 +463,11 @@ function scenarioLines(r: ScenarioResult, o: Options): string[] {
       byStatement.set(s.text, e)
     }
   }
-  const top = [...byStatement.values()].sort((a, b) => b.ms - a.ms).slice(0, 6)
+  const ranked = [...byStatement.values()].sort((a, b) => b.ms - a.ms)
+  const top = ranked.slice(0, 12)
+  const rest = ranked
+    .slice(12)
+    .reduce((sum, s) => ({ ms: sum.ms + s.ms, calls: sum.calls + s.calls }), { ms: 0, calls: 0 })
   // log_events' own statements: its settings query, pg_ls_logdir() and pg_read_binary_file().
   const isLog = (text: string) =>
     /pg_ls_logdir|pg_read_binary_file|FILTER \(WHERE name = 'logging_collector'\)/.test(text)
@@ -514,6 +518,11 @@ function scenarioLines(r: ScenarioResult, o: Options): string[] {
       (s) =>
         `| ${fmt(s.ms / steady.length, 2)} | ${fmt(s.calls / steady.length, 1)} | \`${s.text.replaceAll('|', '\\|').replaceAll('`', "'")}\` |`,
     ),
+    ...(rest.calls > 0
+      ? [
+          `| ${fmt(rest.ms / steady.length, 2)} | ${fmt(rest.calls / steady.length, 1)} | the ${ranked.length - top.length} other statements |`,
+        ]
+      : []),
   ]
   for (const w of r.warnings.slice(0, 5)) lines.push('', `Agent warning: \`${w.slice(0, 300)}\``)
   const x = r.exporter
