@@ -10,6 +10,7 @@ import type postgres from 'postgres'
 import { settingsLimits } from '../shared/ingest-limits.ts'
 import { HIDDEN, isSecretSetting, maskSecretSettings } from '../shared/secret-settings.ts'
 import type { ServerState, SettingDetail } from '../shared/wire.ts'
+import { PREPARED } from './own-statements.ts'
 
 /** What a session reads each cycle; the runner adds agent_started_at and decides whether the settings go. */
 export interface ServerFacts {
@@ -149,8 +150,8 @@ function resetsSql(major: number): string {
 }
 
 export async function postgresFacts(sql: postgres.Sql, major: number): Promise<ServerFacts> {
-  const [row] = await sql.unsafe(resetsSql(major))
-  const settingsRows = await sql.unsafe<SettingRow[]>(SETTINGS_SQL)
+  const [row] = await sql.unsafe(resetsSql(major), [], PREPARED)
+  const settingsRows = await sql.unsafe<SettingRow[]>(SETTINGS_SQL, [], PREPARED)
   const settings: Record<string, string> = {}
   const details: Record<string, SettingDetail> = {}
   for (const r of settingsRows) {
@@ -170,6 +171,8 @@ export async function postgresFacts(sql: postgres.Sql, major: number): Promise<S
     try {
       const [info] = await sql.unsafe(
         `SELECT floor(extract(epoch FROM stats_reset) * 1000)::int8 AS at FROM pg_stat_statements_info`,
+        [],
+        PREPARED,
       )
       resets.pg_stat_statements = epochMs(info?.at)
     } catch {

@@ -24,6 +24,7 @@ import { num } from '../delta.ts'
 import type { PostgresContext } from '../types.ts'
 import { registerCollector } from '../registry.ts'
 import { TABLES_READ, type TablesRead } from './tables.ts'
+import { PREPARED } from '../../own-statements.ts'
 
 const MAX_ESTIMATES = Math.min(ingestMaxItems.bloat, 5_000)
 const RECOMPUTE_MS = 3600_000
@@ -48,7 +49,11 @@ const FINGERPRINT_SQL = `
 async function fingerprintOf(ctx: PostgresContext): Promise<string> {
   const shared = ctx.state.get(TABLES_READ) as TablesRead | undefined
   if (shared && shared.at === ctx.now) return `tables:${shared.signal}|${shared.maintained}`
-  const [{ fingerprint } = { fingerprint: '' }] = await ctx.sql.unsafe<{ fingerprint: string }[]>(FINGERPRINT_SQL)
+  const [{ fingerprint } = { fingerprint: '' }] = await ctx.sql.unsafe<{ fingerprint: string }[]>(
+    FINGERPRINT_SQL,
+    [],
+    PREPARED,
+  )
   return fingerprint
 }
 

@@ -16,6 +16,7 @@ import { num } from '../delta.ts'
 import type { PostgresContext } from '../types.ts'
 import { registerCollector } from '../registry.ts'
 import { type SeqRead, SEQ_READ, byBytes } from './tables.ts'
+import { PREPARED } from '../../own-statements.ts'
 
 /** Tables read, the most rows read by sequential scans first. */
 export const MAX_TABLES = 50
@@ -163,7 +164,7 @@ function reportUnreadable(ctx: PostgresContext, unreadable: number, of: number):
 async function topTables(ctx: PostgresContext): Promise<TopRow[]> {
   const shared = ctx.state.get(SEQ_READ) as SeqRead | undefined
   ctx.state.delete(SEQ_READ)
-  if (!shared || shared.at !== ctx.now) return ctx.sql.unsafe<TopRow[]>(TOP_TABLES_SQL, [MAX_TABLES])
+  if (!shared || shared.at !== ctx.now) return ctx.sql.unsafe<TopRow[]>(TOP_TABLES_SQL, [MAX_TABLES], PREPARED)
   const picked = shared.tables
     .map((t) => ({ t, reads: BigInt(t.seq_tup_read) }))
     .sort((a, b) =>

@@ -8,6 +8,7 @@ import type { ConnectionGroup } from '../../../shared/wire.ts'
 import { num } from '../delta.ts'
 import type { PostgresContext } from '../types.ts'
 import { registerCollector } from '../registry.ts'
+import { PREPARED } from '../../own-statements.ts'
 
 const MAX_GROUPS = ingestMaxItems.connections
 
@@ -26,7 +27,7 @@ export const connections = registerCollector<PostgresContext>({
   engine: 'postgres',
   defaultEnabled: true,
   async collect(ctx) {
-    const rows = await ctx.sql.unsafe<Row[]>(CONNECTIONS_SQL, [MAX_GROUPS])
+    const rows = await ctx.sql.unsafe<Row[]>(CONNECTIONS_SQL, [MAX_GROUPS], PREPARED)
     return {
       connections: rows.map((r) => ({
         database: r.database,

@@ -6,6 +6,7 @@ import { ingestMaxItems } from '../../../shared/ingest-limits.ts'
 import type { InvalidConstraint } from '../../../shared/wire.ts'
 import type { PostgresContext } from '../types.ts'
 import { registerCollector } from '../registry.ts'
+import { PREPARED } from '../../own-statements.ts'
 
 const MAX_CONSTRAINTS = ingestMaxItems.invalid_constraints
 
@@ -30,7 +31,7 @@ export const constraints = registerCollector<PostgresContext>({
   engine: 'postgres',
   defaultEnabled: true,
   async collect(ctx) {
-    const rows = await ctx.sql.unsafe<InvalidConstraint[]>(INVALID_CONSTRAINTS_SQL, [MAX_CONSTRAINTS])
+    const rows = await ctx.sql.unsafe<InvalidConstraint[]>(INVALID_CONSTRAINTS_SQL, [MAX_CONSTRAINTS], PREPARED)
     return {
       invalid_constraints: rows.map((r) => ({
         schema_name: r.schema_name,

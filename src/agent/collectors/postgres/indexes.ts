@@ -9,6 +9,7 @@ import type { PostgresContext } from '../types.ts'
 import { registerCollector } from '../registry.ts'
 import type { Counters } from './common.ts'
 import { SIZES_MAX_AGE_MS, TABLES_READ, type TablesRead } from './tables.ts'
+import { PREPARED } from '../../own-statements.ts'
 
 const MAX_INDEXES = 10_000
 /** Every this many cycles all definitions are deparsed again (a renamed column shows up then). */
@@ -115,7 +116,7 @@ export const indexes = registerCollector<PostgresContext>({
       kept && ctx.now - kept.at < SIZES_MAX_AGE_MS ? kept : { at: ctx.now, indexes: new Map() as Sizes['indexes'] }
     const shared = ctx.state.get(TABLES_READ) as TablesRead | undefined
     const fromTables = shared && shared.at === ctx.now ? shared.writes : undefined
-    const read = await ctx.sql.unsafe<Row[]>(statsSqlFor(ctx.major, fromTables === undefined))
+    const read = await ctx.sql.unsafe<Row[]>(statsSqlFor(ctx.major, fromTables === undefined), [], PREPARED)
     for (const r of read) {
       const table = fromTables ? fromTables.get(r.relid) : r.table_fingerprint
       r.fingerprint =

@@ -6,6 +6,7 @@ import type { PostgresContext } from '../types.ts'
 import { registerCollector } from '../registry.ts'
 import { forVersion, nonNegative } from './common.ts'
 import { maskSecretStatements } from '../../secret-statements.ts'
+import { PREPARED } from '../../own-statements.ts'
 
 const MAX_QUERY_TEXT = 10_000
 const MAX_LOCKS = 20_000
@@ -68,7 +69,7 @@ export const locks = registerCollector<PostgresContext>({
   engine: 'postgres',
   defaultEnabled: true,
   async collect(ctx) {
-    const rows = await ctx.sql.unsafe<Row[]>(forVersion(SQL, ctx.major), [MAX_QUERY_TEXT, MAX_LOCKS])
+    const rows = await ctx.sql.unsafe<Row[]>(forVersion(SQL, ctx.major), [MAX_QUERY_TEXT, MAX_LOCKS], PREPARED)
     const entries: LockEntry[] = rows.map((r) => ({
       pid: r.pid,
       lock_type: r.lock_type,

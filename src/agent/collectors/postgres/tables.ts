@@ -10,6 +10,7 @@ import { deltaOf, epoch, num } from '../delta.ts'
 import type { PostgresContext } from '../types.ts'
 import { registerCollector } from '../registry.ts'
 import { type Counters, catalogSignal } from './common.ts'
+import { PREPARED } from '../../own-statements.ts'
 
 const MAX_TABLES = ingestMaxItems.tables
 /** How long sizes read for a fingerprint are reused at most: then every table is sized again. */
@@ -290,7 +291,7 @@ const UNREADABLE_SEQUENCES_SQL = `
     AND CASE WHEN c.relkind = 'S' THEN NOT has_sequence_privilege(c.oid, 'SELECT,USAGE') ELSE false END`
 
 async function reportUnreadableSequences(ctx: PostgresContext): Promise<void> {
-  const [row] = await ctx.sql.unsafe<{ n: number }[]>(UNREADABLE_SEQUENCES_SQL)
+  const [row] = await ctx.sql.unsafe<{ n: number }[]>(UNREADABLE_SEQUENCES_SQL, [], PREPARED)
   const unreadable = row?.n ?? 0
   const warned = ctx.state.get('tables:unreadable_sequences') as number | undefined
   if (unreadable === 0) {
@@ -361,7 +362,7 @@ export const tables = registerCollector<PostgresContext>({
     // The signal before the statistics, the facts after them: facts at least as new as the signal, and
     // every table of the statistics among them but one dropped in between (left out, as it is gone).
     const signal = await catalogSignal(ctx)
-    const read = await ctx.sql.unsafe<Row[]>(statsSqlFor(ctx.major))
+    const read = await ctx.sql.unsafe<Row[]>(statsSqlFor(ctx.major), [], PREPARED)
     const facts = await factsOf(ctx, signal, read)
     const fingerprints = new Map<string, string>()
     const all = read.filter((r) => {
@@ -463,9 +464,9 @@ export const tables = registerCollector<PostgresContext>({
       }
     })
     ctx.state.set('tables', current)
-    const sequences = await ctx.sql.unsafe<SequenceRow[]>(SEQUENCES_SQL, [MAX_SEQUENCES])
+    const sequences = await ctx.sql.unsafe<SequenceRow[]>(SEQUENCES_SQL, [MAX_SEQUENCES], PREPARED)
     await reportUnreadableSequences(ctx)
-    const foreignKeys = await ctx.sql.unsafe<ForeignKeyRow[]>(UNINDEXED_FOREIGN_KEYS_SQL, [MAX_SEQUENCES])
+    const foreignKeys = await ctx.sql.unsafe<ForeignKeyRow[]>(UNINDEXED_FOREIGN_KEYS_SQL, [MAX_SEQUENCES], PREPARED)
     return {
       tables: stats,
       sequences: sequences.map(sequenceStat),

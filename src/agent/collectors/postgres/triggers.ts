@@ -7,6 +7,7 @@ import { ingestMaxItems } from '../../../shared/ingest-limits.ts'
 import type { DisabledTrigger } from '../../../shared/wire.ts'
 import type { PostgresContext } from '../types.ts'
 import { registerCollector } from '../registry.ts'
+import { PREPARED } from '../../own-statements.ts'
 
 // For an internal foreign-key trigger, the constraint it enforces and that constraint's own table (the
 // referencing one); the trigger may sit on either side (checks on the referencing table, actions on
@@ -29,7 +30,7 @@ export const triggers = registerCollector<PostgresContext>({
   engine: 'postgres',
   defaultEnabled: true,
   async collect(ctx) {
-    const rows = await ctx.sql.unsafe<DisabledTrigger[]>(SQL, [ingestMaxItems.disabled_triggers])
+    const rows = await ctx.sql.unsafe<DisabledTrigger[]>(SQL, [ingestMaxItems.disabled_triggers], PREPARED)
     return {
       disabled_triggers: rows.map((r) => ({
         schema_name: r.schema_name,
