@@ -32,7 +32,9 @@ export const OWN_MARKER = '/* dbm-agent */'
  * database time a cycle with 1,000 tables (PostgreSQL 17; bench/RESULTS.md, Agent). Tagged templates
  * are prepared already. Not for texts built from anything else (a statement of the application, a
  * list of names), which would each stay prepared on the connection, nor for array parameters, whose
- * length a reused generic plan cannot know. `simple: false` is postgres.js's (not in its types): a
+ * length a reused generic plan cannot know. A statement with parameters is planned anew for its first
+ * five runs (PostgreSQL's custom plans) before its generic plan is kept, so the agent's own limits
+ * (integers of its code) are written into the texts rather than passed. `simple: false` is postgres.js's (not in its types): a
  * statement without parameters otherwise goes by the simple protocol, which cannot be prepared.
  */
 export const PREPARED = { prepare: true, simple: false } as postgres.UnsafeQueryOptions

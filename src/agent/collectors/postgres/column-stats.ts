@@ -36,7 +36,7 @@ const TOP_TABLES_SQL = `
   WHERE c.relkind IN ('r', 't', 'm', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname !~ '^pg_toast'
     AND pg_stat_get_tuples_returned(c.oid) > 0
   ORDER BY pg_stat_get_tuples_returned(c.oid) DESC, n.nspname, c.relname
-  LIMIT $1`
+  LIMIT ${MAX_TABLES}`
 
 // Whether the role may read each of the tables named by $1 (an array literal of OIDs), with reltuples:
 // what TOP_TABLES_SQL adds to the tables, for tables taken from the tables collector's read (SEQ_READ).
@@ -164,7 +164,7 @@ function reportUnreadable(ctx: PostgresContext, unreadable: number, of: number):
 async function topTables(ctx: PostgresContext): Promise<TopRow[]> {
   const shared = ctx.state.get(SEQ_READ) as SeqRead | undefined
   ctx.state.delete(SEQ_READ)
-  if (!shared || shared.at !== ctx.now) return ctx.sql.unsafe<TopRow[]>(TOP_TABLES_SQL, [MAX_TABLES], PREPARED)
+  if (!shared || shared.at !== ctx.now) return ctx.sql.unsafe<TopRow[]>(TOP_TABLES_SQL, [], PREPARED)
   const picked = shared.tables
     .map((t) => ({ t, reads: BigInt(t.seq_tup_read) }))
     .sort((a, b) =>

@@ -77,7 +77,7 @@ const PROGRESS_SQL = `
   LEFT JOIN pg_namespace tn ON tn.oid = t.relnamespace
   LEFT JOIN pg_class i ON i.oid = r.index_relid
   ORDER BY a.query_start NULLS LAST, r.pid
-  LIMIT $1`
+  LIMIT ${MAX_ENTRIES}`
 
 interface Row {
   pid: number
@@ -135,7 +135,7 @@ export const progress = registerCollector<PostgresContext>({
   engine: 'postgres',
   defaultEnabled: true,
   async collect(ctx) {
-    const rows = await ctx.sql.unsafe<Row[]>(PROGRESS_SQL, [MAX_ENTRIES], PREPARED)
+    const rows = await ctx.sql.unsafe<Row[]>(PROGRESS_SQL, [], PREPARED)
     return {
       progress: rows.map((r): ProgressEntry => {
         const done = num(r.done)

@@ -215,7 +215,7 @@ const SEQUENCES_SQL = `
                ELSE (seqmax - last_value)::numeric / nullif(seqmax - lower, 0) END)::float8 AS used_ratio
   FROM bounded
   ORDER BY used_ratio DESC NULLS LAST, nspname, relname
-  LIMIT $1`
+  LIMIT ${MAX_SEQUENCES}`
 
 type SequenceRow = {
   nspname: string
@@ -339,7 +339,7 @@ const UNINDEXED_FOREIGN_KEYS_SQL = `
         AND (i.indkey::int2[])[0:cardinality(con.conkey) - 1] @> con.conkey
         AND (i.indkey::int2[])[0:cardinality(con.conkey) - 1] <@ con.conkey)
   ORDER BY pg_relation_size(c.oid) DESC, n.nspname, c.relname, con.conname
-  LIMIT $1`
+  LIMIT ${MAX_SEQUENCES}`
 
 interface ForeignKeyRow {
   schema_name: string
@@ -464,9 +464,9 @@ export const tables = registerCollector<PostgresContext>({
       }
     })
     ctx.state.set('tables', current)
-    const sequences = await ctx.sql.unsafe<SequenceRow[]>(SEQUENCES_SQL, [MAX_SEQUENCES], PREPARED)
+    const sequences = await ctx.sql.unsafe<SequenceRow[]>(SEQUENCES_SQL, [], PREPARED)
     await reportUnreadableSequences(ctx)
-    const foreignKeys = await ctx.sql.unsafe<ForeignKeyRow[]>(UNINDEXED_FOREIGN_KEYS_SQL, [MAX_SEQUENCES], PREPARED)
+    const foreignKeys = await ctx.sql.unsafe<ForeignKeyRow[]>(UNINDEXED_FOREIGN_KEYS_SQL, [], PREPARED)
     return {
       tables: stats,
       sequences: sequences.map(sequenceStat),
