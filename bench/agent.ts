@@ -28,7 +28,7 @@
 // `dbm_exporter`, with its default collectors and the pg_stat_statements query of its example queries.yaml
 // (columns as PostgreSQL 17 names them), scraped once per agent cycle; its database time, CPU and RSS are
 // measured as the agent's and reported next to them with the ratios).
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
@@ -125,6 +125,8 @@ interface ScenarioResult {
   statementsTotal: number
   cycles: CycleDelta[]
   hwmMb: number
+  /** The largest RssAnon and RssFile seen by a sampler every 50 ms (/proc/<pid>/status; the kernel keeps no peak of each). */
+  peaks: { anonMb: number; fileMb: number }
   startRssMb: number
   warnings: string[]
   batches: number
@@ -377,6 +379,16 @@ async function runScenario(
   const exporter =
     o.exporter && databases.length === 1 ? await startExporter(o.exporter, pg, databases[0]!.name) : undefined
   const exporterCycles: ExporterCycle[] = []
+  // What the peak is made of: anonymous memory (heap, allocator) and pages of mapped files (the executable).
+  const peaks = { anonMb: 0, fileMb: 0 }
+  const sampler = setInterval(() => {
+    try {
+      const status = readFileSync(`/proc/${agent.pid}/status`, 'utf8')
+      const mb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? 0) / 1024
+      peaks.anonMb = Math.max(peaks.anonMb, mb('RssAnon'))
+      peaks.fileMb = Math.max(peaks.fileMb, mb('RssFile'))
+    } catch {}
+  }, 50)
   try {
     let e0 = exporter ? await exporterSnapshot(admin, exporter.pid) : undefined
     const s0 = await snapshot(admin, agent.pid, agent.healthPort, server.ingestBytes())
@@ -419,6 +431,7 @@ async function runScenario(
       statementsTotal: inView,
       cycles,
       hwmMb,
+      peaks: { ...peaks },
       startRssMb,
       warnings: agent.warnings(),
       batches,
@@ -435,6 +448,7 @@ async function runScenario(
         : {}),
     }
   } finally {
+    clearInterval(sampler)
     await exporter?.stop()
     await agent.stop()
     await workload.end()
@@ -463,7 +477,11 @@ function scenarioLines(r: ScenarioResult, o: Options): string[] {
       byStatement.set(s.text, e)
     }
   }
-  const top = [...byStatement.values()].sort((a, b) => b.ms - a.ms).slice(0, 6)
+  const ranked = [...byStatement.values()].sort((a, b) => b.ms - a.ms)
+  const top = ranked.slice(0, 12)
+  const rest = ranked
+    .slice(12)
+    .reduce((sum, s) => ({ ms: sum.ms + s.ms, calls: sum.calls + s.calls }), { ms: 0, calls: 0 })
   // log_events' own statements: its settings query, pg_ls_logdir() and pg_read_binary_file().
   const isLog = (text: string) =>
     /pg_ls_logdir|pg_read_binary_file|FILTER \(WHERE name = 'logging_collector'\)/.test(text)
@@ -498,7 +516,7 @@ function scenarioLines(r: ScenarioResult, o: Options): string[] {
           ``,
         ]
       : []),
-    `Agent peak RSS (VmHWM) over the scenario: **${fmt(r.hwmMb, 1)} MB**; VmRSS after the first batch: ${fmt(r.startRssMb, 1)} MB. Batches received: ${r.batches} per database. Warnings logged by the agent: ${r.warnings.length === 0 ? 'none' : r.warnings.length}.`,
+    `Agent peak RSS (VmHWM) over the scenario: **${fmt(r.hwmMb, 1)} MB**; VmRSS after the first batch: ${fmt(r.startRssMb, 1)} MB. Batches received: ${r.batches} per database. Warnings logged by the agent: ${r.warnings.length === 0 ? 'none' : r.warnings.length}. Largest RssAnon ${fmt(r.peaks.anonMb, 1)} MB, largest RssFile ${fmt(r.peaks.fileMb, 1)} MB (sampled every 50 ms).`,
     ``,
     `| collector | wall ms, cycle 1${r.databases > 1 ? ' (median over databases)' : ''} | wall ms, steady median${r.databases > 1 ? ' over databases and cycles' : ''} | steady max |`,
     `|---|---:|---:|---:|`,
@@ -514,6 +532,11 @@ function scenarioLines(r: ScenarioResult, o: Options): string[] {
       (s) =>
         `| ${fmt(s.ms / steady.length, 2)} | ${fmt(s.calls / steady.length, 1)} | \`${s.text.replaceAll('|', '\\|').replaceAll('`', "'")}\` |`,
     ),
+    ...(rest.calls > 0
+      ? [
+          `| ${fmt(rest.ms / steady.length, 2)} | ${fmt(rest.calls / steady.length, 1)} | the ${ranked.length - top.length} other statements |`,
+        ]
+      : []),
   ]
   for (const w of r.warnings.slice(0, 5)) lines.push('', `Agent warning: \`${w.slice(0, 300)}\``)
   const x = r.exporter

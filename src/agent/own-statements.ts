@@ -24,6 +24,21 @@ import { postgresConnection } from './postgres-dsn.ts'
 
 export const OWN_MARKER = '/* dbm-agent */'
 
+/**
+ * Query options for `unsafe` with one of the agent's fixed statements: a text that is the same every
+ * cycle for a server version (values, if any, as scalar parameters). It goes as a prepared statement,
+ * which PostgreSQL plans once per connection and reuses, rather than planning it every cycle as the
+ * simple and unnamed extended protocols do: planning the catalog views was 5-8 ms of the agent's
+ * database time a cycle with 1,000 tables (PostgreSQL 17; bench/RESULTS.md, Agent). Tagged templates
+ * are prepared already. Not for texts built from anything else (a statement of the application, a
+ * list of names), which would each stay prepared on the connection, nor for array parameters, whose
+ * length a reused generic plan cannot know. A statement with parameters is planned anew for its first
+ * five runs (PostgreSQL's custom plans) before its generic plan is kept, so the agent's own limits
+ * (integers of its code) are written into the texts rather than passed. `simple: false` is postgres.js's (not in its types): a
+ * statement without parameters otherwise goes by the simple protocol, which cannot be prepared.
+ */
+export const PREPARED = { prepare: true, simple: false } as postgres.UnsafeQueryOptions
+
 /** What the agent touches of a postgres.js query before it is sent. */
 interface SentQuery {
   strings: readonly string[]

@@ -10,7 +10,7 @@ import type { DatabaseConfig } from './config.ts'
 import { type ArrayTypes, addArrayTypes, agentPostgres, fetchArrayTypes } from './own-statements.ts'
 import { postgresHost } from './postgres-dsn.ts'
 import { CancellablePool } from './postgres-pool.ts'
-import { postgresFacts } from './server-state.ts'
+import { SettingsCache, postgresFacts } from './server-state.ts'
 import {
   type CollectorPlan,
   Runner,
@@ -92,6 +92,8 @@ export class PostgresRunner extends Runner<PostgresContext> {
       timings.collectorDeadlineMs,
     )
     const sql = pool.sql
+    /** The settings read per session of the pool, reused while the session's configuration stays (server-state.ts). */
+    const settingsCache = new SettingsCache()
     try {
       const [info] = await abortable(
         withDeadline(
@@ -147,7 +149,7 @@ export class PostgresRunner extends Runner<PostgresContext> {
           const [row] = await pool.view(run)`SELECT pg_postmaster_start_time()::text AS started`
           return row!.started === started
         },
-        facts: (run) => postgresFacts(pool.view(run), major),
+        facts: (run) => postgresFacts(pool.view(run), major, settingsCache),
         close: () => pool.close(),
       }
     } catch (e) {

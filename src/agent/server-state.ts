@@ -10,6 +10,7 @@ import type postgres from 'postgres'
 import { settingsLimits } from '../shared/ingest-limits.ts'
 import { HIDDEN, isSecretSetting, maskSecretSettings } from '../shared/secret-settings.ts'
 import type { ServerState, SettingDetail } from '../shared/wire.ts'
+import { PREPARED } from './own-statements.ts'
 
 /** What a session reads each cycle; the runner adds agent_started_at and decides whether the settings go. */
 export interface ServerFacts {
@@ -93,13 +94,54 @@ const epochMs = (v: unknown): number | null => (v === null || v === undefined ? 
 // `changed`: differs from the built-in default, unless PostgreSQL set it itself (source override:
 // wal_buffers sized from shared_buffers, data_checksums). sourcefile and sourceline are null for a role
 // without pg_read_all_settings (pg_monitor has it).
-const SETTINGS_SQL = `SELECT name, current_setting(name, true) AS value, unit, source, sourcefile, sourceline, boot_val, reset_val,
-    context, vartype, short_desc, pending_restart, (source NOT IN ('default', 'override') AND setting IS DISTINCT FROM boot_val) AS changed
-  FROM pg_settings
-  WHERE source NOT IN ('client', 'session') AND name NOT IN ('transaction_isolation', 'transaction_read_only', 'transaction_deferrable')
-  ORDER BY name`
+// A session's settings change only when it reloads the configuration files (pg_conf_load_time(), the
+// session's own reload), at a promotion (in_hot_standby) and by its own SET (left out here): the row
+// of `signal` says which session read them under which reload, and pg_settings (350 rows, 3 ms a cycle
+// with its texts) is read only when that signal is not among those ($1, comma-separated) whose settings
+// the agent keeps (SettingsCache). Values a database or role setting gives apply from a session's start,
+// and a new session has a new pid. A signal without settings rows is the one row `name IS NULL`.
+const SETTINGS_SQL = `
+  WITH sig AS (SELECT pg_backend_pid() || '/' || pg_conf_load_time() || '/' || pg_is_in_recovery() AS signal)
+  SELECT sig.signal, st.* FROM sig LEFT JOIN LATERAL (
+    SELECT name, current_setting(name, true) AS value, unit, source, sourcefile, sourceline, boot_val, reset_val,
+           context, vartype, short_desc, pending_restart, (source NOT IN ('default', 'override') AND setting IS DISTINCT FROM boot_val) AS changed
+    FROM pg_settings
+    WHERE source NOT IN ('client', 'session') AND name NOT IN ('transaction_isolation', 'transaction_read_only', 'transaction_deferrable')
+      AND NOT sig.signal = ANY (string_to_array($1::text, ','))
+  ) st ON true
+  ORDER BY st.name`
+
+/** Settings kept between cycles, by the signal they were read under (one per session of the pool). */
+export class SettingsCache {
+  private readonly kept = new Map<
+    string,
+    { at: number; settings: Record<string, string>; details: Record<string, SettingDetail> }
+  >()
+  /** Kept at most this long: read afresh then whatever the signal says. */
+  static readonly MAX_AGE_MS = 10 * 60_000
+  private static readonly MAX_SIGNALS = 8
+
+  known(now: number): string {
+    for (const [signal, entry] of this.kept) if (now - entry.at >= SettingsCache.MAX_AGE_MS) this.kept.delete(signal)
+    return [...this.kept.keys()].join(',')
+  }
+
+  get(signal: string) {
+    return this.kept.get(signal)
+  }
+
+  set(signal: string, now: number, settings: Record<string, string>, details: Record<string, SettingDetail>): void {
+    this.kept.delete(signal)
+    this.kept.set(signal, { at: now, settings, details })
+    for (const oldest of this.kept.keys()) {
+      if (this.kept.size <= SettingsCache.MAX_SIGNALS) break
+      this.kept.delete(oldest)
+    }
+  }
+}
 
 interface SettingRow {
+  signal: string
   name: string
   value: string | null
   unit: string | null
@@ -148,15 +190,26 @@ function resetsSql(major: number): string {
     (SELECT extversion FROM pg_extension WHERE extname = 'pg_stat_statements') AS pgss_version`
 }
 
-export async function postgresFacts(sql: postgres.Sql, major: number): Promise<ServerFacts> {
-  const [row] = await sql.unsafe(resetsSql(major))
-  const settingsRows = await sql.unsafe<SettingRow[]>(SETTINGS_SQL)
-  const settings: Record<string, string> = {}
-  const details: Record<string, SettingDetail> = {}
-  for (const r of settingsRows) {
-    if (r.value === null) continue
-    settings[r.name] = r.value
-    details[r.name] = postgresDetail(r)
+export async function postgresFacts(
+  sql: postgres.Sql,
+  major: number,
+  cache = new SettingsCache(),
+  now = Date.now(),
+): Promise<ServerFacts> {
+  const [row] = await sql.unsafe(resetsSql(major), [], PREPARED)
+  const settingsRows = await sql.unsafe<SettingRow[]>(SETTINGS_SQL, [cache.known(now)], PREPARED)
+  const signal = settingsRows[0]?.signal ?? ''
+  const kept = settingsRows[0]?.name === null ? cache.get(signal) : undefined
+  const settings: Record<string, string> = kept ? { ...kept.settings } : {}
+  const details: Record<string, SettingDetail> = kept ? { ...kept.details } : {}
+  if (!kept) {
+    for (const r of settingsRows) {
+      if (r.value === null || r.name === null) continue
+      settings[r.name] = r.value
+      details[r.name] = postgresDetail(r)
+    }
+    // A session's settings are never none: without a row (the signal known, its entry gone since) none are kept.
+    if (settingsRows.some((r) => r.name !== null)) cache.set(signal, now, settings, details)
   }
   const resets: Record<string, number | null> = {}
   for (const view of ['pg_stat_database', 'pg_stat_bgwriter', 'pg_stat_wal', 'pg_stat_checkpointer']) {
@@ -170,6 +223,8 @@ export async function postgresFacts(sql: postgres.Sql, major: number): Promise<S
     try {
       const [info] = await sql.unsafe(
         `SELECT floor(extract(epoch FROM stats_reset) * 1000)::int8 AS at FROM pg_stat_statements_info`,
+        [],
+        PREPARED,
       )
       resets.pg_stat_statements = epochMs(info?.at)
     } catch {

@@ -253,3 +253,61 @@ test('PostgreSQL 17: the 50 tables most read by sequential scans (seq_tup_read),
   expect((await run(cycle)).column_stats).toEqual(rows)
   expect(cycle.state.has(SEQ_READ)).toBe(false)
 })
+
+test('PostgreSQL 17: pg_stats read again only for the table whose analyze moved; the section whole and exact', async () => {
+  const url = await (await sharedPostgres(17)).freshDatabase()
+  const sql = connect(url, 'dbm-column-stats-cache', 2)
+  for (const name of ['kept', 'moved']) {
+    await sql.unsafe(`CREATE TABLE ${name} (id int, kind int)`)
+    await sql.unsafe(`INSERT INTO ${name} SELECT g, g % 3 FROM generate_series(1, 500) g`)
+  }
+  await sql.unsafe('ANALYZE kept, moved')
+  await scanned(sql, 'kept', await oidOf(sql, 'kept'))
+  await scanned(sql, 'moved', await oidOf(sql, 'moved'))
+  // The tables named in each pg_stats statement (its JSON list of tables).
+  const asked: string[][] = []
+  const watched = new Proxy(sql, {
+    get(target, key) {
+      if (key !== 'unsafe') return Reflect.get(target, key)
+      return (query: string, params?: unknown[]) => {
+        if (query.includes('FROM pg_stats s'))
+          asked.push((JSON.parse(String(params![0])) as { relname: string }[]).map((t) => t.relname).sort())
+        return target.unsafe(query, params as never)
+      }
+    },
+  })
+  const state = new Map<string, unknown>()
+  let now = Date.now()
+  const cycle = () => run(contextFor(watched, 17, state, ++now))
+  const truth = async () => [
+    ...(await groundTruth(sql, 'public', 'kept')),
+    ...(await groundTruth(sql, 'public', 'moved')),
+  ]
+  const sorted = (rows: object[]) => rows.map((r) => JSON.stringify(r)).sort()
+  const exact = (rows: Partial<BatchSections>['column_stats'], expected: Record<string, unknown>[]) =>
+    expect(sorted(rows!)).toEqual(
+      sorted(
+        expected.map((r) => ({
+          ...r,
+          n_distinct: Number(r.n_distinct),
+          null_frac: Number(r.null_frac),
+          correlation: Number(r.correlation),
+        })),
+      ),
+    )
+
+  exact((await cycle()).column_stats, await truth())
+  expect(asked).toEqual([['kept', 'moved']])
+  await sql.unsafe('UPDATE moved SET kind = id % 11')
+  await sql.unsafe('ANALYZE moved')
+  await until('the analyze in pg_stat_user_tables', async () => {
+    const [row] = await sql`SELECT analyze_count FROM pg_stat_user_tables WHERE relname = 'moved'`
+    return Number(row!.analyze_count) === 2 ? true : undefined
+  })
+  const after = (await cycle()).column_stats!
+  exact(after, await truth())
+  expect(after.find((r) => r.table_name === 'moved' && r.column_name === 'kind')!.n_distinct).toBe(11)
+  expect(asked).toEqual([['kept', 'moved'], ['moved']])
+  expect((await cycle()).column_stats).toBeUndefined()
+  expect(asked.length).toBe(2)
+})

@@ -4,6 +4,7 @@
 // the agent's marked one) against real PostgreSQL, so it checks postgres.js alone.
 import { afterAll, describe, expect, test } from 'bun:test'
 import postgres from 'postgres'
+import { PREPARED } from '../../src/agent/own-statements.ts'
 import { sharedPostgres } from '../support/postgres.ts'
 
 const cleanups: (() => Promise<unknown>)[] = []
@@ -148,5 +149,20 @@ describe('postgres.js internals used by own-statements.ts', () => {
     expect(parsed, internal('parser.array', need)).toEqual(['1,2}'])
     expect(row!.i, internal('options.parsers', need)).toBe('parsed')
     expect(written, internal('options.serializers / shared.typeArrayMap', need)).toEqual([['a', 'b']])
+  })
+  test('unsafe with PREPARED: a statement with or without parameters is prepared once on the connection and its plan reused', async () => {
+    const need =
+      "sql.unsafe(text, params, { prepare: true, simple: false }) to send a named prepared statement, params or not (the agent's PREPARED)"
+    const sql = await plainPool()
+    for (const [text, params] of [
+      ['SELECT count(*) AS n FROM pg_class', []],
+      ['SELECT count(*) AS n FROM pg_class WHERE relpages >= $1', [0]],
+    ] as const) {
+      for (let i = 0; i < 7; i++) await sql.unsafe(text, [...params], PREPARED)
+      const [row] = await sql`SELECT count(*)::int AS statements, sum(generic_plans + custom_plans)::int AS runs
+        FROM pg_prepared_statements WHERE statement = ${text}`
+      // One prepared statement run seven times: planned anew at most for the first five (custom plans), then its generic plan.
+      expect(row, internal('the prepare and simple query options', need)).toEqual({ statements: 1, runs: 7 })
+    }
   })
 })

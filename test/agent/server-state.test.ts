@@ -4,7 +4,7 @@
 // the first cycle and when their digest changes, and again after a lost batch.
 import { afterAll, describe, expect, test } from 'bun:test'
 import postgres from 'postgres'
-import { SettingsTracker, postgresFacts, settingsHash } from '../../src/agent/server-state.ts'
+import { SettingsCache, SettingsTracker, postgresFacts, settingsHash } from '../../src/agent/server-state.ts'
 import { postgresMajors, sharedPostgres } from '../support/postgres.ts'
 
 const open: postgres.Sql[] = []
@@ -114,3 +114,54 @@ for (const major of postgresMajors) {
     expect(got === null ? null : new Date(got).toISOString()).toBe(reset!.at)
   }, 120_000)
 }
+
+test('PostgreSQL 17: settings read again only for a new session, after a configuration reload, or when kept 10 minutes', async () => {
+  const pg = await sharedPostgres(17)
+  const url = await pg.freshDatabase()
+  const cache = new SettingsCache()
+  // The rows of each settings read: one (name null) when the kept settings were used.
+  const rows: number[] = []
+  const pool = () => {
+    const sql = postgres(url, { max: 1, onnotice: () => {} })
+    open.push(sql)
+    return new Proxy(sql, {
+      get(target, key) {
+        if (key !== 'unsafe') return Reflect.get(target, key)
+        return async (query: string, params?: unknown[], options?: object) => {
+          const result = await target.unsafe(query, params as never, options)
+          if (query.includes('FROM pg_settings')) rows.push(result.length)
+          return result
+        }
+      },
+    })
+  }
+  let sql = pool()
+  const t0 = Date.now()
+  const first = await postgresFacts(sql, 17, cache, t0)
+  expect(rows.at(-1)).toBeGreaterThan(100)
+  expect(await postgresFacts(sql, 17, cache, t0 + 1000)).toEqual(first)
+  expect(rows.at(-1)).toBe(1)
+
+  // ALTER DATABASE ... SET applies to new sessions: a new session (pid) reads its settings.
+  await sql.unsafe(`ALTER DATABASE ${new URL(url).pathname.slice(1)} SET work_mem = '7MB'`)
+  expect((await postgresFacts(sql, 17, cache, t0 + 2000)).settings.work_mem).toBe(first.settings.work_mem)
+  await sql.end()
+  sql = pool()
+  const fresh = await postgresFacts(sql, 17, cache, t0 + 3000)
+  expect(rows.at(-1)).toBeGreaterThan(100)
+  expect(fresh.settings.work_mem).toBe('7MB')
+
+  // A reload (no change here) is read again once the session has taken it.
+  await sql`SELECT pg_reload_conf()`
+  const deadline = Date.now() + 10_000
+  for (let at = t0 + 4000; ; at += 1000) {
+    expect(await postgresFacts(sql, 17, cache, at)).toEqual(fresh)
+    if (rows.at(-1)! > 1) break
+    if (Date.now() > deadline) throw new Error('the reload was never seen')
+    await Bun.sleep(50)
+  }
+  await postgresFacts(sql, 17, cache, t0 + 100_000)
+  expect(rows.at(-1)).toBe(1)
+  await postgresFacts(sql, 17, cache, t0 + 100_000 + SettingsCache.MAX_AGE_MS)
+  expect(rows.at(-1)).toBeGreaterThan(100)
+})

@@ -12,6 +12,7 @@ import { isAbsolute, join } from 'node:path'
 import type postgres from 'postgres'
 import { HOST_CALL_TIMEOUT_MS, readBounded, within } from './proc.ts'
 import type { RolePath } from './sample.ts'
+import { PREPARED } from '../own-statements.ts'
 
 const FACTS_SQL = `
   SELECT inet_server_addr()::text AS addr,
@@ -36,7 +37,7 @@ export interface PostgresHostFacts {
 }
 
 export async function postgresHostFacts(sql: postgres.Sql): Promise<PostgresHostFacts> {
-  const [r] = await sql.unsafe<Record<string, unknown>[]>(FACTS_SQL)
+  const [r] = await sql.unsafe<Record<string, unknown>[]>(FACTS_SQL, [], PREPARED)
   const text = (v: unknown) => (typeof v === 'string' && v !== '' ? v : null)
   const spaces = typeof r!.tablespaces === 'string' ? JSON.parse(r!.tablespaces) : r!.tablespaces
   return {

@@ -7,6 +7,7 @@
 import type { ArchiverStatus } from '../../../shared/wire.ts'
 import type { PostgresContext } from '../types.ts'
 import { registerCollector } from '../registry.ts'
+import { PREPARED } from '../../own-statements.ts'
 
 const STATS_SQL = `
   SELECT archived_count, last_archived_wal,
@@ -39,7 +40,7 @@ export const archiver = registerCollector<PostgresContext>({
   engine: 'postgres',
   defaultEnabled: true,
   async collect(ctx) {
-    const [row] = await ctx.sql.unsafe<Record<string, unknown>[]>(STATS_SQL)
+    const [row] = await ctx.sql.unsafe<Record<string, unknown>[]>(STATS_SQL, [], PREPARED)
     if (!row) return {}
     let ready: { ready_count: number | null; ready_bytes: number | null; oldest_ready_time: number | null } = {
       ready_count: null,
@@ -48,7 +49,7 @@ export const archiver = registerCollector<PostgresContext>({
     }
     if (ctx.major >= 12) {
       try {
-        const [r] = await ctx.sql.unsafe<Record<string, unknown>[]>(READY_SQL)
+        const [r] = await ctx.sql.unsafe<Record<string, unknown>[]>(READY_SQL, [], PREPARED)
         ready = {
           ready_count: int(r?.ready_count) ?? 0,
           ready_bytes: int(r?.ready_bytes) ?? 0,

@@ -16,6 +16,7 @@ import { num } from '../delta.ts'
 import type { PostgresContext } from '../types.ts'
 import { registerCollector } from '../registry.ts'
 import { type SeqRead, SEQ_READ, byBytes } from './tables.ts'
+import { PREPARED } from '../../own-statements.ts'
 
 /** Tables read, the most rows read by sequential scans first. */
 export const MAX_TABLES = 50
@@ -35,7 +36,7 @@ const TOP_TABLES_SQL = `
   WHERE c.relkind IN ('r', 't', 'm', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname !~ '^pg_toast'
     AND pg_stat_get_tuples_returned(c.oid) > 0
   ORDER BY pg_stat_get_tuples_returned(c.oid) DESC, n.nspname, c.relname
-  LIMIT $1`
+  LIMIT ${MAX_TABLES}`
 
 // Whether the role may read each of the tables named by $1 (an array literal of OIDs), with reltuples:
 // what TOP_TABLES_SQL adds to the tables, for tables taken from the tables collector's read (SEQ_READ).
@@ -80,6 +81,55 @@ interface StatRow {
   correlation: number | string | null
 }
 
+/**
+ * The column statistics read before, by table (relid): a table's are read again only when its name or
+ * last (auto)analyze changed (pg_stats changes with ANALYZE), and every table's once an hour, as the
+ * whole section was before. The tables most read by sequential scans may change every cycle while
+ * their statistics stay (they did in bench/agent.ts: pg_stats read for 50 tables every cycle, 4-5 ms).
+ * A cache (`cache:` key): never saved, kept even when the run fails.
+ */
+const CACHE = 'cache:column_stats:tables'
+/** Columns kept in the cache at most (the least recently used tables go first). */
+const MAX_CACHED_COLUMNS = 20 * MAX_TABLES * 8
+
+interface Cached {
+  /** Schema, name and last analyze the columns were read at. */
+  key: string
+  columns: [
+    name: string,
+    nDistinct: StatRow['n_distinct'],
+    nullFrac: StatRow['null_frac'],
+    correlation: StatRow['correlation'],
+  ][]
+}
+
+interface Cache {
+  /** When every table's statistics were last read afresh (epoch ms). */
+  at: number
+  /** By relid, the least recently used first. */
+  tables: Map<string, Cached>
+  columns: number
+}
+
+function readCache(ctx: PostgresContext): Cache {
+  const kept = ctx.state.get(CACHE) as Cache | undefined
+  if (kept && ctx.now - kept.at < RECOMPUTE_MS) return kept
+  const fresh: Cache = { at: ctx.now, tables: new Map(), columns: 0 }
+  ctx.state.set(CACHE, fresh)
+  return fresh
+}
+
+function remember(cache: Cache, relid: string, entry: Cached): void {
+  cache.columns += entry.columns.length - (cache.tables.get(relid)?.columns.length ?? 0)
+  cache.tables.delete(relid)
+  cache.tables.set(relid, entry)
+  for (const [oldest, cached] of cache.tables) {
+    if (cache.columns <= MAX_CACHED_COLUMNS || oldest === relid) break
+    cache.tables.delete(oldest)
+    cache.columns -= cached.columns.length
+  }
+}
+
 const clamp = (v: number, min: number, max: number) => Math.min(max, Math.max(min, v))
 
 /** Tables the role may not read: an info note while there are any, a log line when their count changes. */
@@ -114,7 +164,7 @@ function reportUnreadable(ctx: PostgresContext, unreadable: number, of: number):
 async function topTables(ctx: PostgresContext): Promise<TopRow[]> {
   const shared = ctx.state.get(SEQ_READ) as SeqRead | undefined
   ctx.state.delete(SEQ_READ)
-  if (!shared || shared.at !== ctx.now) return ctx.sql.unsafe<TopRow[]>(TOP_TABLES_SQL, [MAX_TABLES])
+  if (!shared || shared.at !== ctx.now) return ctx.sql.unsafe<TopRow[]>(TOP_TABLES_SQL, [], PREPARED)
   const picked = shared.tables
     .map((t) => ({ t, reads: BigInt(t.seq_tup_read) }))
     .sort((a, b) =>
@@ -148,21 +198,34 @@ export const columnStats = registerCollector<PostgresContext>({
       .join(',')
     const last = ctx.state.get('column_stats') as { fingerprint: string; at: number } | undefined
     if (last && last.fingerprint === fingerprint && ctx.now - last.at < RECOMPUTE_MS) return {}
-    const list = readable.map((t, ord) => ({ ord, relid: t.relid, schemaname: t.schemaname, relname: t.relname }))
+    const cache = readCache(ctx)
+    const keyOf = (t: TopRow) => `${t.schemaname}\u0000${t.relname}\u0000${t.analyzed}`
+    const columnsOf = new Map<string, Cached['columns']>()
+    for (const t of readable) {
+      const cached = cache.tables.get(t.relid)
+      if (cached?.key === keyOf(t)) columnsOf.set(t.relid, cached.columns)
+    }
+    const unknown = readable.filter((t) => !columnsOf.has(t.relid))
+    const list = unknown.map((t, ord) => ({ ord, relid: t.relid, schemaname: t.schemaname, relname: t.relname }))
     const rows =
-      readable.length > 0 ? await ctx.sql.unsafe<StatRow[]>(STATS_SQL, [JSON.stringify(list), MAX_COLUMNS]) : []
+      unknown.length > 0 ? await ctx.sql.unsafe<StatRow[]>(STATS_SQL, [JSON.stringify(list), MAX_COLUMNS]) : []
+    for (const t of unknown) columnsOf.set(t.relid, [])
+    for (const r of rows)
+      columnsOf.get(unknown[r.ord]!.relid)!.push([r.column_name, r.n_distinct, r.null_frac, r.correlation])
+    // Used now: the last to be evicted.
+    for (const t of readable) remember(cache, t.relid, { key: keyOf(t), columns: columnsOf.get(t.relid)! })
     const stats: ColumnStat[] = []
-    for (const r of rows) {
-      const t = readable[r.ord]!
-      stats.push({
-        schema_name: t.schemaname,
-        table_name: t.relname,
-        column_name: r.column_name,
-        n_distinct: Math.max(-1, num(r.n_distinct) ?? 0),
-        null_frac: clamp(num(r.null_frac) ?? 0, 0, 1),
-        correlation: r.correlation === null ? null : clamp(num(r.correlation) ?? 0, -1, 1),
-        reltuples: Math.max(-1, num(t.reltuples) ?? -1),
-      })
+    for (const t of readable) {
+      for (const [column_name, n_distinct, null_frac, correlation] of columnsOf.get(t.relid)!)
+        stats.push({
+          schema_name: t.schemaname,
+          table_name: t.relname,
+          column_name,
+          n_distinct: Math.max(-1, num(n_distinct) ?? 0),
+          null_frac: clamp(num(null_frac) ?? 0, 0, 1),
+          correlation: correlation === null ? null : clamp(num(correlation) ?? 0, -1, 1),
+          reltuples: Math.max(-1, num(t.reltuples) ?? -1),
+        })
     }
     ctx.state.set('column_stats', { fingerprint, at: ctx.now })
     return { column_stats: stats.slice(0, ingestMaxItems.column_stats) }

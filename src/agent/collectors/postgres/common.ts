@@ -5,6 +5,7 @@
 // one map to every collector of a database.
 import { deltaOf, num, zerosOf } from '../delta.ts'
 import type { PostgresContext } from '../types.ts'
+import { PREPARED } from '../../own-statements.ts'
 
 /** The variant keyed by the highest minimum major at or below `major`. */
 export function forVersion<T>(variants: Readonly<Record<number, T>>, major: number): T {
@@ -54,7 +55,7 @@ export async function singleRowDeltas<K extends string>(
   variants: Readonly<Record<number, string>>,
   keys: readonly K[],
 ): Promise<Counters<K> | undefined> {
-  const [row] = await ctx.sql.unsafe<Record<string, unknown>[]>(forVersion(variants, ctx.major))
+  const [row] = await ctx.sql.unsafe<Record<string, unknown>[]>(forVersion(variants, ctx.major), [], PREPARED)
   if (!row) return undefined
   const values = Object.fromEntries(keys.map((k) => [k, num(row[k])])) as Counters<K>
   const sample: Sample<K> = { resetAt: resetStamp(row.stats_reset), values }
@@ -77,6 +78,6 @@ const CATALOG_SIGNAL_SQL = `
 
 /** The catalog fingerprint (CATALOG_SIGNAL_SQL): what a collector read from pg_class and pg_index holds while it stays. */
 export async function catalogSignal(ctx: PostgresContext): Promise<string> {
-  const [row] = await ctx.sql.unsafe<{ signal: string }[]>(CATALOG_SIGNAL_SQL)
+  const [row] = await ctx.sql.unsafe<{ signal: string }[]>(CATALOG_SIGNAL_SQL, [], PREPARED)
   return row?.signal ?? ''
 }

@@ -8,6 +8,7 @@ import type { ConnectionGroup } from '../../../shared/wire.ts'
 import { num } from '../delta.ts'
 import type { PostgresContext } from '../types.ts'
 import { registerCollector } from '../registry.ts'
+import { PREPARED } from '../../own-statements.ts'
 
 const MAX_GROUPS = ingestMaxItems.connections
 
@@ -17,7 +18,7 @@ const CONNECTIONS_SQL = `
   WHERE backend_type = 'client backend'
   GROUP BY datname, usename, application_name, host(client_addr), state
   ORDER BY count(*) DESC, datname, usename, application_name, host(client_addr), state
-  LIMIT $1`
+  LIMIT ${MAX_GROUPS}`
 
 type Row = Omit<ConnectionGroup, 'count'> & { count: string | number }
 
@@ -26,7 +27,7 @@ export const connections = registerCollector<PostgresContext>({
   engine: 'postgres',
   defaultEnabled: true,
   async collect(ctx) {
-    const rows = await ctx.sql.unsafe<Row[]>(CONNECTIONS_SQL, [MAX_GROUPS])
+    const rows = await ctx.sql.unsafe<Row[]>(CONNECTIONS_SQL, [], PREPARED)
     return {
       connections: rows.map((r) => ({
         database: r.database,

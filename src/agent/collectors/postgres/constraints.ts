@@ -6,6 +6,7 @@ import { ingestMaxItems } from '../../../shared/ingest-limits.ts'
 import type { InvalidConstraint } from '../../../shared/wire.ts'
 import type { PostgresContext } from '../types.ts'
 import { registerCollector } from '../registry.ts'
+import { PREPARED } from '../../own-statements.ts'
 
 const MAX_CONSTRAINTS = ingestMaxItems.invalid_constraints
 
@@ -23,14 +24,14 @@ const INVALID_CONSTRAINTS_SQL = `
     AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%'
     AND NOT pg_is_other_temp_schema(n.oid)
   ORDER BY n.nspname, c.relname, con.conname
-  LIMIT $1`
+  LIMIT ${MAX_CONSTRAINTS}`
 
 export const constraints = registerCollector<PostgresContext>({
   name: 'constraints',
   engine: 'postgres',
   defaultEnabled: true,
   async collect(ctx) {
-    const rows = await ctx.sql.unsafe<InvalidConstraint[]>(INVALID_CONSTRAINTS_SQL, [MAX_CONSTRAINTS])
+    const rows = await ctx.sql.unsafe<InvalidConstraint[]>(INVALID_CONSTRAINTS_SQL, [], PREPARED)
     return {
       invalid_constraints: rows.map((r) => ({
         schema_name: r.schema_name,

@@ -10,6 +10,7 @@ import type { PostgresContext } from '../types.ts'
 import { registerCollector } from '../registry.ts'
 import { type Counters, deltaSince, nonNegative, resetStamp, type Sample } from './common.ts'
 import { maskSecretStatements } from '../../secret-statements.ts'
+import { PREPARED } from '../../own-statements.ts'
 
 const COUNTERS = DATABASE_COUNTER_KEYS
 
@@ -217,7 +218,7 @@ export const databaseStats = registerCollector<PostgresContext>({
   async collect(ctx) {
     const kept = ctx.state.get(SIZE) as KnownSize | undefined
     const known = kept && ctx.now - kept.at < SIZE_MAX_AGE_MS ? kept : undefined
-    const [row] = await ctx.sql.unsafe<Row[]>(SQL, [known?.fingerprint ?? null])
+    const [row] = await ctx.sql.unsafe<Row[]>(SQL, [known?.fingerprint ?? null], PREPARED)
     if (!row) return {}
     if (row.database_size_bytes === null && known) row.database_size_bytes = known.bytes
     else if (row.database_size_bytes !== null)
@@ -237,7 +238,7 @@ export const databaseStats = registerCollector<PostgresContext>({
     // The named holders are extra: if their query fails, the gauges above still go (the server then names what they say).
     let holderRows: HolderRow[]
     try {
-      holderRows = await ctx.sql.unsafe<HolderRow[]>(HOLDERS_SQL)
+      holderRows = await ctx.sql.unsafe<HolderRow[]>(HOLDERS_SQL, [], PREPARED)
     } catch (e) {
       ctx.log.warn('database_stats: the holders of the xmin horizon could not be read', {
         database: ctx.name,

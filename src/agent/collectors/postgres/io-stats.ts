@@ -8,6 +8,7 @@ import { num, zerosOf } from '../delta.ts'
 import type { PostgresContext } from '../types.ts'
 import { registerCollector } from '../registry.ts'
 import { type Counters, deltaSince, forVersion, resetStamp, type Sample } from './common.ts'
+import { PREPARED } from '../../own-statements.ts'
 
 const KEYS = IO_KEYS
 
@@ -41,7 +42,7 @@ export const ioStats = registerCollector<PostgresContext>({
   engine: 'postgres',
   defaultEnabled: true,
   async collect(ctx) {
-    const rows = await ctx.sql.unsafe<Row[]>(forVersion(SQL, ctx.major))
+    const rows = await ctx.sql.unsafe<Row[]>(forVersion(SQL, ctx.major), [], PREPARED)
     const previous = ctx.state.get('io_stats') as Map<string, IoSample> | undefined
     const current = new Map<string, IoSample>()
     const out: IoStatRow[] = []

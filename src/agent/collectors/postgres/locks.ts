@@ -6,6 +6,7 @@ import type { PostgresContext } from '../types.ts'
 import { registerCollector } from '../registry.ts'
 import { forVersion, nonNegative } from './common.ts'
 import { maskSecretStatements } from '../../secret-statements.ts'
+import { PREPARED } from '../../own-statements.ts'
 
 const MAX_QUERY_TEXT = 10_000
 const MAX_LOCKS = 20_000
@@ -32,7 +33,7 @@ const locksSql = (waitStart: string) => `
          extract(epoch FROM clock_timestamp() - CASE
            WHEN l.granted THEN coalesce(a.xact_start, a.query_start)
            ELSE ${waitStart} END) * 1000 AS duration_ms,
-         left(a.query, $1) AS query_text
+         left(a.query, ${MAX_QUERY_TEXT}) AS query_text
   FROM l
   JOIN pg_stat_activity a ON a.pid = l.pid
   LEFT JOIN LATERAL (
@@ -45,7 +46,7 @@ const locksSql = (waitStart: string) => `
     AND NOT (l.locktype = 'virtualxid' AND l.granted AND l.virtualxid NOT IN (
       SELECT w.virtualxid FROM l w WHERE w.locktype = 'virtualxid' AND NOT w.granted AND w.virtualxid IS NOT NULL))
   ORDER BY l.granted, l.pid, l.locktype
-  LIMIT $2`
+  LIMIT ${MAX_LOCKS}`
 
 const SQL = {
   10: locksSql('a.query_start'),
@@ -68,7 +69,7 @@ export const locks = registerCollector<PostgresContext>({
   engine: 'postgres',
   defaultEnabled: true,
   async collect(ctx) {
-    const rows = await ctx.sql.unsafe<Row[]>(forVersion(SQL, ctx.major), [MAX_QUERY_TEXT, MAX_LOCKS])
+    const rows = await ctx.sql.unsafe<Row[]>(forVersion(SQL, ctx.major), [], PREPARED)
     const entries: LockEntry[] = rows.map((r) => ({
       pid: r.pid,
       lock_type: r.lock_type,

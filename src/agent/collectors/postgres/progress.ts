@@ -15,6 +15,7 @@ import { maskSecretStatements } from '../../secret-statements.ts'
 import { epoch, num } from '../delta.ts'
 import type { PostgresContext } from '../types.ts'
 import { registerCollector } from '../registry.ts'
+import { PREPARED } from '../../own-statements.ts'
 
 const MAX_ENTRIES = ingestMaxItems.progress
 /** The blocker's statement, cut short enough that masking keeps it within the wire's limit. */
@@ -76,7 +77,7 @@ const PROGRESS_SQL = `
   LEFT JOIN pg_namespace tn ON tn.oid = t.relnamespace
   LEFT JOIN pg_class i ON i.oid = r.index_relid
   ORDER BY a.query_start NULLS LAST, r.pid
-  LIMIT $1`
+  LIMIT ${MAX_ENTRIES}`
 
 interface Row {
   pid: number
@@ -134,7 +135,7 @@ export const progress = registerCollector<PostgresContext>({
   engine: 'postgres',
   defaultEnabled: true,
   async collect(ctx) {
-    const rows = await ctx.sql.unsafe<Row[]>(PROGRESS_SQL, [MAX_ENTRIES])
+    const rows = await ctx.sql.unsafe<Row[]>(PROGRESS_SQL, [], PREPARED)
     return {
       progress: rows.map((r): ProgressEntry => {
         const done = num(r.done)

@@ -24,7 +24,7 @@
 // that role's entries are left out as well.
 import { POSTGRES_STATEMENT_COUNTERS, STATEMENT_FIELDS, pgSelectList } from '../../../shared/families.ts'
 import type { QueryStatDelta } from '../../../shared/wire.ts'
-import { OWN_MARKER } from '../../own-statements.ts'
+import { OWN_MARKER, PREPARED } from '../../own-statements.ts'
 import { epoch, num } from '../delta.ts'
 import type { PostgresContext } from '../types.ts'
 import { registerCollector } from '../registry.ts'
@@ -286,6 +286,7 @@ export const queryStats = registerCollector<PostgresContext>({
        WHERE queryid IS NOT NULL AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
          AND userid IS DISTINCT FROM $1::text::oid`,
       [ownRole],
+      PREPARED,
     )
     const rows = read.map((r) =>
       Object.assign(r, {

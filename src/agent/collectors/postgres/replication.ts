@@ -7,6 +7,7 @@ import { num } from '../delta.ts'
 import type { PostgresContext } from '../types.ts'
 import { registerCollector } from '../registry.ts'
 import { forVersion, nonNegative } from './common.ts'
+import { PREPARED } from '../../own-statements.ts'
 
 // Replica side. The lag in seconds is 0 when everything received has been replayed (an idle primary
 // sends nothing, so the time since the last replayed transaction would grow without any real lag).
@@ -84,10 +85,10 @@ export const replication = registerCollector<PostgresContext>({
     const side = isReplica ? 'replica' : 'primary'
     const [upstream, replicas, slots] = await Promise.all([
       isReplica
-        ? ctx.sql.unsafe<ReplicaRow[]>(forVersion(REPLICA_SQL, ctx.major))
+        ? ctx.sql.unsafe<ReplicaRow[]>(forVersion(REPLICA_SQL, ctx.major), [], PREPARED)
         : Promise.resolve([] as ReplicaRow[]),
-      ctx.sql.unsafe<ReplicasRow[]>(REPLICAS_SQL[side]),
-      ctx.sql.unsafe<SlotRow[]>(forVersion(SLOTS_SQL, ctx.major)[side]),
+      ctx.sql.unsafe<ReplicasRow[]>(REPLICAS_SQL[side], [], PREPARED),
+      ctx.sql.unsafe<SlotRow[]>(forVersion(SLOTS_SQL, ctx.major)[side], [], PREPARED),
     ])
     const lag = upstream[0]
     const status: ReplicationStatus = {

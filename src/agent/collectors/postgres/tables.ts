@@ -10,6 +10,7 @@ import { deltaOf, epoch, num } from '../delta.ts'
 import type { PostgresContext } from '../types.ts'
 import { registerCollector } from '../registry.ts'
 import { type Counters, catalogSignal } from './common.ts'
+import { PREPARED } from '../../own-statements.ts'
 
 const MAX_TABLES = ingestMaxItems.tables
 /** How long sizes read for a fingerprint are reused at most: then every table is sized again. */
@@ -131,6 +132,26 @@ export interface SeqRead {
   tables: { relid: string; schemaname: string; relname: string; seq_tup_read: string; analyzed: string }[]
 }
 
+/**
+ * What this cycle's statistics read tells the collectors that run after tables in the same cycle
+ * (indexes, bloat), so that they need not ask PostgreSQL again: a cache taken once, at the cycle whose
+ * `now` it carries, of the catalog fingerprint read before the statistics and, for every table of
+ * pg_stat_user_tables, what moves its indexes' sizes.
+ */
+export const TABLES_READ = 'cache:tables:read'
+export interface TablesRead {
+  at: number
+  /** catalogSignal (common.ts) as read before the statistics. */
+  signal: string
+  /** A hash of every table's (auto)vacuum counts and last (auto)analyze: moves when any table is vacuumed or analyzed. */
+  maintained: string
+  /**
+   * By relid: rows inserted and updated, (auto)vacuums and the last (auto)analyze of the table, what
+   * grows its indexes (the indexes collector's size fingerprint).
+   */
+  writes: Map<string, string>
+}
+
 /** The later of a table's last analyze and autoanalyze as epoch ms text ('' when never), as column_stats' TOP_TABLES_SQL gives it. */
 export const analyzedOf = (a: Date | null, b: Date | null): string => {
   const times = [a, b].filter((d): d is Date => d !== null).map((d) => d.getTime())
@@ -194,7 +215,7 @@ const SEQUENCES_SQL = `
                ELSE (seqmax - last_value)::numeric / nullif(seqmax - lower, 0) END)::float8 AS used_ratio
   FROM bounded
   ORDER BY used_ratio DESC NULLS LAST, nspname, relname
-  LIMIT $1`
+  LIMIT ${MAX_SEQUENCES}`
 
 type SequenceRow = {
   nspname: string
@@ -270,7 +291,7 @@ const UNREADABLE_SEQUENCES_SQL = `
     AND CASE WHEN c.relkind = 'S' THEN NOT has_sequence_privilege(c.oid, 'SELECT,USAGE') ELSE false END`
 
 async function reportUnreadableSequences(ctx: PostgresContext): Promise<void> {
-  const [row] = await ctx.sql.unsafe<{ n: number }[]>(UNREADABLE_SEQUENCES_SQL)
+  const [row] = await ctx.sql.unsafe<{ n: number }[]>(UNREADABLE_SEQUENCES_SQL, [], PREPARED)
   const unreadable = row?.n ?? 0
   const warned = ctx.state.get('tables:unreadable_sequences') as number | undefined
   if (unreadable === 0) {
@@ -318,7 +339,7 @@ const UNINDEXED_FOREIGN_KEYS_SQL = `
         AND (i.indkey::int2[])[0:cardinality(con.conkey) - 1] @> con.conkey
         AND (i.indkey::int2[])[0:cardinality(con.conkey) - 1] <@ con.conkey)
   ORDER BY pg_relation_size(c.oid) DESC, n.nspname, c.relname, con.conname
-  LIMIT $1`
+  LIMIT ${MAX_SEQUENCES}`
 
 interface ForeignKeyRow {
   schema_name: string
@@ -341,7 +362,7 @@ export const tables = registerCollector<PostgresContext>({
     // The signal before the statistics, the facts after them: facts at least as new as the signal, and
     // every table of the statistics among them but one dropped in between (left out, as it is gone).
     const signal = await catalogSignal(ctx)
-    const read = await ctx.sql.unsafe<Row[]>(statsSqlFor(ctx.major))
+    const read = await ctx.sql.unsafe<Row[]>(statsSqlFor(ctx.major), [], PREPARED)
     const facts = await factsOf(ctx, signal, read)
     const fingerprints = new Map<string, string>()
     const all = read.filter((r) => {
@@ -353,6 +374,20 @@ export const tables = registerCollector<PostgresContext>({
       fingerprints.set(String(r.relid), `${f.files},${counters}${f.index_files === null ? '' : `,${f.index_files}`}`)
       return true
     })
+    const writes = new Map<string, string>()
+    const maintenance: string[] = []
+    for (const r of read) {
+      const vacuums = `${r.vacuum_count ?? ''},${r.autovacuum_count ?? ''}`
+      const analyzed = analyzedOf(r.last_analyze, r.last_autoanalyze)
+      writes.set(String(r.relid), `${r.n_tup_ins ?? ''},${r.n_tup_upd ?? ''},${vacuums},${analyzed}`)
+      maintenance.push(`${r.relid}:${vacuums},${analyzed}`)
+    }
+    ctx.state.set(TABLES_READ, {
+      at: ctx.now,
+      signal,
+      maintained: Bun.hash(maintenance.sort().join('/')).toString(36),
+      writes,
+    } satisfies TablesRead)
     ctx.state.set(SEQ_READ, {
       at: ctx.now,
       tables: all
@@ -429,9 +464,9 @@ export const tables = registerCollector<PostgresContext>({
       }
     })
     ctx.state.set('tables', current)
-    const sequences = await ctx.sql.unsafe<SequenceRow[]>(SEQUENCES_SQL, [MAX_SEQUENCES])
+    const sequences = await ctx.sql.unsafe<SequenceRow[]>(SEQUENCES_SQL, [], PREPARED)
     await reportUnreadableSequences(ctx)
-    const foreignKeys = await ctx.sql.unsafe<ForeignKeyRow[]>(UNINDEXED_FOREIGN_KEYS_SQL, [MAX_SEQUENCES])
+    const foreignKeys = await ctx.sql.unsafe<ForeignKeyRow[]>(UNINDEXED_FOREIGN_KEYS_SQL, [], PREPARED)
     return {
       tables: stats,
       sequences: sequences.map(sequenceStat),

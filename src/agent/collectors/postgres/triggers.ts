@@ -7,6 +7,7 @@ import { ingestMaxItems } from '../../../shared/ingest-limits.ts'
 import type { DisabledTrigger } from '../../../shared/wire.ts'
 import type { PostgresContext } from '../types.ts'
 import { registerCollector } from '../registry.ts'
+import { PREPARED } from '../../own-statements.ts'
 
 // For an internal foreign-key trigger, the constraint it enforces and that constraint's own table (the
 // referencing one); the trigger may sit on either side (checks on the referencing table, actions on
@@ -22,14 +23,14 @@ const SQL = `
   LEFT JOIN pg_namespace cn ON cn.oid = cc.relnamespace
   WHERE t.tgenabled = 'D' AND NOT pg_is_other_temp_schema(n.oid)
   ORDER BY t.tgisinternal DESC, n.nspname, c.relname, t.tgname
-  LIMIT $1`
+  LIMIT ${ingestMaxItems.disabled_triggers}`
 
 export const triggers = registerCollector<PostgresContext>({
   name: 'triggers',
   engine: 'postgres',
   defaultEnabled: true,
   async collect(ctx) {
-    const rows = await ctx.sql.unsafe<DisabledTrigger[]>(SQL, [ingestMaxItems.disabled_triggers])
+    const rows = await ctx.sql.unsafe<DisabledTrigger[]>(SQL, [], PREPARED)
     return {
       disabled_triggers: rows.map((r) => ({
         schema_name: r.schema_name,

@@ -9,6 +9,7 @@
 import type { WalDirStatus } from '../../../shared/wire.ts'
 import type { PostgresContext } from '../types.ts'
 import { registerCollector } from '../registry.ts'
+import { PREPARED } from '../../own-statements.ts'
 
 const WAL_DIR_SQL = 'SELECT count(*)::int8 AS wal_files, coalesce(sum(size), 0)::int8 AS wal_bytes FROM pg_ls_waldir()'
 
@@ -49,9 +50,13 @@ export const walDir = registerCollector<PostgresContext>({
   defaultEnabled: true,
   async collect(ctx) {
     const notes: string[] = []
-    const [recovery] = await ctx.sql.unsafe<{ in_recovery: boolean }[]>('SELECT pg_is_in_recovery() AS in_recovery')
-    const dir = await permitted(() => ctx.sql.unsafe(WAL_DIR_SQL), WAL_DIR_NOTE, notes)
-    const checkpoint = await permitted(() => ctx.sql.unsafe(CHECKPOINT_SQL), CHECKPOINT_NOTE, notes)
+    const [recovery] = await ctx.sql.unsafe<{ in_recovery: boolean }[]>(
+      'SELECT pg_is_in_recovery() AS in_recovery',
+      [],
+      PREPARED,
+    )
+    const dir = await permitted(() => ctx.sql.unsafe(WAL_DIR_SQL, [], PREPARED), WAL_DIR_NOTE, notes)
+    const checkpoint = await permitted(() => ctx.sql.unsafe(CHECKPOINT_SQL, [], PREPARED), CHECKPOINT_NOTE, notes)
     if (notes.length > 0) ctx.notes.set('wal_dir', notes.join('; '))
     else ctx.notes.delete('wal_dir')
     const status: WalDirStatus = {
