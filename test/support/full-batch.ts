@@ -120,6 +120,8 @@ export function fullBatch(
   batch.batch_id = crypto.randomUUID()
   batch.collected_at = collectedAt
   batch.interval_seconds = 10
+  // The cycle's deltas cover its poll interval (no gap): they land in the batch's own minute.
+  batch.covered_seconds = 10
   batch.database.name = name
   batch.database.engine = engine
   return batch
