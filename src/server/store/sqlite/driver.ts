@@ -58,6 +58,35 @@ const WAL_RESTART_FRAMES = 4096
 /** The most frames that connection copies itself (about 2 MB): a few milliseconds at most. */
 const FINISH_FRAMES = 512
 
+/** How long a statement of the owner's connection is tried again while the store is busy (as busy_timeout was). */
+const BUSY_RETRY_MS = 5000
+
+const isBusy = (e: unknown): boolean => {
+  for (let x = e as { code?: unknown; cause?: unknown } | undefined, depth = 0; x && depth < 4; depth++) {
+    if (typeof x.code === 'string' && x.code.startsWith('SQLITE_BUSY')) return true
+    x = x.cause as typeof x
+  }
+  return false
+}
+
+/**
+ * `op` again after a pause (1, 2, 4 ... 16 ms) each time it finds the store's write lock taken by the
+ * ingest writer's connection, for at most BUSY_RETRY_MS: the event loop goes on meanwhile. Only statements
+ * that have not begun to change anything are tried again (an autocommit statement that failed to start,
+ * or BEGIN IMMEDIATE).
+ */
+async function busyRetry<T>(op: () => Promise<T>): Promise<T> {
+  const start = performance.now()
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await op()
+    } catch (e) {
+      if (!isBusy(e) || performance.now() - start > BUSY_RETRY_MS) throw e
+      await Bun.sleep(Math.min(2 ** attempt, 16))
+    }
+  }
+}
+
 export class SqliteDriver implements SqlDriver {
   readonly dialect = 'sqlite' as const
   readonly sqlDialect = sqliteDialect
@@ -125,7 +154,11 @@ export class SqliteDriver implements SqlDriver {
     this.db.exec('PRAGMA journal_mode = WAL')
     this.db.exec('PRAGMA synchronous = NORMAL')
     this.db.exec('PRAGMA foreign_keys = ON')
-    this.db.exec('PRAGMA busy_timeout = 5000')
+    // No waiting inside SQLite: while the ingest writer's thread holds the write lock, a write of this
+    // connection would block the event loop for as long (busy_timeout sleeps in the call). It is answered
+    // SQLITE_BUSY at once and tried again after an asynchronous pause instead (busyRetry), for as long as
+    // busy_timeout allowed before.
+    this.db.exec('PRAGMA busy_timeout = 0')
     // Checkpoints run in a worker thread (checkpointer.ts), not inside the commits of this connection.
     this.db.exec('PRAGMA wal_autocheckpoint = 0')
     // When the log starts over, a file grown past 64 MB (by a burst, a migration) is cut back to that.
@@ -269,7 +302,7 @@ export class SqliteDriver implements SqlDriver {
   /** Waits for any open transaction, so statements from other callers never land inside it. */
   private async outside<T>(op: (d: SqlDriver) => Promise<T>): Promise<T> {
     while (this.txOpen) await this.txTail
-    return op(this.directDriver)
+    return busyRetry(() => op(this.directDriver))
   }
 
   /** Refused writes and the writes that succeed (rows changed), in this.writeFaults. */
@@ -283,7 +316,7 @@ export class SqliteDriver implements SqlDriver {
     while (this.txOpen) await this.txTail
     const before = this.totalChanges()
     try {
-      const result = await op(this.directDriver)
+      const result = await busyRetry(() => op(this.directDriver))
       if (this.totalChanges() !== before) this.writeFaults.wrote()
       return result
     } catch (e) {
@@ -370,7 +403,8 @@ export class SqliteDriver implements SqlDriver {
     const work = (async () => {
       const before = this.totalChanges()
       try {
-        this.execOrThrow('BEGIN IMMEDIATE')
+        // The write lock is taken here, for the whole transaction: only BEGIN can find it taken.
+        await busyRetry(async () => this.execOrThrow('BEGIN IMMEDIATE'))
         try {
           const result = await fn({ ...inner, transaction: (f) => f(inner) })
           this.execOrThrow('COMMIT')
