@@ -343,6 +343,7 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
       logLevel: config.logLevel,
       local: config.signup === 'local',
       servingSince: deps.servingSince,
+      storeRefusals: () => store.writeFaults?.refusals(),
       log,
     }).then(
       (worker) => {

@@ -33,3 +33,29 @@ test('connected: no finding; silent past the threshold: critical with the silenc
   await rig.cycle()
   expect(await rig.findings('agent_disconnected')).toEqual([])
 })
+
+test("a silence that began while the store refused writes is the server's: no finding until a grace after", async () => {
+  await rig.cycle()
+  // The store refuses writes (its disk full): the agent's batches are answered 503 and kept.
+  const faults = rig.server.store.writeFaults!
+  faults.failed({ code: 'SQLITE_FULL', reason: "the store's disk is full", message: 'database or disk is full' })
+  rig.server.advance(3 * 3600_000 + 1000)
+  try {
+    expect(await rig.findings('agent_disconnected')).toEqual([])
+  } finally {
+    rig.server.advance(-(3 * 3600_000 + 1000))
+  }
+  // Writes succeed again; the episode ends after its hold (ended here at once: the test's own tracker).
+  faults.wrote()
+  ;(faults as unknown as { end(e: unknown): void }).end((faults as unknown as { episode: unknown }).episode)
+  expect(faults.refusals()?.endedAt).toBeNumber()
+  // Past the grace after the end (agents deliver what they kept), a silence is the agent's again.
+  rig.server.advance(12 * 3600_000)
+  try {
+    expect((await rig.findings('agent_disconnected')).map((f: any) => f.title)).toEqual([
+      'The agent has stopped sending data',
+    ])
+  } finally {
+    rig.server.advance(-12 * 3600_000)
+  }
+})

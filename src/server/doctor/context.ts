@@ -1,6 +1,7 @@
 // The stored telemetry of one database as the doctor's rules read it: each part is loaded at most once
 // per diagnosis, and only when a rule asks for it, so a ClickHouse diagnosis never reads PostgreSQL
 // tables and the other way round.
+import type { WriteRefusalSpan } from '../store/write-faults.ts'
 import type {
   ActiveQuery,
   ClickHouseUsers,
@@ -84,8 +85,9 @@ export class DoctorContext {
     /**
      * `local`: the server is `dbm local`'s, whose agent runs in its process on the DSNs of its command line
      * (no config file). `servingSince`: when the serving process started (Deps.servingSince).
+     * `storeRefusals`: the store's refused writes under way or last ended (store/write-faults.ts).
      */
-    readonly setup: { local: boolean; servingSince?: number } = { local: false },
+    readonly setup: { local: boolean; servingSince?: number; storeRefusals?: WriteRefusalSpan } = { local: false },
   ) {}
 
   /** The rule's thresholds, with the database's values applied. */

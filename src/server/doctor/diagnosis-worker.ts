@@ -10,6 +10,7 @@
 // answered DiagnosisBusy, and a new worker takes the requests still waiting, so one organization's
 // database never holds up every other's. When the worker cannot start, or stops, the monitor diagnoses
 // on the main thread as before (logged once).
+import type { WriteRefusalSpan } from '../store/write-faults.ts'
 import type { LogLevel, Logger } from '../../shared/log.ts'
 import type { Diagnoser, Diagnosis } from './diagnosis.ts'
 import type { WorkerDiagnose, WorkerRequest } from './worker.ts'
@@ -63,6 +64,8 @@ export async function startDiagnosisWorker(options: {
   local?: boolean
   /** When the serve began serving (Deps.servingSince). */
   servingSince?: number
+  /** The main store's refused writes (store.writeFaults), sent with each diagnosis: the doctor's setup. */
+  storeRefusals?: () => WriteRefusalSpan | undefined
   log: Logger
   /** Tests shorten the waits and the run limit (defaults: API_WAIT_MS, DIAGNOSIS_TIMEOUT_MS, DIAGNOSIS_RUN_LIMIT_MS). */
   limits?: { apiWaitMs?: number; monitorWaitMs?: number; runMs?: number }
@@ -215,7 +218,15 @@ export async function startDiagnosisWorker(options: {
       }
       const id = nextId++
       const waitMs = priority === 'api' ? apiWaitMs : monitorWaitMs
-      const request: WorkerDiagnose = { kind: 'diagnose', id, db, now, priority, deadline: Date.now() + waitMs }
+      const request: WorkerDiagnose = {
+        kind: 'diagnose',
+        id,
+        db,
+        now,
+        priority,
+        deadline: Date.now() + waitMs,
+        storeRefusals: options.storeRefusals?.(),
+      }
       const settled =
         <T>(f: (v: T) => void) =>
         (v: T) => {

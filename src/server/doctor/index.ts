@@ -2,6 +2,7 @@
 // status, the score (score.ts), the findings worst first, and the key figures. A rule that fails is
 // logged and left out; it never fails the diagnosis. For an organization that has not verified its
 // email, the findings keep their prose and investigation queries but not the commands that fix them.
+import type { WriteRefusalSpan } from '../store/write-faults.ts'
 import { rfc3339 } from '../views.ts'
 import type { Deps } from '../context.ts'
 import type { RegisteredDatabase } from '../store/types.ts'
@@ -49,6 +50,8 @@ export interface DiagnoseOptions {
    * run concurrently (their reads overlap on the PostgreSQL store).
    */
   between?: () => Promise<void>
+  /** The main store's refused writes, from the diagnosis worker's caller; absent: deps.store.writeFaults. */
+  storeRefusals?: WriteRefusalSpan
   /** The database's thresholds as its caller read them (doctor/thresholds.ts overridesOf); absent: read from the store here. */
   thresholds?: ThresholdOverrides
 }
@@ -66,6 +69,7 @@ export async function diagnose(
   const ctx = new DoctorContext(deps.store, db, now, mergeOverrides(deps.doctorThresholds, own), {
     local: deps.signup === 'local',
     servingSince: deps.servingSince,
+    storeRefusals: options.storeRefusals ?? deps.store.writeFaults?.refusals(),
   })
   const ruleList = rulesFor(db)
   let results: (Omit<Finding, 'cause'>[] | null)[]

@@ -6,6 +6,7 @@
 // The monitor applies what was found (recommendations, alerts, notifications) on the main thread. It says
 // when each diagnosis starts: the main thread ends a worker whose diagnosis overruns, and starts another.
 // Started by diagnosis-worker.ts; an entry point of the build of its own (scripts/build.ts).
+import type { WriteRefusalSpan } from '../store/write-faults.ts'
 import { join } from 'node:path'
 import { createLogger, type LogLevel } from '../../shared/log.ts'
 import type { RegisteredDatabase } from '../store/types.ts'
@@ -33,6 +34,8 @@ export interface WorkerDiagnose {
   priority: 'monitor' | 'api'
   /** Epoch ms after which nobody waits for the answer: a request still queued then is dropped. */
   deadline: number
+  /** The main store's refused writes (DoctorContext.setup.storeRefusals). */
+  storeRefusals?: WriteRefusalSpan
 }
 export interface WorkerClose {
   kind: 'close'
@@ -76,7 +79,9 @@ async function drain() {
         if (!deps) throw new Error('the diagnosis worker has no store')
         // The main thread ends this thread if the diagnosis runs past its limit (diagnosis-worker.ts).
         postMessage({ kind: 'started', id: m.id, database: m.db.id })
-        const { context: _context, ...diagnosis } = await diagnose(deps, m.db, m.now)
+        const { context: _context, ...diagnosis } = await diagnose(deps, m.db, m.now, {
+          storeRefusals: m.storeRefusals,
+        })
         postMessage({ kind: 'diagnosis', id: m.id, diagnosis })
       } catch (e) {
         postMessage({

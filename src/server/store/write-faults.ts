@@ -21,8 +21,17 @@ export type WriteFaultChange =
   | { failing: true; error: WriteRefusal }
   | { failing: false; failedForMs: number; refused: number; error: WriteRefusal }
 
+/** An episode of refused writes on the wall clock, for the doctor (agent_disconnected): ongoing, or the last one. */
+export interface WriteRefusalSpan {
+  since: number
+  /** Absent while writes are still refused or the episode's hold has not passed. */
+  endedAt?: number
+}
+
 interface Episode {
   since: number
+  /** `since` on the wall clock. */
+  sinceWall: number
   /** The first refusal, the one logged. */
   first: WriteRefusal
   /** The latest refusal, the one /healthz shows. */
@@ -36,6 +45,7 @@ export class StoreWriteFaults {
   private episode: Episode | undefined
   private timer: ReturnType<typeof setTimeout> | undefined
   private lastProbe = Number.NEGATIVE_INFINITY
+  private lastEpisode: WriteRefusalSpan | undefined
   private readonly listeners = new Set<(change: WriteFaultChange) => void>()
 
   constructor(
@@ -60,7 +70,7 @@ export class StoreWriteFaults {
       clearTimeout(this.timer)
       return
     }
-    this.episode = { since: this.now(), first: refusal, latest: refusal, refused: 1 }
+    this.episode = { since: this.now(), sinceWall: Date.now(), first: refusal, latest: refusal, refused: 1 }
     this.emit({ failing: true, error: refusal })
   }
 
@@ -82,6 +92,11 @@ export class StoreWriteFaults {
     return true
   }
 
+  /** The episode under way, else the last one that ended (wall clock); undefined if there was none. */
+  refusals(): WriteRefusalSpan | undefined {
+    return this.episode ? { since: this.episode.sinceWall } : this.lastEpisode
+  }
+
   /** Calls `listener` at the start and at the end of every episode; returns the unsubscribe. */
   onChange(listener: (change: WriteFaultChange) => void): () => void {
     this.listeners.add(listener)
@@ -91,6 +106,7 @@ export class StoreWriteFaults {
   private end(e: Episode): void {
     if (this.episode !== e || e.wroteAt === undefined) return
     this.episode = undefined
+    this.lastEpisode = { since: e.sinceWall, endedAt: Date.now() }
     this.emit({ failing: false, failedForMs: Math.round(e.wroteAt - e.since), refused: e.refused, error: e.first })
   }
 

@@ -18,7 +18,7 @@ const defaults = {
 export const agentClockSkew: Rule<typeof defaults> = {
   id: 'agent_clock_skew',
   summary:
-    "The agent's clock is ahead of the server's or behind it: its data are dated that far off on every chart, and past 10 minutes ahead its batches are refused.",
+    "The agent's clock is ahead of the server's or behind it: its data are dated that far off on every chart, and past 10 minutes ahead its batches are refused (then agent_disconnected reports the silence).",
   collectors: [],
   engine: 'any',
   category: 'reliability',

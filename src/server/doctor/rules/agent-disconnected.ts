@@ -100,6 +100,18 @@ export const agentDisconnected: Rule<typeof defaults> = {
       )
         return []
     }
+    // The store refused writes (its disk full...): the agent's batches were answered 503 and it kept them,
+    // so a silence that began with the refusals is the server's, not the agent's (the server logs it and
+    // /healthz names it). Judged again once the refusals ended and the agents had a restart's grace to
+    // deliver what they kept.
+    const refusals = ctx.setup.storeRefusals
+    if (
+      refusals &&
+      heard >= refusals.since - silentAfter &&
+      (refusals.endedAt === undefined ||
+        now - (refusals.endedAt + restartGraceMs(db.poll_interval_seconds)) <= silentAfter)
+    )
+      return []
     if (ctx.setup.local) {
       return [
         {
