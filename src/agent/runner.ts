@@ -725,13 +725,14 @@ export abstract class Runner<Ctx> {
   }
 
   /**
-   * The seconds a cycle at `now` covers: since the baseline's cycle, when that was longer ago than the
-   * poll interval (a gap: the agent stopped, the database did not answer), else the poll interval.
+   * The seconds a cycle at `now` covers: the time since the baseline's cycle, whether longer than the poll
+   * interval (a gap: the agent stopped, the database did not answer) or shorter (a cycle run early: a
+   * test's, an action's, the first ones of a long poll interval); the poll interval while there is no
+   * baseline.
    */
   private coveredSeconds(now: number): number {
-    const poll = this.pollIntervalMs / 1000
-    if (this.baselineAt === undefined || now <= this.baselineAt) return poll
-    return Math.min(MAX_POLL_INTERVAL_SECONDS, Math.max(poll, Math.round((now - this.baselineAt) / 1000)))
+    if (this.baselineAt === undefined || now < this.baselineAt) return this.pollIntervalMs / 1000
+    return Math.min(MAX_POLL_INTERVAL_SECONDS, Math.round((now - this.baselineAt) / 1000))
   }
 
   /** One collection cycle; public so tests can drive cycles directly. */

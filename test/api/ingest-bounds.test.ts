@@ -29,6 +29,8 @@ function largestBatch(name: string, collectedAt: number): IngestBatch {
   return {
     ...pgBatch(name, collectedAt),
     interval_seconds: 86_400,
+    // Its deltas cover the cycle's own minute (no gap): read back whole in that minute.
+    covered_seconds: 10,
     query_stats: [
       {
         query_hash: 'largest',

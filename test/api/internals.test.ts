@@ -630,7 +630,7 @@ for (const kind of storeKinds) {
       expect(await ok(id, '/archiver')).toEqual(served)
       // A later batch without the section (an older agent again, or the collector disabled) keeps the snapshot; a late one never replaces it.
       await ingest(pgBatch('archiver-db', at(4)))
-      await ingest(pgBatch('archiver-db', at(2), { archiver: { ...status, failed_count: 1 } }))
+      await session.ingestLate(pgBatch('archiver-db', at(2), { archiver: { ...status, failed_count: 1 } }), 120)
       expect(await ok(id, '/archiver')).toEqual(served)
       // Archived after the failure: no longer failing.
       await ingest(

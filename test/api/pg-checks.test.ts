@@ -193,8 +193,8 @@ for (const kind of storeKinds) {
       expect(await session.ok(id, '/progress')).toEqual({ collected_at: iso(at(11)), operations: [] })
       expect((await session.ok(id, '/connections')).total).toBe(7)
       // A batch delivered late from the agent's buffer does not replace newer snapshots.
-      await session.ingest(pgBatch('checked', at(10, 30), { progress: [running] }))
-      await session.ingest(pgBatch('checked', at(9), { invalid_constraints: [] }))
+      await session.ingestLate(pgBatch('checked', at(10, 30), { progress: [running] }), 30)
+      await session.ingestLate(pgBatch('checked', at(9), { invalid_constraints: [] }), 120)
       expect((await session.ok(id, '/progress')).operations).toEqual([])
       expect((await session.ok(id, '/constraints/invalid')).constraints.length).toBe(1)
     })

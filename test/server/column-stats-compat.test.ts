@@ -67,7 +67,8 @@ for (const kind of storeKinds) {
       expect(await latest()).toEqual({ ts: at(10), payload: stats })
       const newer = [stat('status', 4)]
       await session.ingest(pgBatch('stats', at(12), { column_stats: newer }))
-      await session.ingest(pgBatch('stats', at(9), { column_stats: stats }))
+      // Delivered late from the agent's buffer (3 minutes after it was collected).
+      await session.ingestLate(pgBatch('stats', at(9), { column_stats: stats }), 180)
       expect(await latest()).toEqual({ ts: at(12), payload: newer })
       // A database whose agent never sent it: nothing.
       const other = await session.ingest(pgBatch('older agent', at(10)))

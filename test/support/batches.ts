@@ -3,6 +3,7 @@
 // verified account and its agent key, calls that ingest a batch and read an endpoint of the database it
 // registered, and the checks several endpoint suites make (answers per path, bucket and window
 // validation, other organizations, rows left after a deletion).
+import { BATCH_AGE_HEADER } from '../../src/shared/ingest-path.ts'
 import { afterAll, beforeAll, expect } from 'bun:test'
 import type { IngestBatch } from '../../src/shared/wire.ts'
 import { type StoreKind, type TestServer, agentAccount, createApiKey, signup, startTestServer } from './server.ts'
@@ -98,6 +99,20 @@ export function agentSession(kind: StoreKind, options?: Parameters<typeof startT
     /** Ingests the batch and returns its database's id (throws unless 200). */
     async ingest(b: IngestBatch): Promise<string> {
       const res = await session.server.call('POST', '/api/v1/ingest', { apiKey: key, body: b })
+      if (res.status !== 200) throw new Error(`ingest failed: ${res.status} ${JSON.stringify(res.body)}`)
+      return res.body.database_id
+    },
+    /**
+     * Ingests the batch as the agent sends one from its buffer, `ageSeconds` after it collected it (its
+     * X-Dbm-Batch-Age): the server dates it that much before its receipt, so it never replaces a snapshot
+     * received since.
+     */
+    async ingestLate(b: IngestBatch, ageSeconds: number): Promise<string> {
+      const res = await session.server.call('POST', '/api/v1/ingest', {
+        apiKey: key,
+        body: b,
+        headers: { [BATCH_AGE_HEADER]: String(ageSeconds) },
+      })
       if (res.status !== 200) throw new Error(`ingest failed: ${res.status} ${JSON.stringify(res.body)}`)
       return res.body.database_id
     },
