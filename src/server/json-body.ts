@@ -47,11 +47,24 @@ export function tooLarge(limit: number) {
  * by chunk and refused at the first chunk that takes it over, so no more than the limit is ever held.
  */
 async function readText(request: Request, limit: number): Promise<string | undefined> {
+  const body = await readBody(request, limit, (r) => r.text())
+  return typeof body === 'string' || body === undefined ? body : new TextDecoder().decode(body)
+}
+
+/**
+ * A body of at most `limit` bytes (else a 413): read whole by `whole` when its length is declared (and
+ * within it), else chunk by chunk, refused at the first chunk that takes it over (the chunks' bytes then).
+ */
+async function readBody<T>(
+  request: Request,
+  limit: number,
+  whole: (r: Request) => Promise<T>,
+): Promise<T | Uint8Array | undefined> {
   const declared = request.headers.get('content-length')
   if (declared !== null) {
     const length = Number(declared)
     if (length > limit) throw tooLarge(limit)
-    return length === 0 ? undefined : request.text()
+    return length === 0 ? undefined : whole(request)
   }
   if (!request.body) return undefined
   const chunks: Uint8Array[] = []
@@ -61,7 +74,7 @@ async function readText(request: Request, limit: number): Promise<string | undef
     if (size > limit) throw tooLarge(limit)
     chunks.push(chunk)
   }
-  return size === 0 ? undefined : new TextDecoder().decode(Buffer.concat(chunks))
+  return size === 0 ? undefined : Buffer.concat(chunks)
 }
 
 /** The request's JSON object body (`{}` when it has none), read under `limit` bytes; an HttpError when refused. */
@@ -74,23 +87,9 @@ export async function parseJsonBody(request: Request, limit: number): Promise<ob
  * the ingest's, handed to the ingest writer's thread unparsed (src/server/ingest-writer/).
  */
 export async function readBodyBytes(request: Request, limit: number): Promise<ArrayBuffer | undefined> {
-  const declared = request.headers.get('content-length')
-  if (declared !== null) {
-    const length = Number(declared)
-    if (length > limit) throw tooLarge(limit)
-    return length === 0 ? undefined : request.arrayBuffer()
-  }
-  if (!request.body) return undefined
-  const chunks: Uint8Array[] = []
-  let size = 0
-  for await (const chunk of request.body) {
-    size += chunk.byteLength
-    if (size > limit) throw tooLarge(limit)
-    chunks.push(chunk)
-  }
-  if (size === 0) return undefined
-  const joined = Buffer.concat(chunks)
-  return joined.buffer.slice(joined.byteOffset, joined.byteOffset + joined.byteLength) as ArrayBuffer
+  const body = await readBody(request, limit, (r) => r.arrayBuffer())
+  if (!(body instanceof Uint8Array)) return body
+  return body.buffer.slice(body.byteOffset, body.byteOffset + body.byteLength) as ArrayBuffer
 }
 
 /** `text` (undefined: no body) as the JSON object a body must be (`{}` when absent); an HttpError when refused. */
