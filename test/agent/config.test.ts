@@ -74,6 +74,7 @@ databases:
           engine: 'postgres',
           dsn: 'postgres://monitor:pw@db1:5432/app?sslmode=disable',
           pollIntervalMs: 10_000,
+          objectStatsIntervalMs: 60_000,
           tags: {},
         },
         {
@@ -81,6 +82,7 @@ databases:
           engine: 'clickhouse',
           dsn: 'clickhouse://monitor:pw@ch1:9000/default',
           pollIntervalMs: 10_000,
+          objectStatsIntervalMs: 60_000,
           tags: {},
         },
       ],
@@ -120,6 +122,7 @@ databases:
         engine: 'postgres',
         dsn: 'postgresql://monitor:pw@db1/orders',
         pollIntervalMs: 90_000,
+        objectStatsIntervalMs: 60_000,
         enabledCollectors: ['query_stats', 'locks'],
         pgLogDir: '/var/log/postgresql',
         explainTrustedRoles: ['app_owner', 'Mixed Case'],
@@ -130,6 +133,7 @@ databases:
         engine: 'clickhouse',
         dsn: 'https://ch.example.com:8443',
         pollIntervalMs: 1000,
+        objectStatsIntervalMs: 60_000,
         enabledCollectors: ['parts', 'merges'],
         tags: {},
       },
@@ -247,6 +251,7 @@ databases:
       engine: 'postgres',
       dsn: 'postgres://db/app',
       pollIntervalMs: 10_000,
+      objectStatsIntervalMs: 60_000,
       tags: {},
     })
   })

@@ -355,6 +355,7 @@ export const tables = registerCollector<PostgresContext>({
   name: 'tables',
   engine: 'postgres',
   defaultEnabled: true,
+  cadence: 'object_stats',
   async collect(ctx) {
     const kept = ctx.state.get(SIZES) as Sizes | undefined
     const known =
