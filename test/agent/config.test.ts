@@ -181,6 +181,29 @@ databases:
     )
   })
 
+  test('object_stats_interval: a duration, 0 or from the poll interval to 1h; 60s when absent; PostgreSQL only', () => {
+    const parse = (extra: string, dsn = 'postgres://db/app') =>
+      parseAgentConfig(`api: {key: ${KEY}}\ndatabases: [{dsn: "${dsn}", ${extra}}]`).databases[0]!.objectStatsIntervalMs
+    expect(parse('poll_interval: 10s')).toBe(60_000)
+    expect(parse('object_stats_interval: 5m')).toBe(300_000)
+    expect(parse('object_stats_interval: 0')).toBe(0)
+    expect(parse('poll_interval: 30s, object_stats_interval: 30s')).toBe(30_000)
+    // The default under a longer poll interval: every cycle, not an error.
+    expect(parse('poll_interval: 5m')).toBe(60_000)
+    expect(errorOf(() => parse('object_stats_interval: 5s')).message).toBe(
+      "databases[0].object_stats_interval: must be 0 (every cycle) or at least the database's poll_interval (10s), got 5s",
+    )
+    expect(errorOf(() => parse('object_stats_interval: 2h')).message).toBe(
+      'databases[0].object_stats_interval: must be at most 1h, got 2h',
+    )
+    expect(errorOf(() => parse('object_stats_interval: 1 minute')).message).toBe(
+      'databases[0].object_stats_interval: time: unknown unit " minute" in duration "1 minute"',
+    )
+    expect(errorOf(() => parse('object_stats_interval: 1m', 'clickhouse://ch:9000/default')).message).toBe(
+      'databases[0].object_stats_interval: only for postgres databases',
+    )
+  })
+
   test('a PostgreSQL DSN with an IPv6 address literal is a config error naming the way out (postgres.js cannot connect to one)', () => {
     const error = errorOf(() =>
       parseAgentConfig(`api: {key: ${KEY}}\ndatabases: [{name: v6, dsn: "postgres://u:secret@[::1]:5432/app"}]`),
