@@ -286,11 +286,11 @@ export abstract class Runner<Ctx> {
   private saveFailing = false
   /**
    * By collector name, the cycle (its `now`) of the last run of each collector on the object-statistics
-   * cadence whose state was committed: cadenceDue decides from it. In memory only, so a new runner (an
-   * agent start, a config reload) reads everything in its first cycle; its baselines, saved with the
-   * state, still make that cycle's deltas exact.
+   * cadence whose state was committed, and the health status it left: cadenceDue decides from it. In
+   * memory only, so a new runner (an agent start, a config reload) reads everything in its first cycle;
+   * its baselines, saved with the state, still make that cycle's deltas exact.
    */
-  private readonly cadenceRunAt = new Map<string, number>()
+  private readonly cadenceRunAt = new Map<string, { at: number; status: string }>()
 
   constructor(
     readonly config: DatabaseConfig,
@@ -832,16 +832,12 @@ export abstract class Runner<Ctx> {
       // Per-object statistics not due this cycle: not run, and their section left out of the batch (the
       // server keeps the latest tables and indexes; a batch without them is no sample of them). Their
       // baselines stay, so the next run's deltas cover the cycles skipped.
-      if (
-        plan.collector.cadence &&
-        !cadenceDue(
-          now,
-          this.cadenceRunAt.get(plan.collector.name),
-          this.config.objectStatsIntervalMs,
-          this.pollIntervalMs,
-        )
-      )
+      const ran = plan.collector.cadence ? this.cadenceRunAt.get(plan.collector.name) : undefined
+      if (ran && !cadenceDue(now, ran.at, this.config.objectStatsIntervalMs, this.pollIntervalMs)) {
+        this.status.collectors[plan.collector.name] =
+          `${ran.status}, ${Math.round((now - ran.at) / 1000)} s ago (object_stats_interval ${this.config.objectStatsIntervalMs / 1000}s)`
         continue
+      }
       // Stopping, or the ping loop closed the session (the next cycle reconnects): the cycle ends here.
       if (this.lifetime.signal.aborted || this.session !== session) break
       const started = performance.now()
@@ -917,7 +913,7 @@ export abstract class Runner<Ctx> {
       this.settingsSent.lost()
     } else {
       for (const staged of stages) staged.commit()
-      for (const name of onCadence) this.cadenceRunAt.set(name, now)
+      for (const name of onCadence) this.cadenceRunAt.set(name, { at: now, status: this.status.collectors[name] ?? '' })
       // A cycle where no collector finished (the database did not answer) moved no baseline: the next
       // batch's deltas cover this cycle's time too.
       if (stages.length > 0) this.baselineAt = now

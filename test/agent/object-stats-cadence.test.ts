@@ -161,6 +161,8 @@ test('tables and indexes read in the first cycle, skipped within the interval, r
     if (since >= INTERVAL_MS) expect(now.table).toBeDefined()
     if (!now.table) {
       expect(now.batch.indexes).toBeUndefined()
+      // The health status says when the statistics were last read.
+      expect(first.status.collectors.tables).toMatch(/^ok in \d+ ms, \d+ s ago \(object_stats_interval 4s\)$/)
       skipped++
       continue
     }
