@@ -474,7 +474,7 @@ function scenarioLines(r: ScenarioResult, o: Options): string[] {
   const per = (v: number) => v / r.databases
   const med = (f: (c: CycleDelta) => number) => median(steady.map(f))
   const avg = (f: (c: CycleDelta) => number) => mean(steady.map(f))
-  /** Steady cycles in which the tables collector ran (a skipped one's status is not `ok in N ms`). */
+  /** Steady cycles in which the tables collector ran, in any database (a skipped one's status is not `ok in N ms`). */
   const objectReads = steady.filter((c) => c.wall.tables !== undefined).length
   const collectorNames = [...new Set(r.cycles.flatMap((c) => Object.keys(c.wall)))]
   const wallMedian = (cs: CycleDelta[], n: string) => median(cs.flatMap((c) => c.wall[n] ?? []))
@@ -509,7 +509,7 @@ function scenarioLines(r: ScenarioResult, o: Options): string[] {
       med((c) => c.dbTimeMs),
       1,
     )} |`,
-    `| same, mean of the steady cycles (ms; ${objectReads} of ${steady.length} read tables and indexes) | | | ${fmt(
+    `| same, mean of the steady cycles (ms; ${objectReads} of ${steady.length} read tables and indexes${r.databases > 1 ? ' in a database' : ''}) | | | ${fmt(
       avg((c) => c.dbTimeMs),
       1,
     )} |`,
