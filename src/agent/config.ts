@@ -27,6 +27,12 @@ export interface DatabaseConfig {
   engine: EngineName
   dsn: string
   pollIntervalMs: number
+  /**
+   * object_stats_interval: how often the per-object statistics (the collectors marked `cadence:
+   * 'object_stats'`: tables, indexes, bloat, column_stats) are read, in ms; at most the poll interval
+   * (0 included) = every cycle. PostgreSQL only; default 60 s (DEFAULT_OBJECT_STATS_INTERVAL_MS).
+   */
+  objectStatsIntervalMs: number
   /** Absent = every collector of the engine. */
   enabledCollectors?: string[]
   /** PostgreSQL only: directory of logs holding auto_explain JSON plans. */
@@ -125,6 +131,15 @@ const DEFAULT_ENDPOINT = 'http://localhost:8080'
 const DEFAULT_POLL_INTERVAL = `${DEFAULT_POLL_INTERVAL_SECONDS}s`
 const MIN_POLL_INTERVAL_MS = 1000
 const MAX_POLL_INTERVAL_MS = MAX_POLL_INTERVAL_SECONDS * 1000
+/**
+ * object_stats_interval when the entry leaves it out: tables and indexes statistics read once a minute
+ * while statements go every poll (pgwatch's presets read them every 5 and 15 min): one row per table
+ * and index of every database, these reads were half the agent's database time per cycle
+ * (bench/RESULTS.md, Agent), and a minute is the resolution the server keeps their deltas at.
+ */
+export const DEFAULT_OBJECT_STATS_INTERVAL_MS = 60_000
+/** The longest object_stats_interval: the server's hourly rows of tables and indexes need a report in every hour. */
+const MAX_OBJECT_STATS_INTERVAL_MS = 3_600_000
 
 /**
  * The poll interval the server sets for a database (ingest answers' settings), held to the bounds of
@@ -152,6 +167,7 @@ const DATABASE_KEYS = [
   'engine',
   'dsn',
   'poll_interval',
+  'object_stats_interval',
   'enabled_collectors',
   'pg_log_dir',
   'explain_trusted_roles',
@@ -599,6 +615,30 @@ function parsePollInterval(entry: PlainMap, path: string): number {
   return ms
 }
 
+/**
+ * object_stats_interval: a Go duration, 0 (every cycle) or from the poll interval up to an hour; absent:
+ * DEFAULT_OBJECT_STATS_INTERVAL_MS (every cycle, then, when the poll interval is as long or longer).
+ */
+function parseObjectStatsInterval(entry: PlainMap, engine: EngineName, pollIntervalMs: number, path: string): number {
+  const where = `${path}.object_stats_interval`
+  const text = optionalString(entry, 'object_stats_interval', where)
+  if (text === undefined) return DEFAULT_OBJECT_STATS_INTERVAL_MS
+  if (engine !== 'postgres') throw new ConfigError(`${where}: only for postgres databases`)
+  let ms: number
+  try {
+    ms = parseGoDuration(text)
+  } catch (error) {
+    throw new ConfigError(`${where}: ${(error as Error).message}`)
+  }
+  if (ms === 0) return 0
+  if (ms < pollIntervalMs)
+    throw new ConfigError(
+      `${where}: must be 0 (every cycle) or at least the database's poll_interval (${pollIntervalMs / 1000}s), got ${text}`,
+    )
+  if (ms > MAX_OBJECT_STATS_INTERVAL_MS) throw new ConfigError(`${where}: must be at most 1h, got ${text}`)
+  return ms
+}
+
 function parseCollectors(entry: PlainMap, engine: EngineName, path: string): string[] | undefined {
   const value = entry.enabled_collectors
   if (value === null || value === undefined) return undefined
@@ -942,6 +982,7 @@ function parseDatabase(value: Plain, index: number): DatabaseConfig {
   }
 
   const pollIntervalMs = parsePollInterval(value, path)
+  const objectStatsIntervalMs = parseObjectStatsInterval(value, engine, pollIntervalMs, path)
   const enabledCollectors = parseCollectors(value, engine, path)
   const pgLogDir = optionalString(value, 'pg_log_dir', `${path}.pg_log_dir`)
   if (pgLogDir !== undefined && engine !== 'postgres')
@@ -963,7 +1004,7 @@ function parseDatabase(value: Plain, index: number): DatabaseConfig {
 
   const customMetrics = parseCustomMetrics(value, path, name, pollIntervalMs)
 
-  const database: DatabaseConfig = { name, engine, dsn, pollIntervalMs, tags }
+  const database: DatabaseConfig = { name, engine, dsn, pollIntervalMs, objectStatsIntervalMs, tags }
   if (customMetrics !== undefined) database.customMetrics = customMetrics
   if (exporter === 'true') database.exporter = true
   if (enabledCollectors !== undefined) database.enabledCollectors = enabledCollectors

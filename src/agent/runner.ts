@@ -108,6 +108,24 @@ export interface RunnerStatus {
   availability: Availability | null
 }
 
+/**
+ * Whether a collector on the object-statistics cadence (Collector.cadence) runs in the cycle at `now`,
+ * its last finished run having been the cycle at `lastAt` (undefined: none yet in this runner, so the
+ * first cycle after a start reads everything). Every cycle when the interval is at most the poll
+ * interval. Otherwise once per window of the interval on the wall clock (minutes, for a minute): in
+ * the first cycle of a new window at least half an interval after the last run, or any cycle a whole
+ * interval after it (or before it: the clock went back). A read every `intervalMs` from the last one
+ * would drift by a cycle's length each time and leave a minute without a sample now and then (the
+ * server's minute series of tables and indexes show an unsampled minute as a gap); by the windows,
+ * every minute gets one with a one-minute interval, its delta covering about the minute before.
+ */
+export function cadenceDue(now: number, lastAt: number | undefined, intervalMs: number, pollMs: number): boolean {
+  if (lastAt === undefined || intervalMs <= pollMs || now < lastAt) return true
+  const since = now - lastAt
+  if (since >= intervalMs) return true
+  return Math.floor(now / intervalMs) !== Math.floor(lastAt / intervalMs) && since >= intervalMs / 2
+}
+
 /** Rejects when `promise` takes longer than `ms`: with "<what> took longer than <ms> ms", or `what` itself when `whole`. */
 export function withDeadline<T>(promise: Promise<T>, ms: number, what: string, whole = false): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined
@@ -266,6 +284,13 @@ export abstract class Runner<Ctx> {
   private baselineAt: number | undefined
   /** The saved-state file failed to write: logged once until it works again. */
   private saveFailing = false
+  /**
+   * By collector name, the cycle (its `now`) of the last run of each collector on the object-statistics
+   * cadence whose state was committed, and the health status it left: cadenceDue decides from it. In
+   * memory only, so a new runner (an agent start, a config reload) reads everything in its first cycle;
+   * its baselines, saved with the state, still make that cycle's deltas exact.
+   */
+  private readonly cadenceRunAt = new Map<string, { at: number; status: string }>()
 
   constructor(
     readonly config: DatabaseConfig,
@@ -463,6 +488,7 @@ export abstract class Runner<Ctx> {
         this.state.clear()
         this.notes.clear()
         this.infos.clear()
+        this.cadenceRunAt.clear()
       }
     }
     this.identity = session.identity
@@ -796,10 +822,21 @@ export abstract class Runner<Ctx> {
     const errors: { collector: string; message: string }[] = []
     /** The state of the runs that finished in time, committed once their batch is delivered or buffered. */
     const stages: StagedState[] = []
+    /** The collectors on the object-statistics cadence that finished, recorded as run once their state is committed. */
+    const onCadence: string[] = []
     let finished = 0
     for (const plan of this.plans(session)) {
       if (!plan.run) {
         this.status.collectors[plan.collector.name] = `skipped: ${plan.reason}`
+        continue
+      }
+      // Per-object statistics not due this cycle: not run, and their section left out of the batch (the
+      // server keeps the latest tables and indexes; a batch without them is no sample of them). Their
+      // baselines stay, so the next run's deltas cover the cycles skipped.
+      const ran = plan.collector.cadence ? this.cadenceRunAt.get(plan.collector.name) : undefined
+      if (ran && !cadenceDue(now, ran.at, this.config.objectStatsIntervalMs, this.pollIntervalMs)) {
+        this.status.collectors[plan.collector.name] =
+          `${ran.status}, ${Math.round((now - ran.at) / 1000)} s ago (object_stats_interval ${this.config.objectStatsIntervalMs / 1000}s)`
         continue
       }
       // Stopping, or the ping loop closed the session (the next cycle reconnects): the cycle ends here.
@@ -818,6 +855,7 @@ export abstract class Runner<Ctx> {
         stages.push(staged)
         Object.assign(batch, sections)
         finished++
+        if (plan.collector.cadence) onCadence.push(plan.collector.name)
         this.metrics?.collector(plan.collector.name).duration.since(started)
         const note = this.notes.get(plan.collector.name)
         this.status.collectors[plan.collector.name] =
@@ -876,6 +914,7 @@ export abstract class Runner<Ctx> {
       this.settingsSent.lost()
     } else {
       for (const staged of stages) staged.commit()
+      for (const name of onCadence) this.cadenceRunAt.set(name, { at: now, status: this.status.collectors[name] ?? '' })
       // A cycle where no collector finished (the database did not answer) moved no baseline: the next
       // batch's deltas cover this cycle's time too.
       if (stages.length > 0) this.baselineAt = now

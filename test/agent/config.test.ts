@@ -74,6 +74,7 @@ databases:
           engine: 'postgres',
           dsn: 'postgres://monitor:pw@db1:5432/app?sslmode=disable',
           pollIntervalMs: 10_000,
+          objectStatsIntervalMs: 60_000,
           tags: {},
         },
         {
@@ -81,6 +82,7 @@ databases:
           engine: 'clickhouse',
           dsn: 'clickhouse://monitor:pw@ch1:9000/default',
           pollIntervalMs: 10_000,
+          objectStatsIntervalMs: 60_000,
           tags: {},
         },
       ],
@@ -120,6 +122,7 @@ databases:
         engine: 'postgres',
         dsn: 'postgresql://monitor:pw@db1/orders',
         pollIntervalMs: 90_000,
+        objectStatsIntervalMs: 60_000,
         enabledCollectors: ['query_stats', 'locks'],
         pgLogDir: '/var/log/postgresql',
         explainTrustedRoles: ['app_owner', 'Mixed Case'],
@@ -130,6 +133,7 @@ databases:
         engine: 'clickhouse',
         dsn: 'https://ch.example.com:8443',
         pollIntervalMs: 1000,
+        objectStatsIntervalMs: 60_000,
         enabledCollectors: ['parts', 'merges'],
         tags: {},
       },
@@ -174,6 +178,29 @@ databases:
     expect(parse('poll_interval: 10s')).toBeUndefined()
     expect(errorOf(() => parse('backup_command: [pgbackrest], backup_tool: barman')).message).toBe(
       'databases[0].backup_tool: expected pgbackrest or walg, got "barman"',
+    )
+  })
+
+  test('object_stats_interval: a duration, 0 or from the poll interval to 1h; 60s when absent; PostgreSQL only', () => {
+    const parse = (extra: string, dsn = 'postgres://db/app') =>
+      parseAgentConfig(`api: {key: ${KEY}}\ndatabases: [{dsn: "${dsn}", ${extra}}]`).databases[0]!.objectStatsIntervalMs
+    expect(parse('poll_interval: 10s')).toBe(60_000)
+    expect(parse('object_stats_interval: 5m')).toBe(300_000)
+    expect(parse('object_stats_interval: 0')).toBe(0)
+    expect(parse('poll_interval: 30s, object_stats_interval: 30s')).toBe(30_000)
+    // The default under a longer poll interval: every cycle, not an error.
+    expect(parse('poll_interval: 5m')).toBe(60_000)
+    expect(errorOf(() => parse('object_stats_interval: 5s')).message).toBe(
+      "databases[0].object_stats_interval: must be 0 (every cycle) or at least the database's poll_interval (10s), got 5s",
+    )
+    expect(errorOf(() => parse('object_stats_interval: 2h')).message).toBe(
+      'databases[0].object_stats_interval: must be at most 1h, got 2h',
+    )
+    expect(errorOf(() => parse('object_stats_interval: 1 minute')).message).toBe(
+      'databases[0].object_stats_interval: time: unknown unit " minute" in duration "1 minute"',
+    )
+    expect(errorOf(() => parse('object_stats_interval: 1m', 'clickhouse://ch:9000/default')).message).toBe(
+      'databases[0].object_stats_interval: only for postgres databases',
     )
   })
 
@@ -247,6 +274,7 @@ databases:
       engine: 'postgres',
       dsn: 'postgres://db/app',
       pollIntervalMs: 10_000,
+      objectStatsIntervalMs: 60_000,
       tags: {},
     })
   })

@@ -89,7 +89,7 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'dbm-covered-'))
   writeFileSync(
     join(dir, 'config.yaml'),
-    `api:\n  endpoint: http://127.0.0.1:${recorder.port}\n  key: ${key}\ndatabases:\n  - name: covered\n    dsn: ${dsn}\n    poll_interval: 1s\n    enabled_collectors: [tables]\n`,
+    `api:\n  endpoint: http://127.0.0.1:${recorder.port}\n  key: ${key}\ndatabases:\n  - name: covered\n    dsn: ${dsn}\n    poll_interval: 1s\n    object_stats_interval: 0s\n    enabled_collectors: [tables]\n`,
   )
 })
 

@@ -279,7 +279,14 @@ describe('deadlines that cancel', () => {
       protected override readonly collectors = [slowProbe, quickProbe]
     }
     const log = createLogger('error', () => {})
-    const config: DatabaseConfig = { name: 'probe', engine: 'postgres', dsn, pollIntervalMs: 1000, tags: {} }
+    const config: DatabaseConfig = {
+      name: 'probe',
+      engine: 'postgres',
+      dsn,
+      pollIntervalMs: 1000,
+      objectStatsIntervalMs: 0,
+      tags: {},
+    }
     const shipper = new Shipper({
       endpoint: server.base,
       apiKey: key,
@@ -389,6 +396,7 @@ describe('deadlines that cancel', () => {
       engine: 'clickhouse',
       dsn: ch.dsn,
       pollIntervalMs: 1000,
+      objectStatsIntervalMs: 0,
       tags: {},
     }
     const shipper = new Shipper({

@@ -180,7 +180,14 @@ describe('dbm agent GET /metrics', () => {
       log,
       metrics: metrics.shipper('probe'),
     })
-    const config: DatabaseConfig = { name: 'probe', engine: 'postgres', dsn, pollIntervalMs: 3_600_000, tags: {} }
+    const config: DatabaseConfig = {
+      name: 'probe',
+      engine: 'postgres',
+      dsn,
+      pollIntervalMs: 3_600_000,
+      objectStatsIntervalMs: 0,
+      tags: {},
+    }
     const runner = new ProbeRunner(config, shipper, log, defaultTimings)
     runner.metrics = metrics.runner('probe')
     const before = await serverScrape()

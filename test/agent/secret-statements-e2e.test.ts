@@ -55,6 +55,7 @@ describe.each([...postgresMajors])('PostgreSQL %d', (major) => {
       engine: 'postgres',
       dsn,
       pollIntervalMs: 60_000,
+      objectStatsIntervalMs: 0,
       enabledCollectors: ['query_stats'],
       tags: {},
     }

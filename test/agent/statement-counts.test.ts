@@ -68,6 +68,7 @@ function runnerFor(
     engine: 'postgres',
     dsn,
     pollIntervalMs: 60_000,
+    objectStatsIntervalMs: 0,
     enabledCollectors: ['query_stats'],
     tags: {},
   }

@@ -1,6 +1,7 @@
-// The real agent in this process watching one database (polled every second) and pushing to a test
-// server of its own with a verified account: what the agent's end-to-end tests share. The tests read
-// the results back through the API, and wait on the agent's cycles rather than on the clock.
+// The real agent in this process watching one database (polled every second, a PostgreSQL one's tables
+// and indexes too: object_stats_interval 0s) and pushing to a test server of its own with a verified
+// account: what the agent's end-to-end tests share. The tests read the results back through the API,
+// and wait on the agent's cycles rather than on the clock.
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Agent, type AgentOptions } from '../../src/agent/agent.ts'
@@ -36,7 +37,7 @@ export async function startAgentRig(
   const config = join(dir, 'config.yaml')
   writeFileSync(
     config,
-    `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n  - name: ${name}\n    dsn: ${dsn}\n    poll_interval: 1s\n${entry}`,
+    `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n  - name: ${name}\n    dsn: ${dsn}\n    poll_interval: 1s\n${/^postgres(ql)?:/.test(dsn) ? '    object_stats_interval: 0s\n' : ''}${entry}`,
   )
   const agent = new Agent({ configPath: config, bufferDir: dir, log: createLogger('error', () => {}), timings })
   await agent.start()

@@ -142,6 +142,12 @@ export interface Collector<Ctx> {
   readonly serverSwitch?: CollectorName['serverSwitch']
   /** Runs unless enabled_collectors leaves it out or the server disables it. */
   defaultEnabled: boolean
+  /**
+   * 'object_stats': per-object statistics (one row per table or index), run at the database's
+   * object_stats_interval rather than every cycle, and in the first cycle of a runner (runner.ts,
+   * cadenceDue). Absent: every cycle.
+   */
+  cadence?: 'object_stats'
   /** Why the database's config gives this collector nothing to do (backups without backup_command); undefined when it can run. */
   unconfigured?(config: Partial<DatabaseConfig>): string | undefined
   /** Deadline of one run when the config asks for longer than the runner's (custom metrics' own timeouts). */

@@ -180,6 +180,7 @@ export const bloat = registerCollector<PostgresContext>({
   name: 'bloat',
   engine: 'postgres',
   defaultEnabled: true,
+  cadence: 'object_stats',
   async collect(ctx) {
     const fingerprint = await fingerprintOf(ctx)
     const last = ctx.state.get('bloat') as { fingerprint: string; at: number } | undefined

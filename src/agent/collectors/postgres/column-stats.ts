@@ -188,6 +188,7 @@ export const columnStats = registerCollector<PostgresContext>({
   name: 'column_stats',
   engine: 'postgres',
   defaultEnabled: true,
+  cadence: 'object_stats',
   async collect(ctx) {
     const top = await topTables(ctx)
     const readable = top.filter((t) => t.readable)

@@ -108,6 +108,7 @@ export const indexes = registerCollector<PostgresContext>({
   name: 'indexes',
   engine: 'postgres',
   defaultEnabled: true,
+  cadence: 'object_stats',
   async collect(ctx) {
     const state = (ctx.state.get('indexes') as State | undefined) ?? { cycle: 0, indexes: new Map<number, Known>() }
     const refresh = state.cycle % DEFINITION_REFRESH_CYCLES === 0

@@ -35,7 +35,10 @@ const MAX_SEQUENCES = 1_000
 const COUNTERS = TABLE_COUNTERS
 type TableCounters = Counters<(typeof COUNTERS)[number]>
 
-// The table statistics are read every cycle from pg_stat_user_tables alone (STATS_SQL); what the
+// The collector runs on the object statistics' cadence (object_stats_interval, once a minute by
+// default: runner.ts, cadenceDue), its counters' deltas covering the time since its last run, and so do
+// indexes, bloat and column_stats, which take this read of the cycle (TABLES_READ, SEQ_READ).
+// The table statistics are read at each run from pg_stat_user_tables alone (STATS_SQL); what the
 // catalogs say of each table, which changes only with DDL, is read again only when the catalogs moved
 // (FACTS_SQL under catalogSignal, common.ts); sizes only for the tables whose fingerprint moved
 // (SIZES_SQL). The three were one statement that read all of it every cycle: 134 ms of the agent's
@@ -355,6 +358,7 @@ export const tables = registerCollector<PostgresContext>({
   name: 'tables',
   engine: 'postgres',
   defaultEnabled: true,
+  cadence: 'object_stats',
   async collect(ctx) {
     const kept = ctx.state.get(SIZES) as Sizes | undefined
     const known =
