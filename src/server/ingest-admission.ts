@@ -13,6 +13,7 @@
 // Refusals are counted (dbm_ingest_shed_total by kind, dbm_ingest_refusals_total by reason) and logged
 // once per episode: a warning when refusing starts, an info line with the counts once none was refused
 // for episodeQuietMs.
+import type { WriteRefusalSpan } from './store/write-faults.ts'
 import { BATCH_AGE_HEADER } from '../shared/ingest-path.ts'
 import type { Logger } from '../shared/log.ts'
 import { HttpError } from './http-error.ts'
@@ -74,6 +75,8 @@ export class IngestAdmission {
   /** When each organization last sent an ingest, oldest first (those older than orgShare.activeMs dropped). */
   private readonly lastSeen = new Map<string, number>()
   private episode: Episode | null = null
+  /** Shedding for capacity (its place or its share) on the wall clock: since, and the latest shed. */
+  private shedding: { since: number; last: number } | undefined
 
   constructor(
     private readonly log: Logger,
@@ -232,7 +235,24 @@ export class IngestAdmission {
       }
     }
     this.episode.lastShedAt = now
+    if (reason !== 'body_timeout') {
+      const wall = Date.now()
+      if (!this.shedding || wall - this.shedding.last >= this.limits.episodeQuietMs)
+        this.shedding = { since: wall, last: wall }
+      else this.shedding.last = wall
+    }
     return this.episode
+  }
+
+  /**
+   * When this process last shed batches for want of room (wall clock): under way (no `endedAt`) until
+   * episodeQuietMs passed without one. The doctor's agent_disconnected takes a silence that began while
+   * batches were shed for the server's (agents keep what is shed and send it again).
+   */
+  shedSpan(now = Date.now()): WriteRefusalSpan | undefined {
+    const s = this.shedding
+    if (!s) return undefined
+    return now - s.last >= this.limits.episodeQuietMs ? { since: s.since, endedAt: s.last } : { since: s.since }
   }
 
   private endEpisode(now: number): void {

@@ -344,6 +344,7 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
       local: config.signup === 'local',
       servingSince: deps.servingSince,
       storeRefusals: () => store.writeFaults?.refusals(),
+      ingestShedding: () => deps.ingestAdmission?.shedSpan(),
       log,
     }).then(
       (worker) => {

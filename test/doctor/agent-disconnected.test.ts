@@ -59,3 +59,29 @@ test("a silence that began while the store refused writes is the server's: no fi
     rig.server.advance(-12 * 3600_000)
   }
 })
+
+test("a silence that began while this serve shed batches for want of room is the serve's, until a grace after", async () => {
+  await rig.cycle()
+  // A fleet catching up after a restart: the admission sheds batches (503 + Retry-After), the agents keep them.
+  const admission = rig.server.deps.ingestAdmission!
+  ;(admission as unknown as { refused(reason: string, now: number): unknown }).refused('capacity', performance.now())
+  expect(admission.shedSpan()).toEqual({ since: expect.any(Number) })
+  rig.server.advance(3 * 3600_000 + 1000)
+  try {
+    expect(await rig.findings('agent_disconnected')).toEqual([])
+  } finally {
+    rig.server.advance(-(3 * 3600_000 + 1000))
+  }
+  // Once no batch was shed for the admission's quiet time and a grace passed, a silence is the agent's again.
+  const quiet = admission.limits.episodeQuietMs
+  expect(admission.shedSpan(Date.now() + quiet)?.endedAt).toBeNumber()
+  rig.server.advance(12 * 3600_000)
+  try {
+    ;(admission as unknown as { shedding: { since: number; last: number } }).shedding.last -= quiet
+    expect((await rig.findings('agent_disconnected')).map((f: any) => f.title)).toEqual([
+      'The agent has stopped sending data',
+    ])
+  } finally {
+    rig.server.advance(-12 * 3600_000)
+  }
+})

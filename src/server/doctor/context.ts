@@ -85,9 +85,15 @@ export class DoctorContext {
     /**
      * `local`: the server is `dbm local`'s, whose agent runs in its process on the DSNs of its command line
      * (no config file). `servingSince`: when the serving process started (Deps.servingSince).
-     * `storeRefusals`: the store's refused writes under way or last ended (store/write-faults.ts).
+     * `storeRefusals`: the store's refused writes under way or last ended (store/write-faults.ts);
+     * `ingestShedding`: this process's batches shed for want of room, likewise (ingest-admission.ts).
      */
-    readonly setup: { local: boolean; servingSince?: number; storeRefusals?: WriteRefusalSpan } = { local: false },
+    readonly setup: {
+      local: boolean
+      servingSince?: number
+      storeRefusals?: WriteRefusalSpan
+      ingestShedding?: WriteRefusalSpan
+    } = { local: false },
   ) {}
 
   /** The rule's thresholds, with the database's values applied. */

@@ -66,6 +66,8 @@ export async function startDiagnosisWorker(options: {
   servingSince?: number
   /** The main store's refused writes (store.writeFaults), sent with each diagnosis: the doctor's setup. */
   storeRefusals?: () => WriteRefusalSpan | undefined
+  /** The serve's batches shed for want of room (ingest-admission.ts), sent with each diagnosis likewise. */
+  ingestShedding?: () => WriteRefusalSpan | undefined
   log: Logger
   /** Tests shorten the waits and the run limit (defaults: API_WAIT_MS, DIAGNOSIS_TIMEOUT_MS, DIAGNOSIS_RUN_LIMIT_MS). */
   limits?: { apiWaitMs?: number; monitorWaitMs?: number; runMs?: number }
@@ -226,6 +228,7 @@ export async function startDiagnosisWorker(options: {
         priority,
         deadline: Date.now() + waitMs,
         storeRefusals: options.storeRefusals?.(),
+        ingestShedding: options.ingestShedding?.(),
       }
       const settled =
         <T>(f: (v: T) => void) =>

@@ -52,12 +52,15 @@ export interface DiagnoseOptions {
   between?: () => Promise<void>
   /** The main store's refused writes, from the diagnosis worker's caller; absent: deps.store.writeFaults. */
   storeRefusals?: WriteRefusalSpan
+  /** The serve's batches shed for want of room (ingest-admission.ts), from the diagnosis worker's caller; absent: deps'. */
+  ingestShedding?: WriteRefusalSpan
   /** The database's thresholds as its caller read them (doctor/thresholds.ts overridesOf); absent: read from the store here. */
   thresholds?: ThresholdOverrides
 }
 
 export async function diagnose(
-  deps: Pick<Deps, 'store' | 'log' | 'doctorThresholds' | 'signup' | 'servingSince'>,
+  deps: Pick<Deps, 'store' | 'log' | 'doctorThresholds' | 'signup' | 'servingSince'> &
+    Partial<Pick<Deps, 'ingestAdmission'>>,
   db: RegisteredDatabase,
   now: number,
   options: DiagnoseOptions = {},
@@ -70,6 +73,7 @@ export async function diagnose(
     local: deps.signup === 'local',
     servingSince: deps.servingSince,
     storeRefusals: options.storeRefusals ?? deps.store.writeFaults?.refusals(),
+    ingestShedding: options.ingestShedding ?? deps.ingestAdmission?.shedSpan(),
   })
   const ruleList = rulesFor(db)
   let results: (Omit<Finding, 'cause'>[] | null)[]

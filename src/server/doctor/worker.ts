@@ -36,6 +36,8 @@ export interface WorkerDiagnose {
   deadline: number
   /** The main store's refused writes (DoctorContext.setup.storeRefusals). */
   storeRefusals?: WriteRefusalSpan
+  /** The serve's batches shed for want of room (DoctorContext.setup.ingestShedding). */
+  ingestShedding?: WriteRefusalSpan
 }
 export interface WorkerClose {
   kind: 'close'
@@ -81,6 +83,7 @@ async function drain() {
         postMessage({ kind: 'started', id: m.id, database: m.db.id })
         const { context: _context, ...diagnosis } = await diagnose(deps, m.db, m.now, {
           storeRefusals: m.storeRefusals,
+          ingestShedding: m.ingestShedding,
         })
         postMessage({ kind: 'diagnosis', id: m.id, diagnosis })
       } catch (e) {

@@ -100,18 +100,19 @@ export const agentDisconnected: Rule<typeof defaults> = {
       )
         return []
     }
-    // The store refused writes (its disk full...): the agent's batches were answered 503 and it kept them,
-    // so a silence that began with the refusals is the server's, not the agent's (the server logs it and
-    // /healthz names it). Judged again once the refusals ended and the agents had a restart's grace to
-    // deliver what they kept.
-    const refusals = ctx.setup.storeRefusals
-    if (
-      refusals &&
-      heard >= refusals.since - silentAfter &&
-      (refusals.endedAt === undefined ||
-        now - (refusals.endedAt + restartGraceMs(db.poll_interval_seconds)) <= silentAfter)
-    )
-      return []
+    // The store refused writes (its disk full...), or this process shed batches for want of room (a fleet
+    // catching up after a restart): the agent's batches were answered 503 and it kept them, so a silence
+    // that began while that went on is the server's, not the agent's (the server logs both). Judged again
+    // once it ended and the agents had a restart's grace to deliver what they kept.
+    for (const refusals of [ctx.setup.storeRefusals, ctx.setup.ingestShedding]) {
+      if (
+        refusals &&
+        heard >= refusals.since - silentAfter &&
+        (refusals.endedAt === undefined ||
+          now - (refusals.endedAt + restartGraceMs(db.poll_interval_seconds)) <= silentAfter)
+      )
+        return []
+    }
     if (ctx.setup.local) {
       return [
         {
