@@ -55,7 +55,7 @@ async function startAgent(endpoint: string, key: string) {
   const dir = mkdtempSync(join(root, 'agent-'))
   writeFileSync(
     join(dir, 'config.yaml'),
-    `api:\n  endpoint: ${endpoint}\n  key: ${key}\ndatabases:\n  - name: app\n    dsn: ${dsn}\n    poll_interval: 1s\n`,
+    `api:\n  endpoint: ${endpoint}\n  key: ${key}\ndatabases:\n  - name: app\n    dsn: ${dsn}\n    poll_interval: 1s\n    object_stats_interval: 0s\n`,
   )
   const agent = new Agent({
     configPath: join(dir, 'config.yaml'),
