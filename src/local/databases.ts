@@ -3,7 +3,7 @@
 // DSN points at (host, port and database, never the user or password), so that a later run with the same
 // DSN reports to the same registered database and keeps its history. Each PostgreSQL database's owner is
 // trusted for EXPLAIN (it is the user's own database), and --explain-trusted-role adds roles; the notes
-// name that flag, there being no config file to edit.
+// name that flag, there being no config file to edit. Its tables are read every cycle (object_stats_interval 0).
 import { userInfo } from 'node:os'
 import { type AgentConfig, ConfigError, clickhouseTarget, detectEngine, parseAgentConfig } from '../agent/config.ts'
 import { postgresHost } from '../agent/postgres-dsn.ts'
@@ -60,9 +60,12 @@ export function localAgentConfig(
         `${which(i)}: expected a postgres://, postgresql://, clickhouse://, tcp://, http:// or https:// URL`,
       )
     }
-    return engine === 'postgres' && trustedRoles.length > 0
-      ? { dsn, explain_trusted_roles: [...trustedRoles] }
-      : { dsn }
+    if (engine !== 'postgres') return { dsn }
+    // A laptop's own database: its tables are read every cycle (object_stats_interval 0), so that a table's
+    // findings show within a cycle or two, not at the next minute as an agent's do for a fleet.
+    return trustedRoles.length > 0
+      ? { dsn, object_stats_interval: '0s', explain_trusted_roles: [...trustedRoles] }
+      : { dsn, object_stats_interval: '0s' }
   })
   if (trustedRoles.length > 0 && !databases.some((d) => 'explain_trusted_roles' in d)) {
     throw new UsageError('dbm local: --explain-trusted-role is for PostgreSQL databases, and no DSN names one')
