@@ -12,7 +12,7 @@ import type { WriteRefusal } from '../store/write-faults.ts'
 import { storeFaultAnswer } from '../store-outages.ts'
 import { isStoreUnreachable } from '../store/reachability.ts'
 import { SqlStore } from '../store/sql-store.ts'
-import { SqliteDriver } from '../store/sqlite/driver.ts'
+import { SqliteDriver, isSqliteBusy } from '../store/sqlite/driver.ts'
 import { type ApplyContext, type IngestOutcome, type RefusalMessage, applyIngest, toRefusal } from './apply.ts'
 
 export interface WriterOpen {
@@ -95,13 +95,6 @@ async function open(m: WriterOpen) {
 
 const answer = (m: WriterAnswer) => postMessage(m)
 
-/** SQLITE_BUSY: the write lock stayed taken past busy_timeout. */
-function isBusy(e: unknown, depth = 0): boolean {
-  if (typeof e !== 'object' || e === null || depth > 4) return false
-  const { code, cause } = e as { code?: unknown; cause?: unknown }
-  return (typeof code === 'string' && code.startsWith('SQLITE_BUSY')) || isBusy(cause, depth + 1)
-}
-
 async function ingest(m: WriterIngest) {
   try {
     if (!store) throw new Error('the ingest writer has no store')
@@ -118,7 +111,7 @@ async function ingest(m: WriterIngest) {
       ? { code: tryLater.code, reason: tryLater.reason, message: tryLater.message }
       : undefined
     if (fault) answer({ kind: 'refused', id: m.id, refusal: toRefusal(fault), writeFault })
-    else if (isBusy(e)) {
+    else if (isSqliteBusy(e)) {
       // The main thread's connection held the SQLite store's write lock past busy_timeout (a long
       // retention pass): the batch was not applied, and is taken when sent again.
       answer({

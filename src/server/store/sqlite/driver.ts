@@ -61,8 +61,9 @@ const FINISH_FRAMES = 512
 /** How long a statement of the owner's connection is tried again while the store is busy (as busy_timeout was). */
 const BUSY_RETRY_MS = 5000
 
-const isBusy = (e: unknown): boolean => {
-  for (let x = e as { code?: unknown; cause?: unknown } | undefined, depth = 0; x && depth < 4; depth++) {
+/** SQLITE_BUSY, in the error or its causes: the write lock stayed taken (by the other writing connection). */
+export const isSqliteBusy = (e: unknown): boolean => {
+  for (let x = e as { code?: unknown; cause?: unknown } | undefined, depth = 0; x && depth <= 4; depth++) {
     if (typeof x.code === 'string' && x.code.startsWith('SQLITE_BUSY')) return true
     x = x.cause as typeof x
   }
@@ -81,7 +82,7 @@ async function busyRetry<T>(op: () => Promise<T>): Promise<T> {
     try {
       return await op()
     } catch (e) {
-      if (!isBusy(e) || performance.now() - start > BUSY_RETRY_MS) throw e
+      if (!isSqliteBusy(e) || performance.now() - start > BUSY_RETRY_MS) throw e
       await Bun.sleep(Math.min(2 ** attempt, 16))
     }
   }
